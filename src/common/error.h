@@ -1,0 +1,51 @@
+/*
+ * Internal error and logging helpers shared by every module.
+ *
+ * ect__error(status, fmt, ...) records the detail message on the calling
+ * thread and returns status, so a failure path reads
+ *     return ect__error(ECT_ERR_CONFIG, "ec_role '%s' is not one of ...", v);
+ * ect__error_errno() appends strerror(errno).  The log macros check the
+ * threshold before formatting anything.
+ */
+#ifndef ECT_COMMON_ERROR_H
+#define ECT_COMMON_ERROR_H
+
+#include <ectier/log.h>
+#include <ectier/status.h>
+
+#if defined(__GNUC__)
+#define ECT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define ECT_PRINTF(a, b)
+#endif
+
+/* Set the thread's last-error message and return status. */
+ect_status_t ect__error(ect_status_t status, const char *fmt, ...) ECT_PRINTF(2, 3);
+
+/* Like ect__error, with ": <strerror(errno)>" appended (errno read on entry). */
+ect_status_t ect__error_errno(ect_status_t status, const char *fmt, ...) ECT_PRINTF(2, 3);
+
+/* Format and send one line to the sink; call through the macros below. */
+void ect__log(ect_log_level_t level, const char *fmt, ...) ECT_PRINTF(2, 3);
+
+/* The threshold as a plain load, for the macros' fast check. */
+extern int ect__log_threshold;
+void ect__log_init_once(void);
+
+#define ECT__LOG(lvl, ...)                                                                         \
+    do {                                                                                           \
+        ect__log_init_once();                                                                      \
+        if ((int)(lvl) <= __atomic_load_n(&ect__log_threshold, __ATOMIC_RELAXED))                  \
+            ect__log((lvl), __VA_ARGS__);                                                          \
+    } while (0)
+
+#define ECT_LOG_E(...) ECT__LOG(ECT_LOG_ERROR, __VA_ARGS__)
+#define ECT_LOG_W(...) ECT__LOG(ECT_LOG_WARN, __VA_ARGS__)
+#define ECT_LOG_I(...) ECT__LOG(ECT_LOG_INFO, __VA_ARGS__)
+#define ECT_LOG_D(...) ECT__LOG(ECT_LOG_DEBUG, __VA_ARGS__)
+#define ECT_LOG_T(...) ECT__LOG(ECT_LOG_TRACE, __VA_ARGS__)
+
+/* Log the current last-error message at level with a prefix ("region: ..."). */
+void ect__log_last_error(ect_log_level_t level, const char *what);
+
+#endif /* ECT_COMMON_ERROR_H */

@@ -1,0 +1,86 @@
+/*
+ * `ectier`: the command-line entry point.  Dispatches to one function per
+ * subcommand (tools/cli.h); each lives in tools/cmd_<name>.c.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <ectier/ectier.h>
+
+#include "cli.h"
+
+static int cli_version(int argc, char **argv);
+
+static const struct ect_cli_command commands[] = {
+    {"version", "print the version and what this build includes", cli_version},
+};
+
+static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);
+
+static int
+cli_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("ectier %s (p2p: %s, cuda: %s)\n", ect_version(), ect_has_p2p() ? "yes" : "no",
+           ect_has_cuda() ? "yes" : "no");
+    return 0;
+}
+
+int
+ect_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "ectier %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    if (usage != NULL)
+        fprintf(stderr, "%s", usage);
+    return 2;
+}
+
+int
+ect_cli_fail(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "ectier %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    return 1;
+}
+
+static void
+print_help(FILE *out)
+{
+    fprintf(out, "usage: ectier <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < n_commands; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n`ectier <command> --help` describes one command.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_help(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        print_help(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0)
+        return cli_version(argc - 1, argv + 1);
+    for (size_t i = 0; i < n_commands; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "ectier: unknown command '%s'\n\n", argv[1]);
+    print_help(stderr);
+    return 2;
+}
