@@ -13,6 +13,7 @@
 static int cli_version(int argc, char **argv);
 
 static const struct ect_cli_command commands[] = {
+    {"bench", "run the benchmarks, each against its ceiling", ect_cli_bench},
     {"version", "print the version and what this build includes", cli_version},
 };
 

@@ -1,0 +1,114 @@
+/*
+ * Copy engines: asynchronous copies between the engine's encoder-cache memory
+ * and the shared region.
+ *
+ * A batch is a list of (dst, src, len) operations submitted together; the
+ * engine returns a ticket, and the batch has landed once ect_copy_query()
+ * reports ECT_OK for that ticket.  Two engines exist behind this interface:
+ *
+ *   cpu  - always built.  Engine memory is host memory; a small pool of
+ *          threads performs the copies.
+ *   cuda - built with the CUDA toolkit.  Engine memory is device memory;
+ *          copies run on pooled non-blocking streams, ordered after (saves)
+ *          or before (loads) the engine's compute stream, and completion is a
+ *          CUDA event.
+ *
+ * Thread safety: submit, query and wait may be called from several threads
+ * on one engine.  destroy must not race with anything else on that engine.
+ */
+#ifndef ECTIER_COPY_H
+#define ECTIER_COPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ectier/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ect_copy_engine ect_copy_engine_t;
+
+/* Direction of a batch, seen from the region. */
+typedef enum ect_copy_dir {
+    ECT_COPY_SAVE = 0, /* engine memory -> region (GPU: device to host) */
+    ECT_COPY_LOAD = 1, /* region -> engine memory (GPU: host to device) */
+} ect_copy_dir_t;
+
+/* One contiguous copy.  Pointers are borrowed and must stay valid until the
+ * batch has landed. */
+typedef struct ect_copy_op {
+    void *dst;
+    const void *src;
+    size_t len;
+} ect_copy_op_t;
+
+typedef struct ect_copy_batch {
+    ect_copy_dir_t dir;
+    const ect_copy_op_t *ops; /* borrowed; copied by submit, may be reused after it returns */
+    size_t n_ops;
+    /* CUDA only (ignored by the CPU engine): the engine's compute stream, a
+     * cudaStream_t passed as void*.  A save starts only after the work
+     * already queued on it (the encoder's output is ready); the compute
+     * stream's later work waits for a load.  NULL: the legacy default stream. */
+    void *compute_stream;
+} ect_copy_batch_t;
+
+typedef struct ect_copy_cpu_params {
+    unsigned threads;        /* copy threads; 0 picks a default (2) */
+    size_t split_bytes;      /* ops larger than this are split across threads; 0 = 4 MiB */
+} ect_copy_cpu_params_t;
+
+typedef struct ect_copy_cuda_params {
+    int device;              /* CUDA device ordinal */
+    unsigned streams;        /* pooled streams; 0 picks a default (4) */
+} ect_copy_cuda_params_t;
+
+/* Create the CPU engine.  params may be NULL for defaults.
+ * Returns ECT_OK, ECT_ERR_NO_MEMORY, ECT_ERR_IO (thread creation). */
+ECT_API ect_status_t ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params,
+                                                ect_copy_engine_t **engine_p);
+
+/* Create the CUDA engine.  Returns ECT_ERR_UNSUPPORTED in a build without
+ * CUDA or where no device is usable (the message says which), ECT_ERR_CUDA
+ * on a CUDA failure. */
+ECT_API ect_status_t ect_copy_engine_create_cuda(const ect_copy_cuda_params_t *params,
+                                                 ect_copy_engine_t **engine_p);
+
+/* "cpu" or "cuda". */
+ECT_API const char *ect_copy_engine_kind(const ect_copy_engine_t *engine);
+
+/* Tell the engine about host memory that copies will use (the region).  The
+ * CUDA engine page-locks it with the driver once, in chunks; failure only
+ * warns (copies then take a slower, still correct path) and returns ECT_OK.
+ * The CPU engine does nothing.  base/len are borrowed until
+ * ect_copy_unregister_host or destroy. */
+ECT_API ect_status_t ect_copy_register_host(ect_copy_engine_t *engine, void *base, size_t len);
+
+/* Undo ect_copy_register_host for base.  ECT_ERR_NOT_FOUND if not registered. */
+ECT_API ect_status_t ect_copy_unregister_host(ect_copy_engine_t *engine, void *base);
+
+/* Submit a batch.  On ECT_OK *ticket_p identifies it (tickets are unique and
+ * increasing per engine).  An empty batch is allowed and lands at once.
+ * Returns ECT_ERR_INVALID_ARG (NULL pointer with a non-zero length, bad
+ * direction), ECT_ERR_SHUTDOWN, ECT_ERR_CUDA. */
+ECT_API ect_status_t ect_copy_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch,
+                                     uint64_t *ticket_p);
+
+/* Has the batch landed?  ECT_OK: yes, and the ticket is retired (a later
+ * query of it returns ECT_ERR_NOT_FOUND); ECT_ERR_BUSY: still in flight; any
+ * other status: the batch failed (message set) and the ticket is retired. */
+ECT_API ect_status_t ect_copy_query(ect_copy_engine_t *engine, uint64_t ticket);
+
+/* Block until the batch has landed; same results as query, never BUSY. */
+ECT_API ect_status_t ect_copy_wait(ect_copy_engine_t *engine, uint64_t ticket);
+
+/* Wait for every batch, release threads, streams and registrations.
+ * NULL is a no-op. */
+ECT_API void ect_copy_engine_destroy(ect_copy_engine_t *engine);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ECTIER_COPY_H */
