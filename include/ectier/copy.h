@@ -56,13 +56,13 @@ typedef struct ect_copy_batch {
 } ect_copy_batch_t;
 
 typedef struct ect_copy_cpu_params {
-    unsigned threads;        /* copy threads; 0 picks a default (2) */
-    size_t split_bytes;      /* ops larger than this are split across threads; 0 = 4 MiB */
+    unsigned threads;   /* copy threads; 0 picks a default (2) */
+    size_t split_bytes; /* ops larger than this are split across threads; 0 = 4 MiB */
 } ect_copy_cpu_params_t;
 
 typedef struct ect_copy_cuda_params {
-    int device;              /* CUDA device ordinal */
-    unsigned streams;        /* pooled streams; 0 picks a default (4) */
+    int device;       /* CUDA device ordinal */
+    unsigned streams; /* pooled streams; 0 picks a default (4) */
 } ect_copy_cuda_params_t;
 
 /* Create the CPU engine.  params may be NULL for defaults.

@@ -1,0 +1,727 @@
+/*
+ * Step metadata (scheduler -> worker) and worker reports (worker ->
+ * scheduler): in-memory values and their framed little-endian encoding.
+ *
+ * Frame: magic (4 bytes), layout version u32, body length u64, body.
+ *   meta body:   n_saves u32, n_loads u32, then per item:
+ *                key_len u32, key bytes, [transfer_id u64: loads only],
+ *                n_runs u32, n_runs x (first u64, count u64)
+ *   report body: n_saves u32, n_loads u32, six u64 stats, then
+ *                n_saves x (key_len u32, key bytes), n_loads x transfer_id u64
+ *
+ * Invariants of a value: keys are 1..ECT_KEY_MAX bytes without NUL; runs of
+ * one item are ascending and non-overlapping with count >= 1; a key appears
+ * at most once among the saves and once among the loads.  Decoding
+ * re-establishes all of them and, for metadata, checks that no two runs of
+ * the whole step overlap and every run lies inside the region.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <ectier/step.h>
+
+#include "common/bytes.h"
+#include "common/error.h"
+
+#define META_MAGIC         "ECTM"
+#define REPORT_MAGIC       "ECTR"
+#define LAYOUT_VERSION     1u
+#define FRAME_HEADER_BYTES 16u
+#define RUN_BYTES          16u
+
+/* ---- a growable list of items with a key index -------------------------- */
+
+struct item_list {
+    ect_step_item_t *items;
+    size_t n, cap;
+    size_t *index; /* open addressing over items, SIZE_MAX = empty */
+    size_t index_cap;
+};
+
+struct ect_step_meta {
+    struct item_list saves;
+    struct item_list loads;
+};
+
+static uint64_t
+key_hash(const char *key)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h;
+}
+
+static ect_status_t
+index_rebuild(struct item_list *l, size_t cap)
+{
+    size_t *index = malloc(cap * sizeof(*index));
+    if (index == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "step metadata: out of memory for the key index");
+    for (size_t i = 0; i < cap; i++)
+        index[i] = SIZE_MAX;
+    for (size_t i = 0; i < l->n; i++) {
+        size_t slot = key_hash(l->items[i].key) & (cap - 1);
+        while (index[slot] != SIZE_MAX)
+            slot = (slot + 1) & (cap - 1);
+        index[slot] = i;
+    }
+    free(l->index);
+    l->index = index;
+    l->index_cap = cap;
+    return ECT_OK;
+}
+
+static const ect_step_item_t *
+list_find(const struct item_list *l, const char *key)
+{
+    if (l->index_cap == 0)
+        return NULL;
+    size_t slot = key_hash(key) & (l->index_cap - 1);
+    while (l->index[slot] != SIZE_MAX) {
+        const ect_step_item_t *it = &l->items[l->index[slot]];
+        if (strcmp(it->key, key) == 0)
+            return it;
+        slot = (slot + 1) & (l->index_cap - 1);
+    }
+    return NULL;
+}
+
+static void
+list_free(struct item_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free((void *)l->items[i].key);
+        free((void *)l->items[i].runs);
+    }
+    free(l->items);
+    free(l->index);
+    memset(l, 0, sizeof(*l));
+}
+
+static ect_status_t
+check_key(const char *what, const char *key, size_t len)
+{
+    if (len == 0 || len > ECT_KEY_MAX)
+        return ect__error(ECT_ERR_INVALID_ARG, "%s: key of %zu bytes (allowed 1..%d)", what, len,
+                          ECT_KEY_MAX);
+    if (memchr(key, '\0', len) != NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "%s: key contains a NUL byte", what);
+    return ECT_OK;
+}
+
+static ect_status_t
+check_runs(const char *what, const char *key, const ect_run_t *runs, size_t n_runs,
+           uint64_t *n_blocks_p)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < n_runs; i++) {
+        if (runs[i].count == 0)
+            return ect__error(ECT_ERR_INVALID_ARG, "%s '%s': run %zu has zero blocks", what, key,
+                              i);
+        if (runs[i].first > UINT64_MAX - runs[i].count)
+            return ect__error(ECT_ERR_INVALID_ARG, "%s '%s': run %zu overflows block ids", what,
+                              key, i);
+        if (i > 0 && runs[i].first < runs[i - 1].first + runs[i - 1].count)
+            return ect__error(ECT_ERR_INVALID_ARG,
+                              "%s '%s': runs not ascending or overlapping at run %zu", what, key,
+                              i);
+        total += runs[i].count;
+    }
+    *n_blocks_p = total;
+    return ECT_OK;
+}
+
+static ect_status_t
+list_add(struct item_list *l, const char *what, const char *key, uint64_t tid,
+         const ect_run_t *runs, size_t n_runs)
+{
+    if (key == NULL || (n_runs > 0 && runs == NULL))
+        return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL key or runs", what);
+    size_t len = strnlen(key, ECT_KEY_MAX + 1);
+    ect_status_t st = check_key(what, key, len);
+    if (st != ECT_OK)
+        return st;
+    uint64_t n_blocks = 0;
+    if ((st = check_runs(what, key, runs, n_runs, &n_blocks)) != ECT_OK)
+        return st;
+    if (list_find(l, key) != NULL)
+        return ect__error(ECT_ERR_EXISTS, "%s: key '%s' is already in this step", what, key);
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        ect_step_item_t *items = realloc(l->items, cap * sizeof(*items));
+        if (items == NULL)
+            return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
+        l->items = items;
+        l->cap = cap;
+    }
+    if ((l->n + 1) * 2 > l->index_cap) {
+        size_t cap = l->index_cap ? l->index_cap * 2 : 16;
+        if ((st = index_rebuild(l, cap)) != ECT_OK)
+            return st;
+    }
+    char *key_copy = malloc(len + 1);
+    ect_run_t *runs_copy = malloc(n_runs > 0 ? n_runs * sizeof(*runs_copy) : 1);
+    if (key_copy == NULL || runs_copy == NULL) {
+        free(key_copy);
+        free(runs_copy);
+        return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
+    }
+    memcpy(key_copy, key, len + 1);
+    if (n_runs > 0)
+        memcpy(runs_copy, runs, n_runs * sizeof(*runs_copy));
+    ect_step_item_t *it = &l->items[l->n];
+    it->key = key_copy;
+    it->transfer_id = tid;
+    it->n_blocks = n_blocks;
+    it->runs = runs_copy;
+    it->n_runs = n_runs;
+    size_t slot = key_hash(key_copy) & (l->index_cap - 1);
+    while (l->index[slot] != SIZE_MAX)
+        slot = (slot + 1) & (l->index_cap - 1);
+    l->index[slot] = l->n;
+    l->n++;
+    return ECT_OK;
+}
+
+/* ---- step metadata ------------------------------------------------------ */
+
+ect_status_t
+ect_step_meta_create(ect_step_meta_t **meta_p)
+{
+    if (meta_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "step metadata: NULL output");
+    ect_step_meta_t *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "step metadata: out of memory");
+    *meta_p = m;
+    return ECT_OK;
+}
+
+void
+ect_step_meta_destroy(ect_step_meta_t *meta)
+{
+    if (meta == NULL)
+        return;
+    list_free(&meta->saves);
+    list_free(&meta->loads);
+    free(meta);
+}
+
+ect_status_t
+ect_step_meta_add_save(ect_step_meta_t *meta, const char *key, const ect_run_t *runs, size_t n_runs)
+{
+    if (meta == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "step metadata save: NULL metadata");
+    return list_add(&meta->saves, "step metadata save", key, 0, runs, n_runs);
+}
+
+ect_status_t
+ect_step_meta_add_load(ect_step_meta_t *meta, const char *key, uint64_t transfer_id,
+                       const ect_run_t *runs, size_t n_runs)
+{
+    if (meta == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "step metadata load: NULL metadata");
+    return list_add(&meta->loads, "step metadata load", key, transfer_id, runs, n_runs);
+}
+
+size_t
+ect_step_meta_n_saves(const ect_step_meta_t *meta)
+{
+    return meta != NULL ? meta->saves.n : 0;
+}
+
+size_t
+ect_step_meta_n_loads(const ect_step_meta_t *meta)
+{
+    return meta != NULL ? meta->loads.n : 0;
+}
+
+const ect_step_item_t *
+ect_step_meta_save(const ect_step_meta_t *meta, size_t i)
+{
+    return meta != NULL && i < meta->saves.n ? &meta->saves.items[i] : NULL;
+}
+
+const ect_step_item_t *
+ect_step_meta_load(const ect_step_meta_t *meta, size_t i)
+{
+    return meta != NULL && i < meta->loads.n ? &meta->loads.items[i] : NULL;
+}
+
+const ect_step_item_t *
+ect_step_meta_find_save(const ect_step_meta_t *meta, const char *key)
+{
+    if (meta == NULL || key == NULL)
+        return NULL;
+    return list_find(&meta->saves, key);
+}
+
+static size_t
+items_size(const struct item_list *l, int with_tid)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < l->n; i++)
+        total +=
+            4 + strlen(l->items[i].key) + (with_tid ? 8 : 0) + 4 + l->items[i].n_runs * RUN_BYTES;
+    return total;
+}
+
+size_t
+ect_step_meta_encoded_size(const ect_step_meta_t *meta)
+{
+    return FRAME_HEADER_BYTES + 8 + items_size(&meta->saves, 0) + items_size(&meta->loads, 1);
+}
+
+static void
+put_frame_header(ect_bytes_writer_t *w, const char *magic, uint64_t body_len)
+{
+    ect__put_bytes(w, magic, 4);
+    ect__put_u32(w, LAYOUT_VERSION);
+    ect__put_u64(w, body_len);
+}
+
+static void
+put_items(ect_bytes_writer_t *w, const struct item_list *l, int with_tid)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        const ect_step_item_t *it = &l->items[i];
+        size_t klen = strlen(it->key);
+        ect__put_u32(w, (uint32_t)klen);
+        ect__put_bytes(w, it->key, klen);
+        if (with_tid)
+            ect__put_u64(w, it->transfer_id);
+        ect__put_u32(w, (uint32_t)it->n_runs);
+        for (size_t r = 0; r < it->n_runs; r++) {
+            ect__put_u64(w, it->runs[r].first);
+            ect__put_u64(w, it->runs[r].count);
+        }
+    }
+}
+
+ect_status_t
+ect_step_meta_encode(const ect_step_meta_t *meta, void *buf, size_t cap, size_t *len_p)
+{
+    if (meta == NULL || buf == NULL || len_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "step metadata encode: NULL argument");
+    size_t need = ect_step_meta_encoded_size(meta);
+    if (cap < need)
+        return ect__error(ECT_ERR_OVERFLOW, "step metadata encode: need %zu bytes, have %zu", need,
+                          cap);
+    ect_bytes_writer_t w = {buf, (uint8_t *)buf + cap};
+    put_frame_header(&w, META_MAGIC, need - FRAME_HEADER_BYTES);
+    ect__put_u32(&w, (uint32_t)meta->saves.n);
+    ect__put_u32(&w, (uint32_t)meta->loads.n);
+    put_items(&w, &meta->saves, 0);
+    put_items(&w, &meta->loads, 1);
+    *len_p = need;
+    return ECT_OK;
+}
+
+/* Read a frame header; on success *body_p covers the body and r has moved
+ * past it, to where a following frame would start. */
+static ect_status_t
+read_frame(ect_bytes_reader_t *r, const char *magic, const char *what, ect_bytes_reader_t *body_p)
+{
+    const uint8_t *m = ect__get_bytes(r, 4);
+    uint32_t version = ect__get_u32(r);
+    uint64_t body_len = ect__get_u64(r);
+    if (r->failed)
+        return ect__error(ECT_ERR_PARSE, "%s: truncated frame header", what);
+    if (memcmp(m, magic, 4) != 0)
+        return ect__error(ECT_ERR_PARSE, "%s: bad magic (not %s bytes)", what, magic);
+    if (version != LAYOUT_VERSION)
+        return ect__error(ECT_ERR_PARSE, "%s: layout version %u, this build reads %u", what,
+                          version, LAYOUT_VERSION);
+    if (body_len > ect__remaining(r))
+        return ect__error(ECT_ERR_PARSE, "%s: body of %llu bytes but only %zu remain", what,
+                          (unsigned long long)body_len, ect__remaining(r));
+    body_p->p = r->p;
+    body_p->end = r->p + body_len;
+    body_p->failed = 0;
+    r->p += body_len;
+    return ECT_OK;
+}
+
+/* Read a key into buf (ECT_KEY_MAX + 1 bytes). */
+static ect_status_t
+read_key(ect_bytes_reader_t *r, const char *what, char *buf)
+{
+    uint32_t klen = ect__get_u32(r);
+    if (r->failed)
+        return ect__error(ECT_ERR_PARSE, "%s: truncated key length", what);
+    if (klen == 0 || klen > ECT_KEY_MAX)
+        return ect__error(ECT_ERR_PARSE, "%s: key length %u (allowed 1..%d)", what, klen,
+                          ECT_KEY_MAX);
+    const uint8_t *k = ect__get_bytes(r, klen);
+    if (k == NULL)
+        return ect__error(ECT_ERR_PARSE, "%s: truncated key", what);
+    if (memchr(k, '\0', klen) != NULL)
+        return ect__error(ECT_ERR_PARSE, "%s: key contains a NUL byte", what);
+    memcpy(buf, k, klen);
+    buf[klen] = '\0';
+    return ECT_OK;
+}
+
+static int
+cmp_run(const void *a, const void *b)
+{
+    const ect_run_t *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* No two runs of the whole step may share a block: two saves into one block
+ * would corrupt an entry. */
+static ect_status_t
+check_step_overlap(const ect_step_meta_t *m)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < m->saves.n; i++)
+        total += m->saves.items[i].n_runs;
+    if (total < 2)
+        return ECT_OK;
+    ect_run_t *all = malloc(total * sizeof(*all));
+    if (all == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "step metadata decode: out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < m->saves.n; i++)
+        for (size_t r = 0; r < m->saves.items[i].n_runs; r++)
+            all[k++] = m->saves.items[i].runs[r];
+    qsort(all, total, sizeof(*all), cmp_run);
+    ect_status_t st = ECT_OK;
+    for (size_t i = 1; i < total; i++) {
+        if (all[i].first < all[i - 1].first + all[i - 1].count) {
+            st = ect__error(ECT_ERR_PARSE, "step metadata decode: saves overlap at block %llu",
+                            (unsigned long long)all[i].first);
+            break;
+        }
+    }
+    free(all);
+    return st;
+}
+
+static ect_status_t
+decode_items(ect_bytes_reader_t *r, struct item_list *l, uint32_t n, int with_tid,
+             uint64_t num_blocks, const char *what)
+{
+    char key[ECT_KEY_MAX + 1];
+    ect_run_t *runs = NULL;
+    ect_status_t st = ECT_OK;
+    for (uint32_t i = 0; i < n && st == ECT_OK; i++) {
+        if ((st = read_key(r, what, key)) != ECT_OK)
+            break;
+        uint64_t tid = with_tid ? ect__get_u64(r) : 0;
+        uint32_t n_runs = ect__get_u32(r);
+        if (r->failed) {
+            st = ect__error(ECT_ERR_PARSE, "%s '%s': truncated", what, key);
+            break;
+        }
+        if ((uint64_t)n_runs * RUN_BYTES > ect__remaining(r)) {
+            st = ect__error(ECT_ERR_PARSE, "%s '%s': %u runs but only %zu bytes remain", what, key,
+                            n_runs, ect__remaining(r));
+            break;
+        }
+        ect_run_t *grown = realloc(runs, (n_runs ? n_runs : 1) * sizeof(*runs));
+        if (grown == NULL) {
+            st = ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
+            break;
+        }
+        runs = grown;
+        for (uint32_t j = 0; j < n_runs; j++) {
+            runs[j].first = ect__get_u64(r);
+            runs[j].count = ect__get_u64(r);
+            if (runs[j].count > num_blocks || runs[j].first > num_blocks - runs[j].count) {
+                st = ect__error(ECT_ERR_OVERFLOW,
+                                "%s '%s': blocks %llu+%llu outside the region's %llu blocks", what,
+                                key, (unsigned long long)runs[j].first,
+                                (unsigned long long)runs[j].count, (unsigned long long)num_blocks);
+                break;
+            }
+        }
+        if (st != ECT_OK)
+            break;
+        st = list_add(l, what, key, tid, runs, n_runs);
+        if (st == ECT_ERR_INVALID_ARG || st == ECT_ERR_EXISTS)
+            st = ECT_ERR_PARSE; /* the message already says what was wrong */
+    }
+    free(runs);
+    return st;
+}
+
+ect_status_t
+ect_step_meta_decode(const void *bytes, size_t len, uint64_t num_blocks, ect_step_meta_t **meta_p)
+{
+    static const char what[] = "step metadata decode";
+    if ((bytes == NULL && len > 0) || meta_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL argument", what);
+    ect_bytes_reader_t r = {bytes, (const uint8_t *)bytes + len, 0}, body;
+    ect_status_t st = read_frame(&r, META_MAGIC, what, &body);
+    if (st != ECT_OK)
+        return st;
+    if (ect__remaining(&r) != 0)
+        return ect__error(ECT_ERR_PARSE, "%s: %zu trailing bytes after the frame", what,
+                          ect__remaining(&r));
+    uint32_t n_saves = ect__get_u32(&body), n_loads = ect__get_u32(&body);
+    if (body.failed)
+        return ect__error(ECT_ERR_PARSE, "%s: truncated counts", what);
+    ect_step_meta_t *m;
+    if ((st = ect_step_meta_create(&m)) != ECT_OK)
+        return st;
+    if ((st = decode_items(&body, &m->saves, n_saves, 0, num_blocks, "step metadata save")) !=
+            ECT_OK ||
+        (st = decode_items(&body, &m->loads, n_loads, 1, num_blocks, "step metadata load")) !=
+            ECT_OK)
+        goto err_destroy;
+    if (ect__remaining(&body) != 0) {
+        st = ect__error(ECT_ERR_PARSE, "%s: %zu unread bytes in the body", what,
+                        ect__remaining(&body));
+        goto err_destroy;
+    }
+    if ((st = check_step_overlap(m)) != ECT_OK)
+        goto err_destroy;
+    *meta_p = m;
+    return ECT_OK;
+
+err_destroy:
+    ect_step_meta_destroy(m);
+    return st;
+}
+
+/* ---- worker reports ----------------------------------------------------- */
+
+struct ect_worker_report {
+    char **saves;
+    size_t n_saves, cap_saves;
+    uint64_t *loads;
+    size_t n_loads, cap_loads;
+    ect_copy_stats_t stats;
+};
+
+ect_status_t
+ect_worker_report_create(ect_worker_report_t **report_p)
+{
+    if (report_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker report: NULL output");
+    ect_worker_report_t *rep = calloc(1, sizeof(*rep));
+    if (rep == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
+    *report_p = rep;
+    return ECT_OK;
+}
+
+void
+ect_worker_report_destroy(ect_worker_report_t *report)
+{
+    if (report == NULL)
+        return;
+    for (size_t i = 0; i < report->n_saves; i++)
+        free(report->saves[i]);
+    free(report->saves);
+    free(report->loads);
+    free(report);
+}
+
+ect_status_t
+ect_worker_report_add_save(ect_worker_report_t *report, const char *key)
+{
+    if (report == NULL || key == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker report save: NULL argument");
+    size_t len = strnlen(key, ECT_KEY_MAX + 1);
+    ect_status_t st = check_key("worker report save", key, len);
+    if (st != ECT_OK)
+        return st;
+    if (report->n_saves == report->cap_saves) {
+        size_t cap = report->cap_saves ? report->cap_saves * 2 : 8;
+        char **grown = realloc(report->saves, cap * sizeof(*grown));
+        if (grown == NULL)
+            return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
+        report->saves = grown;
+        report->cap_saves = cap;
+    }
+    char *copy = strdup(key);
+    if (copy == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
+    report->saves[report->n_saves++] = copy;
+    return ECT_OK;
+}
+
+ect_status_t
+ect_worker_report_add_load(ect_worker_report_t *report, uint64_t transfer_id)
+{
+    if (report == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker report load: NULL report");
+    if (report->n_loads == report->cap_loads) {
+        size_t cap = report->cap_loads ? report->cap_loads * 2 : 8;
+        uint64_t *grown = realloc(report->loads, cap * sizeof(*grown));
+        if (grown == NULL)
+            return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
+        report->loads = grown;
+        report->cap_loads = cap;
+    }
+    report->loads[report->n_loads++] = transfer_id;
+    return ECT_OK;
+}
+
+void
+ect_worker_report_add_stats(ect_worker_report_t *report, const ect_copy_stats_t *stats)
+{
+    if (report == NULL || stats == NULL)
+        return;
+    report->stats.save_bytes += stats->save_bytes;
+    report->stats.save_ns += stats->save_ns;
+    report->stats.save_batches += stats->save_batches;
+    report->stats.load_bytes += stats->load_bytes;
+    report->stats.load_ns += stats->load_ns;
+    report->stats.load_batches += stats->load_batches;
+}
+
+size_t
+ect_worker_report_n_saves(const ect_worker_report_t *report)
+{
+    return report != NULL ? report->n_saves : 0;
+}
+
+size_t
+ect_worker_report_n_loads(const ect_worker_report_t *report)
+{
+    return report != NULL ? report->n_loads : 0;
+}
+
+const char *
+ect_worker_report_save(const ect_worker_report_t *report, size_t i)
+{
+    return report != NULL && i < report->n_saves ? report->saves[i] : NULL;
+}
+
+uint64_t
+ect_worker_report_load(const ect_worker_report_t *report, size_t i)
+{
+    return report != NULL && i < report->n_loads ? report->loads[i] : 0;
+}
+
+const ect_copy_stats_t *
+ect_worker_report_stats(const ect_worker_report_t *report)
+{
+    return report != NULL ? &report->stats : NULL;
+}
+
+ect_status_t
+ect_worker_report_merge(ect_worker_report_t *dst, const ect_worker_report_t *src)
+{
+    if (dst == NULL || src == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker report merge: NULL argument");
+    ect_status_t st;
+    for (size_t i = 0; i < src->n_saves; i++)
+        if ((st = ect_worker_report_add_save(dst, src->saves[i])) != ECT_OK)
+            return st;
+    for (size_t i = 0; i < src->n_loads; i++)
+        if ((st = ect_worker_report_add_load(dst, src->loads[i])) != ECT_OK)
+            return st;
+    ect_worker_report_add_stats(dst, &src->stats);
+    return ECT_OK;
+}
+
+size_t
+ect_worker_report_encoded_size(const ect_worker_report_t *report)
+{
+    size_t total = FRAME_HEADER_BYTES + 8 + 6 * 8 + report->n_loads * 8;
+    for (size_t i = 0; i < report->n_saves; i++)
+        total += 4 + strlen(report->saves[i]);
+    return total;
+}
+
+ect_status_t
+ect_worker_report_encode(const ect_worker_report_t *report, void *buf, size_t cap, size_t *len_p)
+{
+    if (report == NULL || buf == NULL || len_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker report encode: NULL argument");
+    size_t need = ect_worker_report_encoded_size(report);
+    if (cap < need)
+        return ect__error(ECT_ERR_OVERFLOW, "worker report encode: need %zu bytes, have %zu", need,
+                          cap);
+    ect_bytes_writer_t w = {buf, (uint8_t *)buf + cap};
+    put_frame_header(&w, REPORT_MAGIC, need - FRAME_HEADER_BYTES);
+    ect__put_u32(&w, (uint32_t)report->n_saves);
+    ect__put_u32(&w, (uint32_t)report->n_loads);
+    const ect_copy_stats_t *s = &report->stats;
+    ect__put_u64(&w, s->save_bytes);
+    ect__put_u64(&w, s->save_ns);
+    ect__put_u64(&w, s->save_batches);
+    ect__put_u64(&w, s->load_bytes);
+    ect__put_u64(&w, s->load_ns);
+    ect__put_u64(&w, s->load_batches);
+    for (size_t i = 0; i < report->n_saves; i++) {
+        size_t klen = strlen(report->saves[i]);
+        ect__put_u32(&w, (uint32_t)klen);
+        ect__put_bytes(&w, report->saves[i], klen);
+    }
+    for (size_t i = 0; i < report->n_loads; i++)
+        ect__put_u64(&w, report->loads[i]);
+    *len_p = need;
+    return ECT_OK;
+}
+
+static ect_status_t
+decode_one_report(ect_bytes_reader_t *body, ect_worker_report_t *rep)
+{
+    static const char what[] = "worker report decode";
+    char key[ECT_KEY_MAX + 1];
+    uint32_t n_saves = ect__get_u32(body), n_loads = ect__get_u32(body);
+    ect_copy_stats_t s;
+    s.save_bytes = ect__get_u64(body);
+    s.save_ns = ect__get_u64(body);
+    s.save_batches = ect__get_u64(body);
+    s.load_bytes = ect__get_u64(body);
+    s.load_ns = ect__get_u64(body);
+    s.load_batches = ect__get_u64(body);
+    if (body->failed)
+        return ect__error(ECT_ERR_PARSE, "%s: truncated header", what);
+    /* Each save needs at least 5 bytes and each load 8: reject absurd counts
+     * before looping over them. */
+    if ((uint64_t)n_saves * 5 + (uint64_t)n_loads * 8 > ect__remaining(body))
+        return ect__error(ECT_ERR_PARSE, "%s: %u saves and %u loads cannot fit in %zu bytes", what,
+                          n_saves, n_loads, ect__remaining(body));
+    ect_status_t st;
+    for (uint32_t i = 0; i < n_saves; i++) {
+        if ((st = read_key(body, what, key)) != ECT_OK)
+            return st;
+        if ((st = ect_worker_report_add_save(rep, key)) != ECT_OK)
+            return st;
+    }
+    for (uint32_t i = 0; i < n_loads; i++) {
+        uint64_t tid = ect__get_u64(body);
+        if (body->failed)
+            return ect__error(ECT_ERR_PARSE, "%s: truncated load list", what);
+        if ((st = ect_worker_report_add_load(rep, tid)) != ECT_OK)
+            return st;
+    }
+    if (ect__remaining(body) != 0)
+        return ect__error(ECT_ERR_PARSE, "%s: %zu unread bytes in the body", what,
+                          ect__remaining(body));
+    ect_worker_report_add_stats(rep, &s);
+    return ECT_OK;
+}
+
+ect_status_t
+ect_worker_report_decode(const void *bytes, size_t len, ect_worker_report_t **report_p)
+{
+    if ((bytes == NULL && len > 0) || report_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker report decode: NULL argument");
+    ect_worker_report_t *rep;
+    ect_status_t st = ect_worker_report_create(&rep);
+    if (st != ECT_OK)
+        return st;
+    ect_bytes_reader_t r = {bytes, (const uint8_t *)bytes + len, 0}, body;
+    while (ect__remaining(&r) > 0) {
+        if ((st = read_frame(&r, REPORT_MAGIC, "worker report decode", &body)) != ECT_OK)
+            goto err_destroy;
+        if ((st = decode_one_report(&body, rep)) != ECT_OK)
+            goto err_destroy;
+    }
+    *report_p = rep;
+    return ECT_OK;
+
+err_destroy:
+    ect_worker_report_destroy(rep);
+    return st;
+}
