@@ -6,7 +6,8 @@
  * metadata value once per step (saves: key -> blocks; loads: key ->
  * (transfer id, blocks)), encodes it, and every worker rank decodes it; each
  * worker builds a report (completed saves by key, completed loads by transfer
- * id, copy statistics), encodes it, and the scheduler decodes the reports of
+ * id, saves that failed by key, copy statistics), encodes it, and the
+ * scheduler decodes the reports of
  * all ranks.  Nothing in them is a pointer into another process.
  *
  * Blocks are given as runs of consecutive block ids, ascending, never
@@ -109,9 +110,12 @@ typedef struct ect_worker_report ect_worker_report_t;
 ECT_API ect_status_t ect_worker_report_create(ect_worker_report_t **report_p);
 ECT_API void ect_worker_report_destroy(ect_worker_report_t *report);
 
-/* Record a completed save (key copied) / load.  ECT_ERR_INVALID_ARG for a bad
- * key, ECT_ERR_NO_MEMORY. */
+/* Record a completed save (key copied) / load / failed save (the copy did
+ * not land: the scheduler discards the entry instead of marking it ready).
+ * ECT_ERR_INVALID_ARG for a bad key, ECT_ERR_NO_MEMORY. */
 ECT_API ect_status_t ect_worker_report_add_save(ect_worker_report_t *report, const char *key);
+ECT_API ect_status_t ect_worker_report_add_failed_save(ect_worker_report_t *report,
+                                                       const char *key);
 ECT_API ect_status_t ect_worker_report_add_load(ect_worker_report_t *report, uint64_t transfer_id);
 
 /* Add stats into the report's totals. */
@@ -120,9 +124,11 @@ ECT_API void ect_worker_report_add_stats(ect_worker_report_t *report,
 
 ECT_API size_t ect_worker_report_n_saves(const ect_worker_report_t *report);
 ECT_API size_t ect_worker_report_n_loads(const ect_worker_report_t *report);
+ECT_API size_t ect_worker_report_n_failed_saves(const ect_worker_report_t *report);
 /* The i-th completed save's key / load's transfer id (i must be in range). */
 ECT_API const char *ect_worker_report_save(const ect_worker_report_t *report, size_t i);
 ECT_API uint64_t ect_worker_report_load(const ect_worker_report_t *report, size_t i);
+ECT_API const char *ect_worker_report_failed_save(const ect_worker_report_t *report, size_t i);
 ECT_API const ect_copy_stats_t *ect_worker_report_stats(const ect_worker_report_t *report);
 
 /* Append every entry and the stats of src to dst (the seed's aggregate():

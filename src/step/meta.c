@@ -6,8 +6,9 @@
  *   meta body:   n_saves u32, n_loads u32, then per item:
  *                key_len u32, key bytes, [transfer_id u64: loads only],
  *                n_runs u32, n_runs x (first u64, count u64)
- *   report body: n_saves u32, n_loads u32, six u64 stats, then
- *                n_saves x (key_len u32, key bytes), n_loads x transfer_id u64
+ *   report body: n_saves u32, n_loads u32, n_failed u32, six u64 stats,
+ *                then n_saves x (key_len u32, key bytes), n_loads x
+ *                transfer_id u64, n_failed x (key_len u32, key bytes)
  *
  * Invariants of a value: keys are 1..ECT_KEY_MAX bytes without NUL; runs of
  * one item are ascending and non-overlapping with count >= 1; a key appears
@@ -489,13 +490,50 @@ err_destroy:
 
 /* ---- worker reports ----------------------------------------------------- */
 
+struct key_list {
+    char **keys;
+    size_t n, cap;
+};
+
 struct ect_worker_report {
-    char **saves;
-    size_t n_saves, cap_saves;
+    struct key_list saves;
+    struct key_list failed;
     uint64_t *loads;
     size_t n_loads, cap_loads;
     ect_copy_stats_t stats;
 };
+
+static void
+key_list_free(struct key_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->keys[i]);
+    free(l->keys);
+}
+
+static ect_status_t
+key_list_add(struct key_list *l, const char *what, const char *key)
+{
+    if (key == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL key", what);
+    size_t len = strnlen(key, ECT_KEY_MAX + 1);
+    ect_status_t st = check_key(what, key, len);
+    if (st != ECT_OK)
+        return st;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        char **grown = realloc(l->keys, cap * sizeof(*grown));
+        if (grown == NULL)
+            return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
+        l->keys = grown;
+        l->cap = cap;
+    }
+    char *copy = strdup(key);
+    if (copy == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
+    l->keys[l->n++] = copy;
+    return ECT_OK;
+}
 
 ect_status_t
 ect_worker_report_create(ect_worker_report_t **report_p)
@@ -514,9 +552,8 @@ ect_worker_report_destroy(ect_worker_report_t *report)
 {
     if (report == NULL)
         return;
-    for (size_t i = 0; i < report->n_saves; i++)
-        free(report->saves[i]);
-    free(report->saves);
+    key_list_free(&report->saves);
+    key_list_free(&report->failed);
     free(report->loads);
     free(report);
 }
@@ -524,25 +561,17 @@ ect_worker_report_destroy(ect_worker_report_t *report)
 ect_status_t
 ect_worker_report_add_save(ect_worker_report_t *report, const char *key)
 {
-    if (report == NULL || key == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "worker report save: NULL argument");
-    size_t len = strnlen(key, ECT_KEY_MAX + 1);
-    ect_status_t st = check_key("worker report save", key, len);
-    if (st != ECT_OK)
-        return st;
-    if (report->n_saves == report->cap_saves) {
-        size_t cap = report->cap_saves ? report->cap_saves * 2 : 8;
-        char **grown = realloc(report->saves, cap * sizeof(*grown));
-        if (grown == NULL)
-            return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
-        report->saves = grown;
-        report->cap_saves = cap;
-    }
-    char *copy = strdup(key);
-    if (copy == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
-    report->saves[report->n_saves++] = copy;
-    return ECT_OK;
+    if (report == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker report save: NULL report");
+    return key_list_add(&report->saves, "worker report save", key);
+}
+
+ect_status_t
+ect_worker_report_add_failed_save(ect_worker_report_t *report, const char *key)
+{
+    if (report == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker report failed save: NULL report");
+    return key_list_add(&report->failed, "worker report failed save", key);
 }
 
 ect_status_t
@@ -578,7 +607,13 @@ ect_worker_report_add_stats(ect_worker_report_t *report, const ect_copy_stats_t 
 size_t
 ect_worker_report_n_saves(const ect_worker_report_t *report)
 {
-    return report != NULL ? report->n_saves : 0;
+    return report != NULL ? report->saves.n : 0;
+}
+
+size_t
+ect_worker_report_n_failed_saves(const ect_worker_report_t *report)
+{
+    return report != NULL ? report->failed.n : 0;
 }
 
 size_t
@@ -590,7 +625,13 @@ ect_worker_report_n_loads(const ect_worker_report_t *report)
 const char *
 ect_worker_report_save(const ect_worker_report_t *report, size_t i)
 {
-    return report != NULL && i < report->n_saves ? report->saves[i] : NULL;
+    return report != NULL && i < report->saves.n ? report->saves.keys[i] : NULL;
+}
+
+const char *
+ect_worker_report_failed_save(const ect_worker_report_t *report, size_t i)
+{
+    return report != NULL && i < report->failed.n ? report->failed.keys[i] : NULL;
 }
 
 uint64_t
@@ -611,8 +652,11 @@ ect_worker_report_merge(ect_worker_report_t *dst, const ect_worker_report_t *src
     if (dst == NULL || src == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report merge: NULL argument");
     ect_status_t st;
-    for (size_t i = 0; i < src->n_saves; i++)
-        if ((st = ect_worker_report_add_save(dst, src->saves[i])) != ECT_OK)
+    for (size_t i = 0; i < src->saves.n; i++)
+        if ((st = ect_worker_report_add_save(dst, src->saves.keys[i])) != ECT_OK)
+            return st;
+    for (size_t i = 0; i < src->failed.n; i++)
+        if ((st = ect_worker_report_add_failed_save(dst, src->failed.keys[i])) != ECT_OK)
             return st;
     for (size_t i = 0; i < src->n_loads; i++)
         if ((st = ect_worker_report_add_load(dst, src->loads[i])) != ECT_OK)
@@ -624,10 +668,22 @@ ect_worker_report_merge(ect_worker_report_t *dst, const ect_worker_report_t *src
 size_t
 ect_worker_report_encoded_size(const ect_worker_report_t *report)
 {
-    size_t total = FRAME_HEADER_BYTES + 8 + 6 * 8 + report->n_loads * 8;
-    for (size_t i = 0; i < report->n_saves; i++)
-        total += 4 + strlen(report->saves[i]);
+    size_t total = FRAME_HEADER_BYTES + 12 + 6 * 8 + report->n_loads * 8;
+    for (size_t i = 0; i < report->saves.n; i++)
+        total += 4 + strlen(report->saves.keys[i]);
+    for (size_t i = 0; i < report->failed.n; i++)
+        total += 4 + strlen(report->failed.keys[i]);
     return total;
+}
+
+static void
+put_keys(ect_bytes_writer_t *w, const struct key_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        size_t klen = strlen(l->keys[i]);
+        ect__put_u32(w, (uint32_t)klen);
+        ect__put_bytes(w, l->keys[i], klen);
+    }
 }
 
 ect_status_t
@@ -641,8 +697,9 @@ ect_worker_report_encode(const ect_worker_report_t *report, void *buf, size_t ca
                           cap);
     ect_bytes_writer_t w = {buf, (uint8_t *)buf + cap};
     put_frame_header(&w, REPORT_MAGIC, need - FRAME_HEADER_BYTES);
-    ect__put_u32(&w, (uint32_t)report->n_saves);
+    ect__put_u32(&w, (uint32_t)report->saves.n);
     ect__put_u32(&w, (uint32_t)report->n_loads);
+    ect__put_u32(&w, (uint32_t)report->failed.n);
     const ect_copy_stats_t *s = &report->stats;
     ect__put_u64(&w, s->save_bytes);
     ect__put_u64(&w, s->save_ns);
@@ -650,13 +707,10 @@ ect_worker_report_encode(const ect_worker_report_t *report, void *buf, size_t ca
     ect__put_u64(&w, s->load_bytes);
     ect__put_u64(&w, s->load_ns);
     ect__put_u64(&w, s->load_batches);
-    for (size_t i = 0; i < report->n_saves; i++) {
-        size_t klen = strlen(report->saves[i]);
-        ect__put_u32(&w, (uint32_t)klen);
-        ect__put_bytes(&w, report->saves[i], klen);
-    }
+    put_keys(&w, &report->saves);
     for (size_t i = 0; i < report->n_loads; i++)
         ect__put_u64(&w, report->loads[i]);
+    put_keys(&w, &report->failed);
     *len_p = need;
     return ECT_OK;
 }
@@ -667,6 +721,7 @@ decode_one_report(ect_bytes_reader_t *body, ect_worker_report_t *rep)
     static const char what[] = "worker report decode";
     char key[ECT_KEY_MAX + 1];
     uint32_t n_saves = ect__get_u32(body), n_loads = ect__get_u32(body);
+    uint32_t n_failed = ect__get_u32(body);
     ect_copy_stats_t s;
     s.save_bytes = ect__get_u64(body);
     s.save_ns = ect__get_u64(body);
@@ -678,9 +733,10 @@ decode_one_report(ect_bytes_reader_t *body, ect_worker_report_t *rep)
         return ect__error(ECT_ERR_PARSE, "%s: truncated header", what);
     /* Each save needs at least 5 bytes and each load 8: reject absurd counts
      * before looping over them. */
-    if ((uint64_t)n_saves * 5 + (uint64_t)n_loads * 8 > ect__remaining(body))
-        return ect__error(ECT_ERR_PARSE, "%s: %u saves and %u loads cannot fit in %zu bytes", what,
-                          n_saves, n_loads, ect__remaining(body));
+    if (((uint64_t)n_saves + n_failed) * 5 + (uint64_t)n_loads * 8 > ect__remaining(body))
+        return ect__error(ECT_ERR_PARSE,
+                          "%s: %u saves, %u loads and %u failed saves cannot fit in %zu bytes",
+                          what, n_saves, n_loads, n_failed, ect__remaining(body));
     ect_status_t st;
     for (uint32_t i = 0; i < n_saves; i++) {
         if ((st = read_key(body, what, key)) != ECT_OK)
@@ -693,6 +749,12 @@ decode_one_report(ect_bytes_reader_t *body, ect_worker_report_t *rep)
         if (body->failed)
             return ect__error(ECT_ERR_PARSE, "%s: truncated load list", what);
         if ((st = ect_worker_report_add_load(rep, tid)) != ECT_OK)
+            return st;
+    }
+    for (uint32_t i = 0; i < n_failed; i++) {
+        if ((st = read_key(body, what, key)) != ECT_OK)
+            return st;
+        if ((st = ect_worker_report_add_failed_save(rep, key)) != ECT_OK)
             return st;
     }
     if (ect__remaining(body) != 0)

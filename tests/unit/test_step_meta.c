@@ -231,6 +231,7 @@ test_report_round_trip_and_concatenation_of_ranks(void)
     CHECK_OK(ect_worker_report_add_save(r0, "saved-by-rank0"));
     CHECK_OK(ect_worker_report_add_load(r0, 7));
     CHECK_OK(ect_worker_report_add_load(r1, 7));
+    CHECK_OK(ect_worker_report_add_failed_save(r1, "lost-on-rank1"));
     ect_copy_stats_t s = {.save_bytes = 100, .save_ns = 5, .save_batches = 1, .load_bytes = 40};
     ect_worker_report_add_stats(r0, &s);
     ect_worker_report_add_stats(r1, &s);
@@ -246,6 +247,8 @@ test_report_round_trip_and_concatenation_of_ranks(void)
     CHECK_EQ_U64(ect_worker_report_n_loads(d), 2);
     CHECK_EQ_U64(ect_worker_report_load(d, 0), 7);
     CHECK_EQ_U64(ect_worker_report_load(d, 1), 7);
+    CHECK_EQ_U64(ect_worker_report_n_failed_saves(d), 1);
+    CHECK_STR_EQ(ect_worker_report_failed_save(d, 0), "lost-on-rank1");
     CHECK_EQ_U64(ect_worker_report_stats(d)->save_bytes, 200);
     CHECK_EQ_U64(ect_worker_report_stats(d)->load_bytes, 80);
     ect_worker_report_destroy(d);
@@ -271,7 +274,7 @@ test_report_decode_rejects_truncation_and_absurd_counts(void)
     uint8_t *buf = encode_report(r, &len);
     for (size_t cut = 1; cut < len; cut++)
         CHECK_STATUS(ect_worker_report_decode(buf, cut, &d), ECT_ERR_PARSE);
-    /* n_loads = 0xffffffff with nothing behind it. */
+    /* n_loads = 0xffffffff with nothing behind it (header 16, n_saves 4). */
     buf[20] = buf[21] = buf[22] = buf[23] = 0xff;
     CHECK_STATUS(ect_worker_report_decode(buf, len, &d), ECT_ERR_PARSE);
     CHECK_CONTAINS(ect_last_error(), "cannot fit");
