@@ -243,19 +243,19 @@ text_width(const cJSON *text, const char *where, char *source, size_t source_len
            const char **type_p)
 {
     uint64_t width;
+    const char *type;
     ect_status_t s = width_field(text, where, "hidden_size", &width);
     if (s != ECT_OK)
         return s;
+    /* Type-checked even when hidden_size makes it unnecessary. */
+    if ((s = string_field(text, where, "model_type", &type)) != ECT_OK)
+        return s;
+    *type_p = type;
     if (width != 0) {
         field_name(source, source_len, where, "hidden_size");
         *width_p = width;
         return ECT_OK;
     }
-    const char *type;
-    s = string_field(text, where, "model_type", &type);
-    if (s != ECT_OK)
-        return s;
-    *type_p = type;
     *width_p = 0;
     for (size_t i = 0; type != NULL && i < sizeof(default_widths) / sizeof(default_widths[0]);
          i++) {
@@ -371,8 +371,8 @@ resolve(const cJSON *root, ect_hf_model_t *m)
             if (top != 0 && top != lm)
                 return ect__error(ECT_ERR_CONFIG,
                                   "model config: top-level hidden_size %" PRIu64
-                                  " contradicts %s %" PRIu64,
-                                  top, lm_source, lm);
+                                  " contradicts the text model's width %" PRIu64 " (%s)",
+                                  top, lm, lm_source);
         }
         m->hidden_dim = lm;
         snprintf(m->hidden_dim_source, sizeof(m->hidden_dim_source), "%s", lm_source);
