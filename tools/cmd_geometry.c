@@ -166,8 +166,9 @@ ect_cli_geometry(int argc, char **argv)
     uint64_t cpu_bytes;
     if (parse_size(size_text, &cpu_bytes) != 0 || cpu_bytes == 0)
         return ect_cli_usage_error("geometry", usage,
-                                   "--cpu-bytes '%s' is not a positive size that fits in 64 bits "
-                                   "(e.g. 1073741824, 1GiB, 500MB)",
+                                   "--cpu-bytes '%s' is not a positive size: digits with an "
+                                   "optional KB/MB/GB/TB, KiB/MiB/GiB/TiB or K/M/G/T suffix, "
+                                   "below 2^64 bytes (e.g. 1073741824, 1GiB, 500MB)",
                                    size_text);
     ect_dtype_t dtype;
     if (dtype_text != NULL && ect_dtype_parse(dtype_text, &dtype) != ECT_OK)
