@@ -344,6 +344,11 @@ resolve(const cJSON *root, ect_hf_model_t *m)
         return s;
     if ((s = text_width(text, text_where, lm_source, sizeof(lm_source), &lm, &lm_type)) != ECT_OK)
         return s;
+    /* The top-level hidden_size is checked even where the text config's
+     * width is the one used, so a broken value never passes unseen. */
+    uint64_t top = 0;
+    if (text != root && (s = width_field(root, "", "hidden_size", &top)) != ECT_OK)
+        return s;
     if (deep != 0) {
         m->hidden_dim = deep;
         snprintf(m->hidden_dim_source, sizeof(m->hidden_dim_source), "%s", deep_source);
@@ -364,16 +369,11 @@ resolve(const cJSON *root, ect_hf_model_t *m)
                               "tell the encoder-cache width",
                               name, type_name, type_text);
         }
-        if (text != root) {
-            uint64_t top;
-            if ((s = width_field(root, "", "hidden_size", &top)) != ECT_OK)
-                return s;
-            if (top != 0 && top != lm)
-                return ect__error(ECT_ERR_CONFIG,
-                                  "model config: top-level hidden_size %" PRIu64
-                                  " contradicts the text model's width %" PRIu64 " (%s)",
-                                  top, lm, lm_source);
-        }
+        if (text != root && top != 0 && top != lm)
+            return ect__error(ECT_ERR_CONFIG,
+                              "model config: top-level hidden_size %" PRIu64
+                              " contradicts the text model's width %" PRIu64 " (%s)",
+                              top, lm, lm_source);
         m->hidden_dim = lm;
         snprintf(m->hidden_dim_source, sizeof(m->hidden_dim_source), "%s", lm_source);
     }

@@ -318,6 +318,9 @@ static const struct bad_case bad_cases[] = {
     {"{\"hidden_size\": 4096, \"text_config\": {\"model_type\": \"gemma3_text\"}}", ECT_ERR_CONFIG,
      "top-level hidden_size 4096 contradicts the text model's width 2304 (default "
      "hidden_size 2304 of text_config.model_type 'gemma3_text')"},
+    {"{\"hidden_size\": \"x\", \"text_config\": {\"hidden_size\": 8}, \"vision_config\": "
+     "{\"out_hidden_size\": 8, \"deepstack_visual_indexes\": [1]}}",
+     ECT_ERR_CONFIG, "model config: hidden_size must be an integer, got the string \"x\""},
     {"{\"hidden_size\": 1, \"hidden_size\": 2}", ECT_ERR_CONFIG,
      "hidden_size occurs twice in one object with different values"},
     {"{\"text_config\": {\"hidden_size\": 8}, \"text_config\": {\"hidden_size\": 8}}",
