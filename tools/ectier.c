@@ -14,6 +14,7 @@ static int cli_version(int argc, char **argv);
 
 static const struct ect_cli_command commands[] = {
     {"bench", "run the benchmarks, each against its ceiling", ect_cli_bench},
+    {"geometry", "compute the block geometry from a model's config.json", ect_cli_geometry},
     {"version", "print the version and what this build includes", cli_version},
 };
 
