@@ -30,13 +30,13 @@ demo: build
 check-asan: deps
 	cmake -S . -B build-asan -DECT_SANITIZE=address,undefined -DECT_WITH_CUDA=OFF $(WERROR_FLAG) >/dev/null
 	cmake --build build-asan -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 UCX_MEM_EVENTS=no \
 	    ECT_TEST_TIMEOUT=300 tests/run-tests.sh build-asan
 
 check-tsan: deps
 	cmake -S . -B build-tsan -DECT_SANITIZE=thread -DECT_WITH_CUDA=OFF $(WERROR_FLAG) >/dev/null
 	cmake --build build-tsan -j $(JOBS)
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ECT_TEST_TIMEOUT=300 \
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 UCX_MEM_EVENTS=no ECT_TEST_TIMEOUT=300 \
 	    tests/run-tests.sh build-tsan
 
 fuzz:
