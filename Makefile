@@ -41,7 +41,8 @@ check-tsan: deps
 
 fuzz:
 	@scripts/install-deps.sh --fuzz
-	CC=clang cmake -S . -B build-fuzz -DECT_FUZZ=ON -DECT_WITH_CUDA=OFF >/dev/null
+	CC=clang cmake -S . -B build-fuzz -DECT_FUZZ=ON -DECT_WITH_CUDA=OFF \
+	    -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link,address,undefined >/dev/null
 	cmake --build build-fuzz -j $(JOBS)
 
 format:
