@@ -422,11 +422,9 @@ static ect_status_t
 parse_message(const void *data, size_t len, const char *tag, const field_t *fields, size_t n_fields,
               slot_t *slots)
 {
-    reader_t r = {data, data, (const uint8_t *)data + len, tag};
-    if (data == NULL && len > 0)
-        return ect__error(ECT_ERR_PARSE, "wire decode %s: NULL data", tag);
-    if (len == 0)
+    if (data == NULL || len == 0)
         return ect__error(ECT_ERR_PARSE, "wire decode %s: empty message", tag);
+    reader_t r = {data, data, (const uint8_t *)data + len, tag};
     tok_t map;
     ect_status_t st = read_tok(&r, &map);
     if (st != ECT_OK)
