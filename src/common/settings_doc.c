@@ -111,8 +111,9 @@ ect__describe_json(char *buf, size_t cap, const cJSON *item)
 
 /* ---- Markdown ------------------------------------------------------------------ */
 
+/* The type column; tick is "`" for Markdown code spans, "" for plain text. */
 static void
-type_cell(struct ect__text *t, const struct ect__setting *row)
+type_cell(struct ect__text *t, const struct ect__setting *row, const char *tick)
 {
     char lo[32], hi[32];
     ect__format_double(lo, sizeof(lo), row->min);
@@ -139,7 +140,7 @@ type_cell(struct ect__text *t, const struct ect__setting *row)
     case ECT_SETTING_ENUM:
         ect__text_printf(t, "one of");
         for (size_t i = 0; i < row->n_choices; i++)
-            ect__text_printf(t, "%s `%s`", i ? "," : "", row->choices[i]);
+            ect__text_printf(t, "%s %s%s%s", i ? "," : "", tick, row->choices[i], tick);
         break;
     case ECT_SETTING_OBJECT:
         ect__text_printf(t, "object");
@@ -174,7 +175,7 @@ table_rows(struct ect__text *t, enum ect__setting_where where)
             ect__text_printf(t, where == ECT_SETTING_ENV ? " or `%s`" : " (alias `%s`)",
                              row->alias);
         ect__text_printf(t, " | ");
-        type_cell(t, row);
+        type_cell(t, row, "`");
         ect__text_printf(t, " | ");
         default_cell(t, row);
         ect__text_printf(t, " | %s |\n", row->doc);
@@ -231,7 +232,7 @@ ect__settings_help(struct ect__text *t)
             if ((int)row->where != where)
                 continue;
             ect__text_printf(t, "  %-28s ", row->name);
-            type_cell(t, row);
+            type_cell(t, row, "");
             if (row->default_text == NULL)
                 ect__text_printf(t, "; required\n");
             else
