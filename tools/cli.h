@@ -16,6 +16,8 @@ struct ect_cli_command {
 
 /* Subcommands, one per tools/cmd_<name>.c (registered in tools/ectier.c). */
 int ect_cli_bench(int argc, char **argv);
+int ect_cli_config(int argc, char **argv);
+int ect_cli_settings(int argc, char **argv);
 int ect_cli_geometry(int argc, char **argv);
 
 /* Print "ectier <cmd>: <message>" to stderr and return 2 (usage) or 1. */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include <ectier/config.h>
 #include <ectier/geometry.h>
 
 #include "cli.h"
@@ -29,49 +30,6 @@ static const char usage[] =
     "                    optionally with a suffix: KB MB GB TB (powers of 1000),\n"
     "                    KiB MiB GiB TiB or K M G T (powers of 1024); case-insensitive\n"
     "  --json            print one JSON object instead of text\n";
-
-/* Parse a size: decimal digits, then an optional unit suffix.  Mirrors the
- * rules of the config module's size parser so the CLI and the config file
- * accept the same spellings.  Returns 0 on success, -1 on a bad value. */
-static int
-parse_size(const char *text, uint64_t *value_p)
-{
-    static const struct {
-        const char *suffix;
-        uint64_t mult;
-    } units[] = {
-        {"", 1},
-        {"k", UINT64_C(1) << 10},
-        {"m", UINT64_C(1) << 20},
-        {"g", UINT64_C(1) << 30},
-        {"t", UINT64_C(1) << 40},
-        {"kib", UINT64_C(1) << 10},
-        {"mib", UINT64_C(1) << 20},
-        {"gib", UINT64_C(1) << 30},
-        {"tib", UINT64_C(1) << 40},
-        {"kb", UINT64_C(1000)},
-        {"mb", UINT64_C(1000000)},
-        {"gb", UINT64_C(1000000000)},
-        {"tb", UINT64_C(1000000000000)},
-    };
-    uint64_t v = 0;
-    const char *p = text;
-    if (*p < '0' || *p > '9')
-        return -1;
-    for (; *p >= '0' && *p <= '9'; p++)
-        if (__builtin_mul_overflow(v, 10, &v) ||
-            __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
-            return -1;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcasecmp(p, units[i].suffix) == 0) {
-            if (__builtin_mul_overflow(v, units[i].mult, &v))
-                return -1;
-            *value_p = v;
-            return 0;
-        }
-    }
-    return -1;
-}
 
 /* "1.00 GiB" for people; exact byte counts are printed next to it. */
 static void
@@ -164,11 +122,10 @@ ect_cli_geometry(int argc, char **argv)
     if (size_text == NULL)
         return ect_cli_usage_error("geometry", usage, "--cpu-bytes N is required");
     uint64_t cpu_bytes;
-    if (parse_size(size_text, &cpu_bytes) != 0 || cpu_bytes == 0)
-        return ect_cli_usage_error("geometry", usage,
-                                   "--cpu-bytes '%s' is not a positive size: digits with an "
-                                   "optional KB/MB/GB/TB, KiB/MiB/GiB/TiB or K/M/G/T suffix, "
-                                   "below 2^64 bytes (e.g. 1073741824, 1GiB, 500MB)",
+    if (ect_size_parse(size_text, &cpu_bytes) != ECT_OK)
+        return ect_cli_usage_error("geometry", usage, "--cpu-bytes: %s", ect_last_error());
+    if (cpu_bytes == 0)
+        return ect_cli_usage_error("geometry", usage, "--cpu-bytes '%s' must be positive",
                                    size_text);
     ect_dtype_t dtype;
     if (dtype_text != NULL && ect_dtype_parse(dtype_text, &dtype) != ECT_OK)

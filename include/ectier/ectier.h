@@ -10,7 +10,11 @@
 
 #include <ectier/status.h>
 #include <ectier/log.h>
+#include <ectier/types.h>
+#include <ectier/config.h>
 #include <ectier/geometry.h>
+#include <ectier/copy.h>
+#include <ectier/step.h>
 
 #ifdef __cplusplus
 extern "C" {

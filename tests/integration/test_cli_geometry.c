@@ -250,9 +250,12 @@ test_bad_cpu_bytes_is_a_usage_error(void)
         run_geometry(&r, "--hf-config", HF_DIR "/Qwen2-VL-7B-Instruct.json", "--cpu-bytes", bad[i],
                      NULL);
         CHECK_MSG(r.rc == 2, "'%s': exit %d\n%s%s", bad[i], r.rc, r.out, r.err);
-        char want[128];
-        snprintf(want, sizeof(want), "--cpu-bytes '%s' is not a positive size", bad[i]);
-        CHECK_CONTAINS(r.err, want);
+        CHECK_CONTAINS(r.err, "--cpu-bytes");
+        if (bad[i][0] != '\0') {
+            char want[128];
+            snprintf(want, sizeof(want), "'%s'", bad[i]);
+            CHECK_CONTAINS(r.err, want);
+        }
         CHECK_CONTAINS(r.err, "usage: ectier geometry");
         CHECK_STR_EQ(r.out, "");
     }

@@ -1,0 +1,822 @@
+/*
+ * The settings table and the converters that every value goes through.
+ *
+ * Each row says where a setting lives (top level, extra config, environment),
+ * its type, its default as text, its documentation, its field in
+ * ect_config_t and its limits.  A value from JSON, from the environment or
+ * from a row's own default text is converted by the same code and checked
+ * against the same limits, so the documented defaults are exactly what
+ * ect_config_init produces (a test parses every default).
+ *
+ * Invariants: every message names the key (or variable), the value as given
+ * and what is allowed; a field is written only after its value passed every
+ * check.  The table is constant and nothing here has state.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/error.h"
+#include "common/settings.h"
+
+/* Enum fields are written through an int; both enums have int's size. */
+_Static_assert(sizeof(ect_role_t) == sizeof(int), "ect_role_t must be int-sized");
+_Static_assert(sizeof(ect_transport_t) == sizeof(int), "ect_transport_t must be int-sized");
+
+/* Below this every integer is exact in a double, so a JSON number under it
+ * was written as exactly this integer (or with a fraction we can see). */
+#define EXACT_INT_LIMIT 9007199254740992.0 /* 2^53 */
+
+static const char *const connector_choices[] = {"ECCPUConnector", "ectier"};
+static const char *const role_choices[] = {"ec_producer", "ec_consumer", "ec_both"};
+static const char *const transport_choices[] = {"auto", "ucx", "same_host"};
+
+/* ---- content rules for strings -------------------------------------------- */
+
+static bool
+is_host_char(unsigned char c)
+{
+    return isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' || c == '%' || c == '[' ||
+           c == ']';
+}
+
+/* Digits only, value <= max; "" is not a number. */
+static bool
+parse_port_text(const char *s, size_t len, unsigned max, unsigned *v_p)
+{
+    unsigned v = 0;
+    if (len == 0 || len > 5)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (unsigned)(s[i] - '0');
+    }
+    if (v > max)
+        return false;
+    *v_p = v;
+    return true;
+}
+
+/* "host:port" with host made of host characters ("[::1]" for IPv6, "*" when
+ * star_ok) and a port within min_port..65535 (or "*" when star_ok). */
+static bool
+valid_host_port(const char *s, unsigned min_port, bool star_ok)
+{
+    const char *colon = strrchr(s, ':');
+    unsigned port;
+    if (colon == NULL || colon == s)
+        return false;
+    size_t host_len = (size_t)(colon - s);
+    if (!(star_ok && host_len == 1 && s[0] == '*')) {
+        for (size_t i = 0; i < host_len; i++)
+            if (!is_host_char((unsigned char)s[i]))
+                return false;
+        /* A bare IPv6 address would make the port ambiguous. */
+        if (memchr(s, ':', host_len) != NULL && !(s[0] == '[' && s[host_len - 1] == ']'))
+            return false;
+    }
+    if (star_ok && strcmp(colon + 1, "*") == 0)
+        return true;
+    return parse_port_text(colon + 1, strlen(colon + 1), 65535, &port) && port >= min_port;
+}
+
+static ect_status_t
+check_region_name(const char *label, const char *v)
+{
+    char q[128];
+    if (*v == '\0')
+        return ECT_OK;
+    for (const char *p = v; *p != '\0'; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (!(isalnum(c) || c == '.' || c == '_' || c == '-'))
+            return ect__error(ECT_ERR_CONFIG,
+                              "%s = %s is not a region name: use 1 to %d characters of A-Z a-z "
+                              "0-9 . _ - (not starting with '.', no \"..\"), or \"\" for the "
+                              "default",
+                              label, ect__quote(q, sizeof(q), v, strlen(v)), ECT_CONFIG_NAME_MAX);
+    }
+    if (v[0] == '.' || strstr(v, "..") != NULL)
+        return ect__error(ECT_ERR_CONFIG,
+                          "%s = %s is not a region name: it must not start with '.' or contain "
+                          "\"..\"",
+                          label, ect__quote(q, sizeof(q), v, strlen(v)));
+    return ECT_OK;
+}
+
+static ect_status_t
+check_endpoint(const char *label, const char *v)
+{
+    char q[128];
+    bool ok = false;
+    if (*v == '\0')
+        return ECT_OK;
+    if (strncmp(v, "tcp://", 6) == 0) {
+        ok = valid_host_port(v + 6, 1, true);
+    } else if (strncmp(v, "ipc://", 6) == 0 || strncmp(v, "inproc://", 9) == 0) {
+        const char *rest = strstr(v, "://") + 3;
+        ok = *rest != '\0';
+        for (const char *p = rest; *p != '\0'; p++)
+            if ((unsigned char)*p < 0x21 || (unsigned char)*p == 0x7f)
+                ok = false;
+    }
+    if (!ok)
+        return ect__error(ECT_ERR_CONFIG,
+                          "%s = %s is not a ZeroMQ endpoint: use tcp://host:port, ipc://path or "
+                          "inproc://name, or \"\" for none",
+                          label, ect__quote(q, sizeof(q), v, strlen(v)));
+    return ECT_OK;
+}
+
+static ect_status_t
+check_host_port(const char *label, const char *v)
+{
+    char q[128];
+    if (*v == '\0' || valid_host_port(v, 0, false))
+        return ECT_OK;
+    return ect__error(ECT_ERR_CONFIG,
+                      "%s = %s is not an address: use host:port (port 0 to 65535, [addr]:port "
+                      "for IPv6), or \"\" for none",
+                      label, ect__quote(q, sizeof(q), v, strlen(v)));
+}
+
+static ect_status_t
+check_path(const char *label, const char *v)
+{
+    char q[128];
+    for (const char *p = v; *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
+            return ect__error(ECT_ERR_CONFIG,
+                              "%s = %s is not a usable path: it contains a control character",
+                              label, ect__quote(q, sizeof(q), v, strlen(v)));
+    return ECT_OK;
+}
+
+static ect_status_t
+check_host(const char *label, const char *v)
+{
+    char q[128];
+    bool ok = *v != '\0';
+    for (const char *p = v; *p != '\0'; p++)
+        if (!is_host_char((unsigned char)*p))
+            ok = false;
+    if (!ok)
+        return ect__error(ECT_ERR_CONFIG,
+                          "%s = %s is not a host: use a host name or IP address (letters, digits, "
+                          ". - _ : %% [ ])",
+                          label, ect__quote(q, sizeof(q), v, strlen(v)));
+    return ECT_OK;
+}
+
+/* ---- the table ---------------------------------------------------------------- */
+
+#define FIELD(f)   offsetof(ect_config_t, f), sizeof(((ect_config_t *)0)->f)
+#define NO_FIELD   ECT_SETTING_NO_FIELD, 0
+#define CHOICES(a) a, sizeof(a) / sizeof((a)[0])
+
+static const struct ect__setting table[] = {
+    {.name = "ec_connector",
+     .where = ECT_SETTING_TOP,
+     .type = ECT_SETTING_ENUM,
+     .flags = ECT_SETTING_REQUIRED,
+     .doc = "The connector the engine loads; ectier answers to the seed's name and its own.",
+     .offset = NO_FIELD,
+     .choices = CHOICES(connector_choices)},
+    {.name = "ec_role",
+     .where = ECT_SETTING_TOP,
+     .type = ECT_SETTING_ENUM,
+     .flags = ECT_SETTING_REQUIRED,
+     .doc = "`ec_producer` saves encodings and serves them to peers; `ec_consumer` loads them "
+            "from the CPU tier or a peer; `ec_both` does both.",
+     .offset = FIELD(role),
+     .choices = CHOICES(role_choices)},
+    {.name = "ec_connector_extra_config",
+     .where = ECT_SETTING_TOP,
+     .type = ECT_SETTING_OBJECT,
+     .flags = ECT_SETTING_REQUIRED,
+     .doc = "The keys of the next table; must hold at least `ec_cpu_bytes`.",
+     .offset = NO_FIELD},
+
+    {.name = "ec_cpu_bytes",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_SIZE,
+     .flags = ECT_SETTING_REQUIRED,
+     .doc = "Size of this instance's CPU tier (its shared `/dev/shm` region). A JSON integer, or "
+            "a string with an optional suffix: `B`; `KB` `MB` `GB` `TB` (powers of 1000); `KiB` "
+            "`MiB` `GiB` `TiB` or `K` `M` `G` `T` (powers of 1024), e.g. `\"8GiB\"`.",
+     .offset = FIELD(cpu_bytes),
+     .min = 1,
+     .max = (double)ECT_CONFIG_CPU_BYTES_MAX,
+     .missing = "ec_cpu_bytes must be specified in ec_connector_extra_config"},
+    {.name = "ec_enable_nixl",
+     .alias = "ec_enable_p2p",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_BOOL,
+     .default_text = "false",
+     .doc = "Turn on peer-to-peer transfer of encodings (ZeroMQ control plane; UCX or same-host "
+            "data plane). Needs a build with P2P.",
+     .offset = FIELD(p2p_enabled)},
+    {.name = "consumer_ack_timeout_s",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_SECONDS,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "2.0",
+     .doc = "How long a consumer waits for the producer's XferAck to a read request.",
+     .offset = FIELD(consumer_ack_timeout_s),
+     .min = 0,
+     .min_open = true,
+     .max = 3600},
+    {.name = "read_timeout_s",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_SECONDS,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "20",
+     .doc = "How long one P2P read may take; an overdue read is abandoned and its blocks are "
+            "quarantined.",
+     .offset = FIELD(read_timeout_s),
+     .min = 0,
+     .min_open = true,
+     .max = 3600},
+    {.name = "quarantine_s",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_SECONDS,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "60",
+     .doc = "How long the blocks of an abandoned read stay fenced off (a late write may still "
+            "land in them) before they are freed.",
+     .offset = FIELD(quarantine_s),
+     .min = 0,
+     .min_open = true,
+     .max = 86400},
+    {.name = "producer_pin_lease_s",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_SECONDS,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "30",
+     .doc = "Lease on a producer entry pinned for a peer's read: the pin is dropped when it "
+            "expires even if the peer never reports back.",
+     .offset = FIELD(producer_pin_lease_s),
+     .min = 0,
+     .min_open = true,
+     .max = 3600},
+    {.name = "announce_lease_s",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_SECONDS,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "30",
+     .doc = "How long a producer keeps an entry it has announced to consumers safe from "
+            "eviction; one expiry per announcement. 0: no hold.",
+     .offset = FIELD(announce_lease_s),
+     .min = 0,
+     .max = 86400},
+    {.name = "defer_budget_s",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_SECONDS,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "60",
+     .doc = "How long a consumer may defer one request's media item waiting for its encoding "
+            "before the request is failed.",
+     .offset = FIELD(defer_budget_s),
+     .min = 0,
+     .min_open = true,
+     .max = 3600},
+    {.name = "region_name",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_STRING,
+     .default_text = "",
+     .doc = "Name of the region file `/dev/shm/<name>.mmap`: characters `A-Z a-z 0-9 . _ -`, "
+            "not starting with `.`, no `..`. Empty: `ectier_<instance>_dp<rank>`.",
+     .offset = FIELD(region_name),
+     .check = check_region_name},
+    {.name = "transport",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_ENUM,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "auto",
+     .doc = "Data transport for P2P reads: `auto` takes the same-host path for peers on this "
+            "machine and UCX for the others; `ucx` always UCX; `same_host` only same-host peers.",
+     .offset = FIELD(transport),
+     .choices = CHOICES(transport_choices)},
+    {.name = "events_endpoint",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_STRING,
+     .default_text = "",
+     .doc = "ZeroMQ PUB endpoint of the event stream (stored, evicted, announced, withdrawn), "
+            "e.g. `tcp://127.0.0.1:5610`. Empty: no stream. Needs a build with P2P (ZeroMQ).",
+     .offset = FIELD(events_endpoint),
+     .check = check_endpoint},
+    {.name = "metrics_address",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_STRING,
+     .default_text = "",
+     .doc = "`host:port` to serve Prometheus text metrics over HTTP. Empty: not served.",
+     .offset = FIELD(metrics_address),
+     .check = check_host_port},
+    {.name = "curve_server_key_file",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_STRING,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "",
+     .doc = "ZeroMQ CURVE server key file; set, the control plane is authenticated and "
+            "encrypted. Empty: plain TCP.",
+     .offset = FIELD(curve_server_key_file),
+     .check = check_path},
+    {.name = "curve_client_key_file",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_STRING,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "",
+     .doc = "ZeroMQ CURVE client key file (the consumer's key pair). Empty: off.",
+     .offset = FIELD(curve_client_key_file),
+     .check = check_path},
+    {.name = "curve_allowed_clients_file",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_STRING,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "",
+     .doc = "File of the consumer public keys a producer accepts; needs "
+            "`curve_server_key_file`. Empty: any client with the server key.",
+     .offset = FIELD(curve_allowed_clients_file),
+     .check = check_path},
+    {.name = "copy_threads",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_UINT,
+     .default_text = "2",
+     .doc = "Threads of the CPU copy engine (saves and loads between engine memory and the "
+            "region).",
+     .offset = FIELD(copy_threads),
+     .min = 1,
+     .max = 64},
+    {.name = "prefault",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_BOOL,
+     .default_text = "true",
+     .doc = "Touch every page of a new region, so a full `/dev/shm` fails at start-up instead "
+            "of with SIGBUS later, and first copies run at full speed.",
+     .offset = FIELD(prefault)},
+    {.name = "region_reaper",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_BOOL,
+     .default_text = "true",
+     .doc = "Fork a small reaper process that removes the region file once the last process "
+            "using it is gone, even after SIGKILL.",
+     .offset = FIELD(region_reaper)},
+
+    {.name = "VLLM_EC_SIDE_CHANNEL_HOST",
+     .alias = "ECTIER_SIDE_CHANNEL_HOST",
+     .where = ECT_SETTING_ENV,
+     .type = ECT_SETTING_STRING,
+     .flags = ECT_SETTING_PRODUCER,
+     .default_text = "localhost",
+     .doc = "Host the producer's control-plane socket binds to and publishes to consumers; it "
+            "must be reachable from them (e.g. the pod IP).",
+     .offset = FIELD(side_channel_host),
+     .check = check_host},
+    {.name = "VLLM_EC_SIDE_CHANNEL_PORT",
+     .alias = "ECTIER_SIDE_CHANNEL_PORT",
+     .where = ECT_SETTING_ENV,
+     .type = ECT_SETTING_PORT,
+     .flags = ECT_SETTING_PRODUCER,
+     .default_text = "5601",
+     .doc = "Port of that socket; 0 picks a free port.",
+     .offset = FIELD(side_channel_port),
+     .min = 0,
+     .max = 65535},
+};
+
+const struct ect__setting *
+ect__settings(size_t *n_p)
+{
+    *n_p = sizeof(table) / sizeof(table[0]);
+    return table;
+}
+
+const struct ect__setting *
+ect__setting_find(enum ect__setting_where where, const char *name)
+{
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        if (table[i].where != where)
+            continue;
+        if (strcmp(table[i].name, name) == 0 ||
+            (table[i].alias != NULL && strcmp(table[i].alias, name) == 0))
+            return &table[i];
+    }
+    return NULL;
+}
+
+/* ---- converters ---------------------------------------------------------------- */
+
+static void *
+field_of(const struct ect__setting *row, ect_config_t *cfg)
+{
+    return (char *)cfg + row->offset;
+}
+
+static const void *
+cfield_of(const struct ect__setting *row, const ect_config_t *cfg)
+{
+    return (const char *)cfg + row->offset;
+}
+
+/* What the row accepts, for messages. */
+static const char *
+allowed_text(const struct ect__setting *row, char *buf, size_t cap)
+{
+    struct ect__text t = {buf, cap, 0};
+    char lo[32], hi[32];
+    switch (row->type) {
+    case ECT_SETTING_SIZE:
+        ect__text_printf(&t,
+                         "a positive number of bytes, at most %s (%s): a JSON integer or a "
+                         "string such as \"8GiB\"",
+                         ect__format_double(hi, sizeof(hi), row->max),
+                         ect__human_size(lo, sizeof(lo), (uint64_t)row->max));
+        break;
+    case ECT_SETTING_BOOL:
+        ect__text_printf(&t, "true or false, or one of the strings \"true\", \"1\", \"yes\", "
+                             "\"false\", \"0\", \"no\", \"\"");
+        break;
+    case ECT_SETTING_SECONDS:
+        ect__text_printf(&t, "a number of seconds %s %s and <= %s",
+                         row->min_open ? ">" : ">=", ect__format_double(lo, sizeof(lo), row->min),
+                         ect__format_double(hi, sizeof(hi), row->max));
+        break;
+    case ECT_SETTING_UINT:
+    case ECT_SETTING_PORT:
+        ect__text_printf(&t, "an integer from %s to %s%s",
+                         ect__format_double(lo, sizeof(lo), row->min),
+                         ect__format_double(hi, sizeof(hi), row->max),
+                         row->type == ECT_SETTING_PORT ? " (0 picks a free port)" : "");
+        break;
+    case ECT_SETTING_STRING:
+        ect__text_printf(&t, "a string of at most %zu bytes", row->size - 1);
+        break;
+    case ECT_SETTING_ENUM:
+        ect__text_printf(&t, "one of");
+        for (size_t i = 0; i < row->n_choices; i++)
+            ect__text_printf(&t, "%s \"%s\"", i ? "," : "", row->choices[i]);
+        break;
+    case ECT_SETTING_OBJECT:
+        ect__text_printf(&t, "a JSON object");
+        break;
+    }
+    return buf;
+}
+
+static ect_status_t
+not_allowed(const struct ect__setting *row, const char *label, const char *shown, const char *why)
+{
+    char allowed[256];
+    return ect__error(ECT_ERR_CONFIG, "%s = %s %s: use %s", label, shown, why,
+                      allowed_text(row, allowed, sizeof(allowed)));
+}
+
+/* Numeric limits shared by every source; shown is the value as given. */
+static ect_status_t
+check_limits(const struct ect__setting *row, const char *label, double v, const char *shown)
+{
+    bool low_ok = row->min_open ? v > row->min : v >= row->min;
+    if (!(low_ok && v <= row->max)) /* also refuses NaN */
+        return not_allowed(row, label, shown, "is out of range");
+    return ECT_OK;
+}
+
+static ect_status_t
+missing_value(const struct ect__setting *row, const char *label, const char *shown)
+{
+    if (row->missing != NULL)
+        return ect__error(ECT_ERR_CONFIG,
+                          "%s (got %s = %s); give a positive size such as 8589934592 or \"8GiB\"",
+                          row->missing, label, shown);
+    return not_allowed(row, label, shown, "is not allowed");
+}
+
+static ect_status_t
+store_size(const struct ect__setting *row, const char *label, uint64_t v, const char *shown,
+           ect_config_t *cfg)
+{
+    char lim[32], human[32];
+    if (v == 0)
+        return missing_value(row, label, shown);
+    if ((double)v > row->max)
+        return ect__error(ECT_ERR_CONFIG,
+                          "%s = %s (%llu bytes) is above the limit of %s bytes (%s)", label, shown,
+                          (unsigned long long)v, ect__format_double(lim, sizeof(lim), row->max),
+                          ect__human_size(human, sizeof(human), (uint64_t)row->max));
+    memcpy(field_of(row, cfg), &v, sizeof(v));
+    return ECT_OK;
+}
+
+static ect_status_t
+store_integer(const struct ect__setting *row, const char *label, double v, const char *shown,
+              ect_config_t *cfg)
+{
+    ect_status_t s = check_limits(row, label, v, shown);
+    if (s != ECT_OK)
+        return s;
+    if (row->type == ECT_SETTING_PORT) {
+        uint16_t port = (uint16_t)v;
+        memcpy(field_of(row, cfg), &port, sizeof(port));
+    } else {
+        unsigned u = (unsigned)v;
+        memcpy(field_of(row, cfg), &u, sizeof(u));
+    }
+    return ECT_OK;
+}
+
+/* Trim ASCII white space; returns the start and sets *len_p. */
+static const char *
+trim(const char *s, size_t *len_p)
+{
+    size_t len = strlen(s);
+    while (len > 0 && isspace((unsigned char)*s)) {
+        s++;
+        len--;
+    }
+    while (len > 0 && isspace((unsigned char)s[len - 1]))
+        len--;
+    *len_p = len;
+    return s;
+}
+
+/* 1 true, 0 false, -1 neither. */
+static int
+bool_word(const char *text)
+{
+    static const char *const yes[] = {"true", "1", "yes"};
+    static const char *const no[] = {"false", "0", "no", ""};
+    size_t len;
+    const char *s = trim(text, &len);
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+        if (len == strlen(yes[i]) && strncasecmp(s, yes[i], len) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        if (len == strlen(no[i]) && strncasecmp(s, no[i], len) == 0)
+            return 0;
+    return -1;
+}
+
+/* Digits only ("" is not a number); values past 2^64 - 1 saturate, which
+ * every limit then refuses. */
+static bool
+parse_decimal(const char *s, size_t len, uint64_t *v_p)
+{
+    uint64_t v = 0;
+    if (len == 0)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        unsigned d = (unsigned)(s[i] - '0');
+        v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
+    }
+    *v_p = v;
+    return true;
+}
+
+/* A decimal number in text (after trimming): digits, sign, point and
+ * exponent only, so "inf", "nan" and hex are refused. */
+static bool
+number_text(const char *text, double *v_p)
+{
+    char buf[64];
+    size_t len;
+    const char *s = trim(text, &len);
+    if (len == 0 || len >= sizeof(buf))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!isdigit((unsigned char)s[i]) && strchr("+-.eE", s[i]) == NULL)
+            return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (end != buf + len || !isfinite(v))
+        return false;
+    *v_p = v;
+    return true;
+}
+
+/* A value given as text: a JSON string, an environment value or a default. */
+static ect_status_t
+from_string(const struct ect__setting *row, const char *label, const char *text, ect_config_t *cfg)
+{
+    char shown[128];
+    size_t text_len = strlen(text);
+    ect__quote(shown, sizeof(shown), text, text_len);
+
+    switch (row->type) {
+    case ECT_SETTING_SIZE: {
+        uint64_t v;
+        ect_status_t s = ect_size_parse(text, &v);
+        if (s != ECT_OK)
+            return ect__error(ECT_ERR_CONFIG, "%s = %s is not a valid size: %s", label, shown,
+                              ect_last_error());
+        return store_size(row, label, v, shown, cfg);
+    }
+    case ECT_SETTING_BOOL: {
+        int b = bool_word(text);
+        if (b < 0)
+            return not_allowed(row, label, shown, "is not a boolean");
+        bool v = b == 1;
+        memcpy(field_of(row, cfg), &v, sizeof(v));
+        return ECT_OK;
+    }
+    case ECT_SETTING_SECONDS: {
+        double v;
+        if (!number_text(text, &v))
+            return not_allowed(row, label, shown, "is not a number");
+        ect_status_t s = check_limits(row, label, v, shown);
+        if (s == ECT_OK)
+            memcpy(field_of(row, cfg), &v, sizeof(v));
+        return s;
+    }
+    case ECT_SETTING_UINT:
+    case ECT_SETTING_PORT: {
+        size_t len;
+        const char *s = trim(text, &len);
+        uint64_t v;
+        if (!parse_decimal(s, len, &v))
+            return not_allowed(row, label, shown, "is not a whole number");
+        return store_integer(row, label, (double)v, shown, cfg);
+    }
+    case ECT_SETTING_STRING: {
+        if (text_len >= row->size)
+            return ect__error(ECT_ERR_CONFIG, "%s = %s is %zu bytes long: use at most %zu bytes",
+                              label, shown, text_len, row->size - 1);
+        if (row->check != NULL) {
+            ect_status_t s = row->check(label, text);
+            if (s != ECT_OK)
+                return s;
+        }
+        memcpy(field_of(row, cfg), text, text_len + 1);
+        return ECT_OK;
+    }
+    case ECT_SETTING_ENUM:
+        for (size_t i = 0; i < row->n_choices; i++) {
+            if (strcmp(text, row->choices[i]) == 0) {
+                int idx = (int)i;
+                if (row->offset != ECT_SETTING_NO_FIELD)
+                    memcpy(field_of(row, cfg), &idx, sizeof(idx));
+                return ECT_OK;
+            }
+        }
+        return not_allowed(row, label, shown, "is not allowed");
+    case ECT_SETTING_OBJECT:
+        break;
+    }
+    return not_allowed(row, label, shown, "has the wrong type");
+}
+
+ect_status_t
+ect__setting_from_text(const struct ect__setting *row, const char *label, const char *text,
+                       ect_config_t *cfg)
+{
+    return from_string(row, label, text, cfg);
+}
+
+/* A JSON number where a whole number is wanted. */
+static ect_status_t
+from_json_integer(const struct ect__setting *row, const char *label, double v, const char *shown,
+                  ect_config_t *cfg)
+{
+    const char *why = NULL;
+    if (!isfinite(v))
+        why = "is not a finite number";
+    else if (v < 0)
+        why = "is negative";
+    else if (v != floor(v))
+        why = "is not a whole number";
+    else if (v >= EXACT_INT_LIMIT && row->type == ECT_SETTING_SIZE)
+        return ect__error(ECT_ERR_CONFIG,
+                          "%s = %s is too large for a JSON number to hold exactly (2^53 or more): "
+                          "write the size as a string such as \"16TiB\"",
+                          label, shown);
+    else if (v >= EXACT_INT_LIMIT)
+        why = "is out of range";
+    if (why != NULL)
+        return not_allowed(row, label, shown, why);
+    if (row->type == ECT_SETTING_SIZE)
+        return store_size(row, label, (uint64_t)v, shown, cfg);
+    return store_integer(row, label, v, shown, cfg);
+}
+
+ect_status_t
+ect__setting_from_json(const struct ect__setting *row, const char *label, const cJSON *item,
+                       ect_config_t *cfg)
+{
+    char shown[128];
+    ect__describe_json(shown, sizeof(shown), item);
+
+    if (cJSON_IsString(item))
+        return from_string(row, label, item->valuestring, cfg);
+    if ((row->flags & ECT_SETTING_REQUIRED) && (cJSON_IsNull(item) || cJSON_IsFalse(item)) &&
+        row->missing != NULL)
+        return missing_value(row, label, shown);
+    if (cJSON_IsNull(item) && !(row->flags & ECT_SETTING_REQUIRED))
+        return ect__error(ECT_ERR_CONFIG,
+                          "%s = null is not allowed: remove the key to get the default (%s)", label,
+                          row->default_text);
+
+    switch (row->type) {
+    case ECT_SETTING_SIZE:
+    case ECT_SETTING_UINT:
+    case ECT_SETTING_PORT:
+        if (cJSON_IsNumber(item))
+            return from_json_integer(row, label, item->valuedouble, shown, cfg);
+        break;
+    case ECT_SETTING_BOOL:
+        if (cJSON_IsBool(item)) {
+            bool v = cJSON_IsTrue(item);
+            memcpy(field_of(row, cfg), &v, sizeof(v));
+            return ECT_OK;
+        }
+        break;
+    case ECT_SETTING_SECONDS:
+        if (cJSON_IsNumber(item)) {
+            double v = item->valuedouble;
+            if (!isfinite(v))
+                return not_allowed(row, label, shown, "is not a finite number");
+            ect_status_t s = check_limits(row, label, v, shown);
+            if (s == ECT_OK)
+                memcpy(field_of(row, cfg), &v, sizeof(v));
+            return s;
+        }
+        break;
+    case ECT_SETTING_STRING:
+    case ECT_SETTING_ENUM:
+    case ECT_SETTING_OBJECT:
+        break;
+    }
+    return not_allowed(row, label, shown, "has the wrong type");
+}
+
+ect_status_t
+ect__setting_check(const struct ect__setting *row, const ect_config_t *cfg)
+{
+    char shown[128];
+    const void *f;
+    if (row->offset == ECT_SETTING_NO_FIELD)
+        return ECT_OK;
+    f = cfield_of(row, cfg);
+    switch (row->type) {
+    case ECT_SETTING_SIZE: {
+        uint64_t v;
+        memcpy(&v, f, sizeof(v));
+        snprintf(shown, sizeof(shown), "%llu", (unsigned long long)v);
+        if (v == 0)
+            return missing_value(row, row->name, shown);
+        if ((double)v > row->max)
+            return not_allowed(row, row->name, shown, "is out of range");
+        return ECT_OK;
+    }
+    case ECT_SETTING_SECONDS: {
+        double v;
+        memcpy(&v, f, sizeof(v));
+        return check_limits(row, row->name, v, ect__format_double(shown, sizeof(shown), v));
+    }
+    case ECT_SETTING_UINT: {
+        unsigned v;
+        memcpy(&v, f, sizeof(v));
+        snprintf(shown, sizeof(shown), "%u", v);
+        return check_limits(row, row->name, (double)v, shown);
+    }
+    case ECT_SETTING_PORT:
+    case ECT_SETTING_BOOL:
+        return ECT_OK; /* every value of the C type is allowed */
+    case ECT_SETTING_STRING: {
+        const char *s = f;
+        if (memchr(s, '\0', row->size) == NULL)
+            return ect__error(ECT_ERR_CONFIG, "%s is not NUL-terminated within its %zu bytes",
+                              row->name, row->size);
+        return row->check != NULL ? row->check(row->name, s) : ECT_OK;
+    }
+    case ECT_SETTING_ENUM: {
+        int v;
+        memcpy(&v, f, sizeof(v));
+        if (v < 0 || (size_t)v >= row->n_choices) {
+            snprintf(shown, sizeof(shown), "%d", v);
+            return not_allowed(row, row->name, shown, "is not a valid enum value");
+        }
+        return ECT_OK;
+    }
+    case ECT_SETTING_OBJECT:
+        break;
+    }
+    return ECT_OK;
+}
+
+bool
+ect__setting_equal(const struct ect__setting *row, const ect_config_t *a, const ect_config_t *b)
+{
+    if (row->offset == ECT_SETTING_NO_FIELD)
+        return true;
+    if (row->type == ECT_SETTING_STRING)
+        return strcmp(cfield_of(row, a), cfield_of(row, b)) == 0;
+    return memcmp(cfield_of(row, a), cfield_of(row, b), row->size) == 0;
+}

@@ -1,0 +1,83 @@
+/* UTF-8 validation used on config bytes before cJSON sees them. */
+#include "common/utf8.h"
+#include "harness.h"
+
+struct bad {
+    const char *bytes;
+    size_t len;
+    size_t bad_off;
+    const char *what;
+};
+
+static void
+test_utf8_accepts_well_formed_text(void)
+{
+    static const char *const good[] = {
+        "",
+        "plain ascii {\"k\": 1}",
+        "caf\xc3\xa9",      /* U+00E9 */
+        "\xe2\x82\xac 5",   /* U+20AC */
+        "\xf0\x9f\x98\x80", /* U+1F600 */
+        "\xf4\x8f\xbf\xbf", /* U+10FFFF, the last code point */
+        "\xed\x9f\xbf",     /* U+D7FF, just below the surrogates */
+        "\xee\x80\x80",     /* U+E000, just above them */
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        CHECK_MSG(ect__utf8_valid(good[i], strlen(good[i]), NULL), "case %zu refused", i);
+    /* NUL is well-formed UTF-8; the config parser refuses it separately. */
+    CHECK(ect__utf8_valid("a\0b", 3, NULL));
+}
+
+static void
+test_utf8_refuses_malformed_sequences_at_their_offset(void)
+{
+    static const struct bad bad[] = {
+        {"ab\x80", 3, 2, "lone continuation byte"},
+        {"\xc0\xaf", 2, 0, "overlong 2-byte"},
+        {"\xc1\xbf", 2, 0, "overlong 2-byte (C1)"},
+        {"x\xe0\x80\xaf", 4, 1, "overlong 3-byte"},
+        {"\xf0\x80\x80\xaf", 4, 0, "overlong 4-byte"},
+        {"\xed\xa0\x80", 3, 0, "surrogate U+D800"},
+        {"\xed\xbf\xbf", 3, 0, "surrogate U+DFFF"},
+        {"\xf4\x90\x80\x80", 4, 0, "above U+10FFFF"},
+        {"\xf5\x80\x80\x80", 4, 0, "F5 lead byte"},
+        {"\xff", 1, 0, "FF"},
+        {"ok\xe2\x82", 4, 2, "truncated at end"},
+        {"\xe2\x28\xa1", 3, 0, "bad second byte"},
+        {"\xf0\x9f\x98", 3, 0, "truncated 4-byte"},
+        {"\xf0\x9f\x98\x41", 4, 0, "bad fourth byte"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t off = 999;
+        CHECK_MSG(!ect__utf8_valid(bad[i].bytes, bad[i].len, &off), "%s accepted", bad[i].what);
+        CHECK_MSG(off == bad[i].bad_off, "%s: offset %zu, expected %zu", bad[i].what, off,
+                  bad[i].bad_off);
+    }
+}
+
+static void
+test_utf8_cut_never_splits_a_character(void)
+{
+    const char *s = "a\xc3\xa9\xe2\x82\xac"; /* a, e-acute (2 bytes), euro (3 bytes) */
+    CHECK_EQ_U64(ect__utf8_cut(s, 6, 0), 0);
+    CHECK_EQ_U64(ect__utf8_cut(s, 6, 1), 1);
+    CHECK_EQ_U64(ect__utf8_cut(s, 6, 2), 1);
+    CHECK_EQ_U64(ect__utf8_cut(s, 6, 3), 3);
+    CHECK_EQ_U64(ect__utf8_cut(s, 6, 5), 3);
+    CHECK_EQ_U64(ect__utf8_cut(s, 6, 6), 6);
+    CHECK_EQ_U64(ect__utf8_cut(s, 6, 100), 6);
+    /* Stray bytes count one each, so a cut still makes progress. */
+    CHECK_EQ_U64(ect__utf8_cut("\xff\xff\xff", 3, 2), 2);
+}
+
+static const struct ect_test_case cases[] = {
+    ECT_CASE(test_utf8_accepts_well_formed_text),
+    ECT_CASE(test_utf8_refuses_malformed_sequences_at_their_offset),
+    ECT_CASE(test_utf8_cut_never_splits_a_character),
+};
+
+int
+main(int argc, char **argv)
+{
+    return ECT_TEST_MAIN(argc, argv, cases);
+}
