@@ -305,3 +305,23 @@ ect_wire_encode_ack(const ect_xfer_ack_t *ack, ect_wire_buf_t *buf)
          pack_bin_field(&pk, "mem_descriptor", ack->mem_descriptor, ack->mem_descriptor_len));
     return finish("ack", failed, buf, start);
 }
+
+ect_status_t
+ect_wire_encode_done(const ect_xfer_done_t *done, ect_wire_buf_t *buf)
+{
+    if (done == NULL || buf == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "wire encode done: NULL argument");
+    ect_status_t st;
+    if ((st = check_str("done", "mm_hash", done->mm_hash, true)) != ECT_OK ||
+        (st = check_str("done", "session_id", done->session_id, true)) != ECT_OK)
+        return st;
+    if (!present(done->mm_hash) || !present(done->session_id))
+        return ect__error(ECT_ERR_INVALID_ARG, "wire encode done: empty mm_hash or session_id");
+    size_t start = buf->len;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, buf, buf_write);
+    bool failed = msgpack_pack_map(&pk, 3) != 0 || pack_str_field(&pk, "type", "done") ||
+                  pack_str_field(&pk, "mm_hash", done->mm_hash) ||
+                  pack_str_field(&pk, "session_id", done->session_id);
+    return finish("done", failed, buf, start);
+}

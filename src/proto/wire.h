@@ -7,6 +7,13 @@
  * declaration order below, a field equal to its default omitted.  The bytes
  * are those the seed's msgspec encoder writes (tests/data/wire-vectors.json).
  *
+ * ectier adds a third, "done" (consumer -> producer, after a read landed:
+ * {"type": "done", "mm_hash": H, "session_id": S}), which releases the
+ * producer's grant.  The seed carries that notification inside its data
+ * transport; ectier's transports are pluggable, so it rides the control
+ * plane for all of them.  Only ectier producers offer ectier transports, so
+ * only they ever receive it.
+ *
  * Ownership.  The message structs are used two ways:
  *   - built by a caller for ect_wire_encode_*: every pointer is borrowed and
  *     only read during the call; arena_ stays NULL;
@@ -64,6 +71,7 @@ typedef enum ect_xfer_status {
 typedef enum ect_wire_type {
     ECT_WIRE_REQ = 1,
     ECT_WIRE_ACK = 2,
+    ECT_WIRE_DONE = 3,
 } ect_wire_type_t;
 
 /* Consumer -> producer: "I want to read mm_hash; pin it and tell me where". */
@@ -93,6 +101,13 @@ typedef struct ect_xfer_ack {
     size_t mem_descriptor_len;
     void *arena_; /* owned storage of a decoded message; NULL otherwise */
 } ect_xfer_ack_t;
+
+/* Consumer -> producer: the read of mm_hash for session_id has landed. */
+typedef struct ect_xfer_done {
+    const char *mm_hash;    /* required */
+    const char *session_id; /* required */
+    void *arena_;           /* owned storage of a decoded message; NULL otherwise */
+} ect_xfer_done_t;
 
 /* A growable byte buffer that encoders append to. */
 typedef struct ect_wire_buf {
@@ -142,6 +157,9 @@ ect_status_t ect_wire_encode_req(const ect_xfer_req_t *req, ect_wire_buf_t *buf)
  * before the arrays are read. */
 ect_status_t ect_wire_encode_ack(const ect_xfer_ack_t *ack, ect_wire_buf_t *buf);
 
+/* Append the encoding of done to buf; as ect_wire_encode_req. */
+ect_status_t ect_wire_encode_done(const ect_xfer_done_t *done, ect_wire_buf_t *buf);
+
 /* ---- decode ---------------------------------------------------------------- */
 
 /* Decode one XferReq occupying exactly len bytes at data (borrowed, only
@@ -159,15 +177,20 @@ ect_status_t ect_wire_decode_req(const void *data, size_t len, ect_xfer_req_t *r
  * ect_xfer_ack_cleanup. */
 ect_status_t ect_wire_decode_ack(const void *data, size_t len, ect_xfer_ack_t *ack_p);
 
+/* Decode one "done" message; as ect_wire_decode_req.  Release with
+ * ect_xfer_done_cleanup. */
+ect_status_t ect_wire_decode_done(const void *data, size_t len, ect_xfer_done_t *done_p);
+
 /* Read only the "type" tag of a message, without validating the rest
  * beyond what is needed to find it.  Returns ECT_OK, or ECT_ERR_PARSE when
- * the bytes are not a map or carry no "req"/"ack" tag. */
+ * the bytes are not a map or carry no "req"/"ack"/"done" tag. */
 ect_status_t ect_wire_peek_type(const void *data, size_t len, ect_wire_type_t *type_p);
 
 /* Free a decoded message's arena and zero the struct.  NULL, a zeroed struct
  * or a caller-built one (arena_ NULL) frees nothing. */
 void ect_xfer_req_cleanup(ect_xfer_req_t *req);
 void ect_xfer_ack_cleanup(ect_xfer_ack_t *ack);
+void ect_xfer_done_cleanup(ect_xfer_done_t *done);
 
 /* ---- compatibility hash ---------------------------------------------------- */
 

@@ -322,6 +322,12 @@ static const field_t ack_fields[ACK_FIELDS] = {
     [ACK_DESC] = {"mem_descriptor", F_BIN, false},
 };
 
+enum { DONE_MM_HASH, DONE_SESSION, DONE_FIELDS };
+static const field_t done_fields[DONE_FIELDS] = {
+    [DONE_MM_HASH] = {"mm_hash", F_STR, true},
+    [DONE_SESSION] = {"session_id", F_STR, true},
+};
+
 static bool
 key_is(const tok_t *key, const char *name)
 {
@@ -452,7 +458,10 @@ parse_message(const void *data, size_t len, const char *tag, const field_t *fiel
             if (v.kind != K_STR)
                 return wrong_type(&r, "type", &v, "a str");
             if (!key_is(&v, tag)) {
-                const char *other = key_is(&v, "req") ? "req" : key_is(&v, "ack") ? "ack" : NULL;
+                const char *other = key_is(&v, "req")    ? "req"
+                                    : key_is(&v, "ack")  ? "ack"
+                                    : key_is(&v, "done") ? "done"
+                                                         : NULL;
                 return ect__error(
                     ECT_ERR_PARSE, "wire decode %s: \"type\" is %s%s%s, expected \"%s\"", tag,
                     other ? "\"" : "", other ? other : "not a known tag", other ? "\"" : "", tag);
@@ -583,6 +592,30 @@ ect_wire_decode_ack(const void *data, size_t len, ect_xfer_ack_t *ack_p)
 }
 
 ect_status_t
+ect_wire_decode_done(const void *data, size_t len, ect_xfer_done_t *done_p)
+{
+    if (done_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "wire decode done: NULL output");
+    slot_t s[DONE_FIELDS] = {{0}};
+    ect_status_t st = parse_message(data, len, "done", done_fields, DONE_FIELDS, s);
+    if (st != ECT_OK)
+        return st;
+    if (s[DONE_MM_HASH].n == 0 || s[DONE_SESSION].n == 0)
+        return ect__error(ECT_ERR_PARSE, "wire decode done: empty mm_hash or session_id");
+    size_t size = (size_t)s[DONE_MM_HASH].n + s[DONE_SESSION].n + 2;
+    uint8_t *arena = malloc(size);
+    if (arena == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "wire decode done: cannot allocate %zu bytes", size);
+    uint8_t *cursor = arena;
+    ect_xfer_done_t done = {0};
+    done.mm_hash = copy_str(&cursor, &s[DONE_MM_HASH]);
+    done.session_id = copy_str(&cursor, &s[DONE_SESSION]);
+    done.arena_ = arena;
+    *done_p = done;
+    return ECT_OK;
+}
+
+ect_status_t
 ect_wire_peek_type(const void *data, size_t len, ect_wire_type_t *type_p)
 {
     if (type_p == NULL)
@@ -617,7 +650,12 @@ ect_wire_peek_type(const void *data, size_t len, ect_wire_type_t *type_p)
             *type_p = ECT_WIRE_ACK;
             return ECT_OK;
         }
-        return ect__error(ECT_ERR_PARSE, "wire decode message: \"type\" is not \"req\" or \"ack\"");
+        if (v.kind == K_STR && key_is(&v, "done")) {
+            *type_p = ECT_WIRE_DONE;
+            return ECT_OK;
+        }
+        return ect__error(ECT_ERR_PARSE,
+                          "wire decode message: \"type\" is not \"req\", \"ack\" or \"done\"");
     }
     return ect__error(ECT_ERR_PARSE, "wire decode message: missing key \"type\"");
 }
@@ -638,4 +676,13 @@ ect_xfer_ack_cleanup(ect_xfer_ack_t *ack)
         return;
     free(ack->arena_);
     memset(ack, 0, sizeof(*ack));
+}
+
+void
+ect_xfer_done_cleanup(ect_xfer_done_t *done)
+{
+    if (done == NULL)
+        return;
+    free(done->arena_);
+    memset(done, 0, sizeof(*done));
 }

@@ -680,7 +680,49 @@ test_python_msgpack_reads_our_random_acks(void)
     ect_wire_buf_cleanup(&all);
 }
 
+/* ectier's own "done" message: round trip, exact bytes, and it is refused
+ * where a req or an ack is expected (and they are refused as a done). */
+static void
+test_done_message_round_trips_and_is_its_own_type(void)
+{
+    ect_xfer_done_t done = {.mm_hash = "h1", .session_id = "sess"};
+    ect_wire_buf_t buf;
+    ect_wire_buf_init(&buf);
+    CHECK_OK(ect_wire_encode_done(&done, &buf));
+    static const uint8_t want[] = {0x83, 0xa4, 't',  'y',  'p', 'e', 0xa4, 'd', 'o', 'n',
+                                   'e',  0xa7, 'm',  'm',  '_', 'h', 'a',  's', 'h', 0xa2,
+                                   'h',  '1',  0xaa, 's',  'e', 's', 's',  'i', 'o', 'n',
+                                   '_',  'i',  'd',  0xa4, 's', 'e', 's',  's'};
+    CHECK_EQ_U64(buf.len, sizeof(want));
+    CHECK(memcmp(buf.data, want, sizeof(want)) == 0);
+    ect_wire_type_t type;
+    CHECK_OK(ect_wire_peek_type(buf.data, buf.len, &type));
+    CHECK_EQ_INT(type, ECT_WIRE_DONE);
+    ect_xfer_done_t back;
+    CHECK_OK(ect_wire_decode_done(buf.data, buf.len, &back));
+    CHECK_STR_EQ(back.mm_hash, "h1");
+    CHECK_STR_EQ(back.session_id, "sess");
+    ect_xfer_done_cleanup(&back);
+    ect_xfer_req_t req;
+    CHECK_STATUS(ect_wire_decode_req(buf.data, buf.len, &req), ECT_ERR_PARSE);
+    CHECK_CONTAINS(ect_last_error(), "\"done\"");
+    /* A done needs its session: without one a producer could not find the grant. */
+    ect_xfer_done_t bad = {.mm_hash = "h1", .session_id = ""};
+    CHECK_STATUS(ect_wire_encode_done(&bad, &buf), ECT_ERR_INVALID_ARG);
+    ect_wire_buf_t req_buf;
+    ect_wire_buf_init(&req_buf);
+    ect_xfer_req_t r = {.mm_hash = "h1", .compatibility_hash = "c", .session_id = "s"};
+    CHECK_OK(ect_wire_encode_req(&r, &req_buf));
+    CHECK_STATUS(ect_wire_decode_done(req_buf.data, req_buf.len, &back), ECT_ERR_PARSE);
+    /* Truncated anywhere: a clean parse error. */
+    for (size_t cut = 0; cut < buf.len; cut++)
+        CHECK_STATUS(ect_wire_decode_done(buf.data, cut, &back), ECT_ERR_PARSE);
+    ect_wire_buf_cleanup(&buf);
+    ect_wire_buf_cleanup(&req_buf);
+}
+
 static const struct ect_test_case cases[] = {
+    ECT_CASE(test_done_message_round_trips_and_is_its_own_type),
     ECT_CASE(test_valid_vectors_decode_to_their_fields_and_reencode_exactly),
     ECT_CASE(test_invalid_vectors_fail_with_parse_error_and_leave_output_alone),
     ECT_CASE(test_invalid_vectors_name_their_fault),
