@@ -694,13 +694,16 @@ test_old_unretired_ticket_stays_answerable(void)
     /* One ticket left unretired while thousands of later ones come and go:
      * it must stay findable, and the table must not grow with the distance
      * between the oldest and newest ticket. */
-    unsigned char src[1024], dst[1024];
+    unsigned char src[1024], dst[1024], old_dst[1024];
     fill_random(src, sizeof(src), 31);
+    memset(old_dst, 0, sizeof(old_dst));
     ect_copy_op_t op = {.dst = dst, .src = src, .len = sizeof(src)};
+    ect_copy_op_t old_op = {.dst = old_dst, .src = src, .len = sizeof(src)};
     ect_copy_engine_t *e = make_engine(2, 0);
+    ect_copy_batch_t old_batch = {.dir = ECT_COPY_LOAD, .ops = &old_op, .n_ops = 1};
     ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &op, .n_ops = 1};
     uint64_t old;
-    CHECK_OK(ect_copy_submit(e, &batch, &old));
+    CHECK_OK(ect_copy_submit(e, &old_batch, &old));
     for (int i = 0; i < 200; i++)
         submit_and_wait(e, &op, 1);
     uint64_t warm = ect__copy_cpu_alloc_count(e);
@@ -708,12 +711,15 @@ test_old_unretired_ticket_stays_answerable(void)
         submit_and_wait(e, &op, 1);
     CHECK_EQ_U64(ect__copy_cpu_alloc_count(e), warm);
     CHECK_OK(ect_copy_wait(e, old));
+    CHECK(memcmp(old_dst, src, sizeof(src)) == 0);
     CHECK_STATUS(ect_copy_query(e, old), ECT_ERR_NOT_FOUND);
 
     /* And many unretired tickets at once grow the table and all stay
-     * answerable exactly once. */
+     * answerable exactly once.  They share one destination, so the copy
+     * threads are held and each wait lands its own batch, one at a time. */
     enum { LIVE = 1000 };
     static uint64_t live[LIVE];
+    CHECK_OK(ect__copy_cpu_hold(e, true));
     for (int i = 0; i < LIVE; i++)
         CHECK_OK(ect_copy_submit(e, &batch, &live[i]));
     for (int i = 0; i < LIVE; i += 2)
