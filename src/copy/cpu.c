@@ -323,13 +323,21 @@ run_claim(const struct claim *c)
     }
 }
 
-static void
+/* Returns true when the batch has landed and someone waits on done_cv; the
+ * caller broadcasts after dropping the lock, so the woken waiters do not
+ * run straight into a held mutex. */
+static bool
 finish_claim_locked(struct cpu_engine *e, const struct claim *c)
 {
     struct cpu_batch *b = c->batch;
     b->remaining -= c->len;
-    if (b->remaining == 0 && e->waiters > 0)
-        pthread_cond_broadcast(&e->done_cv);
+    return b->remaining == 0 && e->waiters > 0;
+}
+
+static void
+wake_waiters_unlocked(struct cpu_engine *e)
+{
+    pthread_cond_broadcast(&e->done_cv);
 }
 
 static void *
@@ -352,7 +360,11 @@ copy_thread_main(void *arg)
         pthread_mutex_unlock(&e->lock);
         run_claim(&c);
         pthread_mutex_lock(&e->lock);
-        finish_claim_locked(e, &c);
+        if (finish_claim_locked(e, &c)) {
+            pthread_mutex_unlock(&e->lock);
+            wake_waiters_unlocked(e);
+            pthread_mutex_lock(&e->lock);
+        }
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;
@@ -485,6 +497,7 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
     b->next_off = 0;
     b->remaining = total;
     b->chunk = piece_size(total, e->split_bytes);
+    bool split = b->chunk < total;
     b->prev = b->next = NULL;
 
     pthread_mutex_lock(&e->lock);
@@ -498,14 +511,15 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
     uint64_t ticket = e->next_ticket++;
     b->ticket = ticket;
     table_insert_locked(e, b);
-    if (total > 0) {
+    if (total > 0)
         enqueue_locked(e, b);
-        if (b->chunk < total)
-            pthread_cond_broadcast(&e->work_cv);
-        else
-            pthread_cond_signal(&e->work_cv);
-    }
     pthread_mutex_unlock(&e->lock);
+    /* Wake copy threads after unlocking, so they do not wake into a held
+     * mutex: one for a single piece, all for a split batch. */
+    if (total > 0 && split)
+        pthread_cond_broadcast(&e->work_cv);
+    else if (total > 0)
+        pthread_cond_signal(&e->work_cv);
     /* From here b may already be landed and retired by a thread that
      * guessed the ticket: use the copy taken under the lock. */
     *ticket_p = ticket;
@@ -574,7 +588,11 @@ cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
             pthread_mutex_unlock(&e->lock);
             run_claim(&c);
             pthread_mutex_lock(&e->lock);
-            finish_claim_locked(e, &c);
+            if (finish_claim_locked(e, &c)) {
+                pthread_mutex_unlock(&e->lock);
+                wake_waiters_unlocked(e);
+                pthread_mutex_lock(&e->lock);
+            }
             continue;
         }
         e->waiters++;
