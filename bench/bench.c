@@ -8,6 +8,7 @@
 #include "cli.h"
 
 static const struct ect_bench benches[] = {
+    {"copy", "cpu copy engine save/load of 1-32 MiB entries vs memcpy", ect_bench_copy},
     {NULL, NULL, NULL},
 };
 
