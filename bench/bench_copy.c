@@ -100,17 +100,17 @@ layout_span(uint64_t need, int fragmented)
  * out of order with gaps between them, so none coalesce; entry j's span
  * follows entry j-1's. */
 static size_t
-layout(ect_block_run_t *runs, uint64_t need, int fragmented, unsigned j)
+layout(ect_run_t *runs, uint64_t need, int fragmented, unsigned j)
 {
     uint64_t base = j * layout_span(need, fragmented);
     if (!fragmented) {
-        runs[0] = (ect_block_run_t){.first = base, .count = need};
+        runs[0] = (ect_run_t){.first = base, .count = need};
         return 1;
     }
     uint64_t per = need / FRAGMENTS, extra = need % FRAGMENTS;
     for (unsigned i = 0; i < FRAGMENTS; i++) {
         unsigned slot = (i * 7) % FRAGMENTS; /* 7 is coprime with 16: a permutation */
-        runs[i] = (ect_block_run_t){.first = base + slot * (per + 2), .count = per + (i < extra)};
+        runs[i] = (ect_run_t){.first = base + slot * (per + 2), .count = per + (i < extra)};
     }
     return FRAGMENTS;
 }
@@ -119,7 +119,7 @@ struct config {
     size_t payload;   /* bytes per entry */
     unsigned entries; /* entries in flight at once */
     int fragmented;   /* 16 runs per entry instead of 1 */
-    ect_block_run_t runs[MAX_IN_FLIGHT][FRAGMENTS];
+    ect_run_t runs[MAX_IN_FLIGHT][FRAGMENTS];
     size_t n_runs;
 };
 

@@ -67,7 +67,7 @@ append(ect_copy_plan_t *plan, void *dst, const void *src, size_t len)
 /* Validate the region view and the runs; on success *total_p is the number
  * of blocks the runs hold. */
 static ect_status_t
-check_runs(const ect_copy_region_view_t *region, const ect_block_run_t *runs, size_t n_runs,
+check_runs(const ect_copy_region_view_t *region, const ect_run_t *runs, size_t n_runs,
            uint64_t *total_p)
 {
     uint64_t bs = region->block_size;
@@ -101,7 +101,7 @@ check_runs(const ect_copy_region_view_t *region, const ect_block_run_t *runs, si
 
 ect_status_t
 ect__copy_plan_add(ect_copy_plan_t *plan, ect_copy_dir_t dir, const ect_copy_region_view_t *region,
-                   const ect_block_run_t *runs, size_t n_runs, void *engine_buf,
+                   const ect_run_t *runs, size_t n_runs, void *engine_buf,
                    uint64_t payload_bytes)
 {
     if (plan == NULL || region == NULL || region->base == NULL || (n_runs > 0 && runs == NULL))

@@ -25,12 +25,8 @@
 #include <stdint.h>
 
 #include <ectier/copy.h>
+#include <ectier/types.h>
 
-/* Consecutive block ids [first, first + count) of one entry. */
-typedef struct ect_block_run {
-    uint64_t first;
-    uint64_t count;
-} ect_block_run_t;
 
 /* The region as the plan sees it: block i lives at base + i * block_size,
  * for i < num_blocks. */
@@ -74,7 +70,7 @@ void ect__copy_plan_cleanup(ect_copy_plan_t *plan);
  * ECT_ERR_NO_MEMORY.
  */
 ect_status_t ect__copy_plan_add(ect_copy_plan_t *plan, ect_copy_dir_t dir,
-                                const ect_copy_region_view_t *region, const ect_block_run_t *runs,
+                                const ect_copy_region_view_t *region, const ect_run_t *runs,
                                 size_t n_runs, void *engine_buf, uint64_t payload_bytes);
 
 #endif /* ECT_COPY_PLAN_H */

@@ -99,7 +99,7 @@ make_engine(unsigned threads, size_t split)
 
 /* Plan one entry and move it, waiting for it to land. */
 static void
-move_entry(ect_copy_engine_t *e, ect_copy_dir_t dir, void *region, const ect_block_run_t *runs,
+move_entry(ect_copy_engine_t *e, ect_copy_dir_t dir, void *region, const ect_run_t *runs,
            size_t n_runs, void *engine_buf, uint64_t payload)
 {
     ect_copy_region_view_t rv = {.base = region, .block_size = BS, .num_blocks = 10};
@@ -120,7 +120,7 @@ static void
 save_and_load_scattered(uint64_t payload)
 {
     const uint64_t ids[] = {7, 2, 5, 0};
-    const ect_block_run_t runs[] = {{7, 1}, {2, 1}, {5, 1}, {0, 1}};
+    const ect_run_t runs[] = {{7, 1}, {2, 1}, {5, 1}, {0, 1}};
     struct shm_pair m = map_shm(10 * BS);
     memset(m.a, POISON, m.len);
     unsigned char *src = xmalloc(payload);
@@ -180,7 +180,7 @@ test_short_payload_leaves_later_blocks_untouched(void)
 static void
 test_contiguous_blocks_round_trip_as_one_copy(void)
 {
-    const ect_block_run_t runs[] = {{1, 3}, {4, 5}};
+    const ect_run_t runs[] = {{1, 3}, {4, 5}};
     struct shm_pair m = map_shm(10 * BS);
     memset(m.a, POISON, m.len);
     uint64_t payload = 8 * BS - 17;

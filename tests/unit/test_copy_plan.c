@@ -32,7 +32,7 @@ static void
 test_consecutive_ids_coalesce_into_one_op(void)
 {
     ect_copy_region_view_t rv = region_view(64);
-    ect_block_run_t runs[] = {{3, 6}};
+    ect_run_t runs[] = {{3, 6}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_OK(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, runs, 1, (void *)ENGINE_BASE, 6 * BS));
@@ -45,7 +45,7 @@ static void
 test_runs_adjacent_in_id_order_coalesce(void)
 {
     ect_copy_region_view_t rv = region_view(64);
-    ect_block_run_t runs[] = {{5, 2}, {7, 3}, {10, 1}};
+    ect_run_t runs[] = {{5, 2}, {7, 3}, {10, 1}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_OK(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, runs, 3, (void *)ENGINE_BASE, 6 * BS));
@@ -60,7 +60,7 @@ test_runs_adjacent_in_reverse_order_stay_apart(void)
     /* Block 8 holds the entry's first row and block 7 its second: the region
      * side is contiguous only backwards, so no merge is possible. */
     ect_copy_region_view_t rv = region_view(64);
-    ect_block_run_t runs[] = {{8, 1}, {7, 1}};
+    ect_run_t runs[] = {{8, 1}, {7, 1}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_OK(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, runs, 2, (void *)ENGINE_BASE, 2 * BS));
@@ -74,7 +74,7 @@ static void
 test_scattered_ids_map_rows_in_entry_order(void)
 {
     ect_copy_region_view_t rv = region_view(10);
-    ect_block_run_t runs[] = {{7, 1}, {2, 1}, {5, 1}, {0, 1}};
+    ect_run_t runs[] = {{7, 1}, {2, 1}, {5, 1}, {0, 1}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_OK(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, runs, 4, (void *)ENGINE_BASE, 4 * BS));
@@ -89,7 +89,7 @@ static void
 test_last_op_is_cut_to_the_exact_tail(void)
 {
     ect_copy_region_view_t rv = region_view(10);
-    ect_block_run_t runs[] = {{7, 1}, {2, 1}, {5, 1}, {0, 1}};
+    ect_run_t runs[] = {{7, 1}, {2, 1}, {5, 1}, {0, 1}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_OK(
@@ -106,7 +106,7 @@ test_last_op_is_cut_to_the_exact_tail(void)
     check_op(&plan.ops[1], REGION_BASE + 2 * BS, ENGINE_BASE + BS, 1);
 
     /* Inside a coalesced run the cut lands mid-run. */
-    ect_block_run_t one[] = {{4, 5}};
+    ect_run_t one[] = {{4, 5}};
     ect__copy_plan_reset(&plan);
     CHECK_OK(
         ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, one, 1, (void *)ENGINE_BASE, 2 * BS + 3));
@@ -119,7 +119,7 @@ static void
 test_load_swaps_source_and_destination(void)
 {
     ect_copy_region_view_t rv = region_view(10);
-    ect_block_run_t runs[] = {{7, 1}, {2, 2}};
+    ect_run_t runs[] = {{7, 1}, {2, 2}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_OK(
@@ -134,7 +134,7 @@ static void
 test_abutting_entries_merge_but_not_after_a_cut_tail(void)
 {
     ect_copy_region_view_t rv = region_view(64);
-    ect_block_run_t a[] = {{10, 2}}, b[] = {{12, 3}};
+    ect_run_t a[] = {{10, 2}}, b[] = {{12, 3}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     /* Entry b's engine buffer starts where a's ends and its blocks follow
@@ -161,7 +161,7 @@ static void
 test_empty_payload_and_empty_runs_add_no_ops(void)
 {
     ect_copy_region_view_t rv = region_view(10);
-    ect_block_run_t runs[] = {{3, 0}, {4, 2}, {9, 0}};
+    ect_run_t runs[] = {{3, 0}, {4, 2}, {9, 0}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_OK(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, runs, 3, NULL, 0));
@@ -178,7 +178,7 @@ static void
 test_payload_larger_than_its_blocks_is_overflow(void)
 {
     ect_copy_region_view_t rv = region_view(10);
-    ect_block_run_t runs[] = {{7, 1}, {2, 1}};
+    ect_run_t runs[] = {{7, 1}, {2, 1}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_STATUS(
@@ -198,7 +198,7 @@ test_zero_block_size_is_rejected(void)
 {
     ect_copy_region_view_t rv = region_view(10);
     rv.block_size = 0;
-    ect_block_run_t runs[] = {{1, 1}};
+    ect_run_t runs[] = {{1, 1}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_STATUS(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, runs, 1, (void *)ENGINE_BASE, 10),
@@ -214,7 +214,7 @@ test_overflowing_and_out_of_region_ids_are_rejected(void)
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
 
-    ect_block_run_t wraps[] = {{UINT64_MAX - 1, 5}};
+    ect_run_t wraps[] = {{UINT64_MAX - 1, 5}};
     CHECK_STATUS(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, wraps, 1, (void *)ENGINE_BASE, BS),
                  ECT_ERR_OVERFLOW);
     CHECK_CONTAINS(ect_last_error(), "overflows");
@@ -222,7 +222,7 @@ test_overflowing_and_out_of_region_ids_are_rejected(void)
     /* Each run fits a huge region, but their counts sum past 2^64. */
     ect_copy_region_view_t huge = {
         .base = (void *)REGION_BASE, .block_size = 1, .num_blocks = UINT64_MAX / 4};
-    ect_block_run_t many[] = {{0, UINT64_MAX / 4},
+    ect_run_t many[] = {{0, UINT64_MAX / 4},
                               {0, UINT64_MAX / 4},
                               {0, UINT64_MAX / 4},
                               {0, UINT64_MAX / 4},
@@ -230,12 +230,12 @@ test_overflowing_and_out_of_region_ids_are_rejected(void)
     CHECK_STATUS(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &huge, many, 5, (void *)ENGINE_BASE, 1),
                  ECT_ERR_OVERFLOW);
 
-    ect_block_run_t past[] = {{2, 1}, {9, 2}};
+    ect_run_t past[] = {{2, 1}, {9, 2}};
     CHECK_STATUS(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, past, 2, (void *)ENGINE_BASE, BS),
                  ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "block run 1 {first 9, count 2} runs past the region's 10");
 
-    ect_block_run_t far[] = {{10, 1}};
+    ect_run_t far[] = {{10, 1}};
     CHECK_STATUS(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, far, 1, (void *)ENGINE_BASE, BS),
                  ECT_ERR_INVALID_ARG);
     CHECK_EQ_U64(plan.n_ops, 0);
@@ -247,7 +247,7 @@ test_address_math_that_wraps_is_rejected(void)
 {
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
-    ect_block_run_t runs[] = {{0, 1}};
+    ect_run_t runs[] = {{0, 1}};
 
     /* num_blocks x block_size overflows uint64. */
     ect_copy_region_view_t big = {
@@ -275,14 +275,14 @@ static void
 test_failed_add_leaves_earlier_ops_alone(void)
 {
     ect_copy_region_view_t rv = region_view(10);
-    ect_block_run_t ok[] = {{1, 2}}, bad[] = {{5, 1}, {20, 1}};
+    ect_run_t ok[] = {{1, 2}}, bad[] = {{5, 1}, {20, 1}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_OK(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, ok, 1, (void *)ENGINE_BASE, 2 * BS));
     ect_copy_op_t before = plan.ops[0];
     /* The first run of `bad` would even merge into the existing op; the
      * second is out of range, so nothing may change. */
-    ect_block_run_t merge_then_bad[] = {{3, 1}, {20, 1}};
+    ect_run_t merge_then_bad[] = {{3, 1}, {20, 1}};
     CHECK_STATUS(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &rv, merge_then_bad, 2,
                                     (void *)(ENGINE_BASE + 2 * BS), 2 * BS),
                  ECT_ERR_INVALID_ARG);
@@ -297,7 +297,7 @@ static void
 test_null_arguments_and_bad_direction_are_rejected(void)
 {
     ect_copy_region_view_t rv = region_view(10);
-    ect_block_run_t runs[] = {{1, 1}};
+    ect_run_t runs[] = {{1, 1}};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_STATUS(ect__copy_plan_add(NULL, ECT_COPY_SAVE, &rv, runs, 1, (void *)ENGINE_BASE, 1),
@@ -324,9 +324,9 @@ static void
 test_reset_keeps_capacity_for_reuse(void)
 {
     ect_copy_region_view_t rv = region_view(1000);
-    ect_block_run_t runs[100];
+    ect_run_t runs[100];
     for (int i = 0; i < 100; i++)
-        runs[i] = (ect_block_run_t){.first = (uint64_t)(999 - i * 3), .count = 1};
+        runs[i] = (ect_run_t){.first = (uint64_t)(999 - i * 3), .count = 1};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
     CHECK_OK(
