@@ -10,6 +10,7 @@
 
 #include <ectier/status.h>
 #include <ectier/log.h>
+#include <ectier/cache.h>
 
 #ifdef __cplusplus
 extern "C" {
