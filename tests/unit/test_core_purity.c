@@ -6,7 +6,8 @@
  */
 #include "harness.h"
 
-static const char *const forbidden_prefixes[] = {"zmq_", "ucp_", "uct_", "ucs_", "ucm_", "msgpack_"};
+static const char *const forbidden_prefixes[] = {"zmq_", "ucp_", "uct_",
+                                                 "ucs_", "ucm_", "msgpack_"};
 
 static void
 test_core_references_no_transfer_library(void)
