@@ -16,4 +16,7 @@ struct ect_bench {
 /* Print one result row: "<what>  <value> <unit>  ceiling <c> <unit>  ratio <r> (target <t>)". */
 void ect_bench_row(const char *what, double value, double ceiling, const char *unit, double target);
 
+/* Benchmarks, one per bench/bench_<name>.c. */
+int ect_bench_cache(int argc, char **argv);
+
 #endif /* ECT_BENCH_BENCH_H */

@@ -13,6 +13,7 @@
  * except ect_cache_alloc running out of memory after it evicted (the
  * evictions stand; the cache stays consistent).
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,25 +128,49 @@ fifo_append_locked(struct ect_cache *c, struct ect__entry *e)
 {
     e->fifo_next = NULL;
     e->fifo_prev = c->fifo_tail;
-    if (c->fifo_tail != NULL)
+    if (c->fifo_tail != NULL) {
         c->fifo_tail->fifo_next = e;
-    else
+        c->fifo_tail->fifo_next_hash = e->hash;
+    } else {
         c->fifo_head = e;
+    }
     c->fifo_tail = e;
     c->evictable_blocks += e->n_blocks;
+}
+
+/* In a full cache every save evicts the FIFO head, an entry nothing has
+ * touched for a long time: its slot and its index bucket would be two cache
+ * misses of the next alloc.  Start loading both now, while the caller does
+ * other work; the hash travels with the FIFO link so that the entry need
+ * not be read to find its bucket. */
+static void
+prefetch_victim(const struct ect_cache *c, const struct ect__entry *e, uint64_t hash)
+{
+    for (size_t off = 0; off < ENTRY_SLOT_BYTES; off += 64)
+        __builtin_prefetch((const char *)e + off, 1);
+    ect__index_prefetch(&c->index, hash);
 }
 
 static void
 fifo_unlink_locked(struct ect_cache *c, struct ect__entry *e)
 {
-    if (e->fifo_prev != NULL)
-        e->fifo_prev->fifo_next = e->fifo_next;
-    else
+    if (c->fifo_head == e) {
+        /* The new head keeps a stale fifo_prev (see cache_internal.h), so
+         * this does not touch it: it is only prefetched for the next
+         * eviction. */
         c->fifo_head = e->fifo_next;
-    if (e->fifo_next != NULL)
-        e->fifo_next->fifo_prev = e->fifo_prev;
-    else
-        c->fifo_tail = e->fifo_prev;
+        if (c->fifo_head == NULL)
+            c->fifo_tail = NULL;
+        else
+            prefetch_victim(c, e->fifo_next, e->fifo_next_hash);
+    } else {
+        e->fifo_prev->fifo_next = e->fifo_next;
+        e->fifo_prev->fifo_next_hash = e->fifo_next_hash;
+        if (e->fifo_next != NULL)
+            e->fifo_next->fifo_prev = e->fifo_prev;
+        else
+            c->fifo_tail = e->fifo_prev;
+    }
     e->fifo_prev = e->fifo_next = NULL;
     c->evictable_blocks -= e->n_blocks;
 }
@@ -195,7 +220,10 @@ free_entry_locked(struct ect_cache *c, struct ect__entry *e)
     c->entries--;
     if (e->runs != &e->run0)
         free(e->runs);
-    free(e);
+    if (e->pooled)
+        ect__pool_put(&c->entry_pool, e);
+    else
+        free(e);
 }
 
 static void
@@ -233,6 +261,8 @@ ect_cache_create(uint64_t num_blocks, ect_cache_t **cache_p)
         goto cleanup_extents;
     }
     ect__holds_init(c);
+    ect__pool_init(&c->entry_pool, ENTRY_SLOT_BYTES);
+    ect__pool_init(&c->hold_pool, sizeof(struct ect__hold));
     *cache_p = c;
     return ECT_OK;
 
@@ -245,13 +275,15 @@ free_cache:
     return s;
 }
 
+/* Pooled entries and all holds go with their pools. */
 static void
 free_entry_for_destroy(struct ect__entry *e, void *arg)
 {
     (void)arg;
     if (e->runs != &e->run0)
         free(e->runs);
-    free(e);
+    if (!e->pooled)
+        free(e);
 }
 
 void
@@ -259,9 +291,10 @@ ect_cache_destroy(ect_cache_t *cache)
 {
     if (cache == NULL)
         return;
-    ect__holds_free_all(cache);
     ect__index_each(&cache->index, free_entry_for_destroy, NULL);
     ect__index_cleanup(&cache->index);
+    ect__pool_cleanup(&cache->entry_pool);
+    ect__pool_cleanup(&cache->hold_pool);
     ect__extents_cleanup(&cache->extents);
     pthread_mutex_destroy(&cache->lock);
     free(cache);
@@ -282,29 +315,39 @@ ect_cache_set_listener(ect_cache_t *cache, ect_cache_listener_fn fn, void *user)
 
 /* ---- alloc ---------------------------------------------------------------------- */
 
-/* Evict FIFO-head entries until n blocks are free, then take them.  The
- * caller checked free + evictable >= n and that the key is absent; e is the
- * new entry, not yet indexed. */
+/* Evict FIFO-head entries until n blocks are free, then take them for a new
+ * entry under key.  The caller checked that the key is absent and free +
+ * evictable >= n, and made sure the entry's memory cannot fail: big holds a
+ * long key's allocation, or (NULL) a pool slot is reserved. */
 static ect_status_t
-alloc_locked(struct ect_cache *c, struct ect__entry *e, uint64_t n)
+alloc_locked(struct ect_cache *c, struct ect__entry *big, const char *key, size_t len,
+             uint64_t hash, uint64_t n)
 {
     while (c->extents.free_blocks < n)
         evict_locked(c, c->fifo_head);
-    if (n > 0) {
-        size_t k = ect__extents_plan(&c->extents, n);
-        if (k > 1) {
-            e->runs = malloc(k * sizeof(*e->runs));
-            if (e->runs == NULL)
-                return ect__error(ECT_ERR_NO_MEMORY,
-                                  "cache alloc: no memory for %zu runs of entry " KEY_FMT, k,
-                                  e->key);
-        }
-        if (ect__extents_reserve(&c->extents, k) != ECT_OK) {
-            if (e->runs != &e->run0)
-                free(e->runs);
-            e->runs = &e->run0;
-            return ECT_ERR_NO_MEMORY;
-        }
+    size_t k = n > 0 ? ect__extents_plan(&c->extents, n) : 0;
+    ect_run_t *runs = NULL;
+    if (k > 1) {
+        runs = malloc(k * sizeof(*runs));
+        if (runs == NULL)
+            return ect__error(ECT_ERR_NO_MEMORY,
+                              "cache alloc: no memory for %zu runs of entry " KEY_FMT, k, key);
+    }
+    if (ect__extents_reserve(&c->extents, k) != ECT_OK) {
+        free(runs);
+        return ECT_ERR_NO_MEMORY;
+    }
+    /* Nothing below can fail. */
+    struct ect__entry *e = big != NULL ? big : ect__pool_get(&c->entry_pool);
+    memset(e, 0, offsetof(struct ect__entry, key));
+    memcpy(e->key, key, len);
+    e->key[len] = '\0';
+    e->key_len = (uint16_t)len;
+    e->pooled = big == NULL;
+    e->hash = hash;
+    e->n_blocks = n;
+    e->runs = runs != NULL ? runs : &e->run0;
+    if (k > 0) {
         ect__extents_take(&c->extents, n, e->runs, k);
         e->n_runs = k;
         c->runs_histogram[run_bucket(k)]++;
@@ -323,21 +366,21 @@ ect_cache_alloc(ect_cache_t *cache, const char *key, uint64_t n_blocks)
     ect_status_t s = ect__cache_enter_key(cache, key, "alloc", &len);
     if (s != ECT_OK)
         return s;
-    /* Built outside the lock: the only allocation that does not depend on
-     * the cache's state. */
-    struct ect__entry *e = calloc(1, sizeof(*e) + len + 1);
-    if (e == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "cache alloc: no memory for entry " KEY_FMT, key);
-    memcpy(e->key, key, len);
-    e->key_len = len;
-    e->n_blocks = n_blocks;
-    e->runs = &e->run0;
-    e->hash = ect__index_hash(&cache->index, key, len);
+    /* A long key's entry is allocated outside the lock; short keys take a
+     * pool slot, usually the one an eviction just gave back. */
+    struct ect__entry *big = NULL;
+    if (len > ENTRY_POOL_KEY_MAX) {
+        big = malloc(offsetof(struct ect__entry, key) + len + 1);
+        if (big == NULL)
+            return ect__error(ECT_ERR_NO_MEMORY, "cache alloc: no memory for entry " KEY_FMT, key);
+    }
+    /* The hash key is fixed at create, so hashing needs no lock. */
+    uint64_t hash = ect__index_hash(&cache->index, key, len);
 
     lock(cache);
     uint64_t num_blocks = cache->extents.num_blocks;
     uint64_t avail = cache->extents.free_blocks + cache->evictable_blocks;
-    if (ect__index_find(&cache->index, key, len, e->hash) != NULL) {
+    if (ect__index_find(&cache->index, key, len, hash) != NULL) {
         s = ect__error(ECT_ERR_EXISTS, "cache alloc: entry " KEY_FMT " already exists", key);
     } else if (n_blocks > num_blocks) {
         s = ect__error(ECT_ERR_OVERFLOW,
@@ -350,12 +393,15 @@ ect_cache_alloc(ect_cache_t *cache, const char *key, uint64_t n_blocks)
                        "cache alloc: entry " KEY_FMT " needs %llu blocks, only %llu are free or "
                        "evictable",
                        key, (unsigned long long)n_blocks, (unsigned long long)avail);
+    } else if (big == NULL && ect__pool_reserve(&cache->entry_pool, 1) != ECT_OK) {
+        s = ECT_ERR_NO_MEMORY;
     } else {
-        s = alloc_locked(cache, e, n_blocks);
+        s = alloc_locked(cache, big, key, len, hash, n_blocks);
+        if (s == ECT_OK)
+            big = NULL; /* the index owns it now */
     }
     unlock(cache);
-    if (s != ECT_OK)
-        free(e);
+    free(big);
     return s;
 }
 

@@ -8,7 +8,9 @@
  *   [0, num_blocks) exactly, so no block is in two entries and
  *   free + used = num_blocks;
  * - an entry is on the FIFO list iff ready && pins == 0 && holds_active == 0;
- *   evictable_blocks is the sum of their n_blocks;
+ *   evictable_blocks is the sum of their n_blocks; every FIFO entry but the
+ *   head has a valid fifo_prev (the head is known by fifo_head, so evicting
+ *   it need not touch its successor);
  * - a pending hold sits on a not-ready entry, an active one on a ready entry;
  *   every hold is in both hold trees and on its entry's list;
  * - the counters equal what a full walk would count.
@@ -20,37 +22,57 @@
 #define ECT_CACHE_CACHE_INTERNAL_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <ectier/cache.h>
 
 #include "cache/extent.h"
 #include "common/avl.h"
+#include "common/pool.h"
 
 struct ect__hold;
 
+/* Hot fields first: a lookup reads hnext, hnext_hash and hash, then the key. */
 struct ect__entry {
     struct ect__entry *hnext; /* index chain */
+    uint64_t hnext_hash;      /* hnext's hash, so a lookup can skip it unread */
     uint64_t hash;
-    struct ect__entry *fifo_prev, *fifo_next;
+    struct ect__entry *fifo_prev; /* stale while this entry is the FIFO head */
+    struct ect__entry *fifo_next;
+    uint64_t fifo_next_hash; /* fifo_next's hash, to prefetch the next victim */
     struct ect__hold *holds; /* every hold on this entry, pending or active */
     ect_run_t *runs;         /* &run0 when n_runs <= 1, else its own array */
     ect_run_t run0;
     uint64_t n_blocks;
+    uint64_t pins; /* explicit pins */
     size_t n_runs;
-    uint64_t pins;          /* explicit pins */
-    uint64_t holds_active;  /* holds pinning the entry */
-    uint64_t holds_pending; /* holds waiting for mark_ready */
-    int ready;
-    size_t key_len;
-    char key[]; /* NUL-terminated */
+    uint32_t holds_active;  /* holds pinning the entry */
+    uint32_t holds_pending; /* holds waiting for mark_ready */
+    uint16_t key_len;
+    uint8_t ready;
+    uint8_t pooled; /* from entry_pool (short key) or malloc (long key) */
+    char key[];     /* NUL-terminated */
+};
+
+/* Entries with keys up to ENTRY_POOL_KEY_MAX bytes (mm_hash hex is 64) live
+ * in ENTRY_SLOT_BYTES pool slots; longer keys get their own allocation. */
+#define ENTRY_SLOT_BYTES   192
+#define ENTRY_POOL_KEY_MAX (ENTRY_SLOT_BYTES - offsetof(struct ect__entry, key) - 1)
+
+/* A bucket names its first entry and that entry's hash: looking up an
+ * absent key usually reads the bucket array only. */
+struct ect__bucket {
+    uint64_t hash;
+    struct ect__entry *first;
 };
 
 /* Chained hash table keyed by the entry's key, grown by doubling with an
  * incremental rehash: while tab[1] exists, each operation moves a couple of
- * tab[0] buckets, so no single call pays for the whole table. */
+ * tab[0] buckets, so no single call pays for the whole table.  Tables of
+ * 2 MiB or more are mmap'd (zeroed lazily, huge pages advised). */
 struct ect__index {
-    struct ect__entry **tab[2];
+    struct ect__bucket *tab[2];
     size_t size[2]; /* powers of two */
     size_t used[2];
     size_t rehash_pos; /* next tab[0] bucket to move while tab[1] != NULL */
@@ -71,6 +93,8 @@ struct ect_cache {
     pthread_mutex_t lock;
     struct ect__index index;
     struct ect__extents extents;
+    struct ect__pool entry_pool; /* ENTRY_SLOT_BYTES slots */
+    struct ect__pool hold_pool;
     struct ect__entry *fifo_head, *fifo_tail; /* oldest evictable first */
     struct ect__avl_tree holds_by_id;
     struct ect__avl_tree holds_by_deadline;
@@ -101,6 +125,8 @@ struct ect__entry *ect__index_find(struct ect__index *ix, const char *key, size_
                                    uint64_t hash);
 void ect__index_insert(struct ect__index *ix, struct ect__entry *e); /* e->hash set */
 void ect__index_remove(struct ect__index *ix, struct ect__entry *e);
+/* Start loading the bucket of hash into the CPU cache. */
+void ect__index_prefetch(const struct ect__index *ix, uint64_t hash);
 /* Call fn on every entry (destroy and checks; O(n)).  fn may free e but
  * must not call other index functions. */
 void ect__index_each(struct ect__index *ix, void (*fn)(struct ect__entry *e, void *arg), void *arg);
@@ -126,8 +152,6 @@ void ect__holds_init(struct ect_cache *c);
 void ect__holds_activate_locked(struct ect_cache *c, struct ect__entry *e);
 /* discard: drop the entry's holds (all pending). */
 void ect__holds_drop_locked(struct ect_cache *c, struct ect__entry *e);
-/* destroy: free every hold without touching entries. */
-void ect__holds_free_all(struct ect_cache *c);
 
 /* Verify every invariant above; ECT_OK or ECT_ERR_INTERNAL with a message.
  * O(n log n): tests only.  Takes the lock. */

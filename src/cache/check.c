@@ -78,6 +78,8 @@ check_entry(struct ect__entry *e, void *arg)
         fail(w, "runs do not add up to n_blocks", e->key);
     if ((e->n_runs <= 1) != (e->runs == &e->run0))
         fail(w, "runs storage", e->key);
+    if (e->pooled && e->key_len > ENTRY_POOL_KEY_MAX)
+        fail(w, "pooled entry with a key too long for its slot", e->key);
     if (e->n_runs > 0)
         w->histogram[bucket(e->n_runs)]++;
     w->used_blocks += e->n_blocks;
@@ -136,7 +138,8 @@ ect__cache_check(ect_cache_t *cache)
     uint64_t fifo_entries = 0, fifo_blocks = 0;
     const struct ect__entry *prev = NULL;
     for (struct ect__entry *e = c->fifo_head; e != NULL; e = e->fifo_next) {
-        if (e->fifo_prev != prev || !e->ready || e->pins + e->holds_active != 0)
+        if ((prev != NULL && (e->fifo_prev != prev || prev->fifo_next_hash != e->hash)) ||
+            !e->ready || e->pins + e->holds_active != 0)
             fail(&w, "FIFO holds a non-evictable entry or is mislinked", e->key);
         fifo_entries++;
         fifo_blocks += e->n_blocks;

@@ -12,6 +12,7 @@
  * Locking: the cache's mutex.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cache/cache_internal.h"
 #include "common/error.h"
@@ -60,7 +61,7 @@ unlink_hold_locked(struct ect_cache *c, struct ect__hold *h)
         h->entry->holds = h->enext;
     if (h->enext != NULL)
         h->enext->eprev = h->eprev;
-    free(h);
+    ect__pool_put(&c->hold_pool, h);
 }
 
 /* End one hold: drop its pin if active, forget it if pending. */
@@ -99,14 +100,6 @@ ect__holds_drop_locked(struct ect_cache *c, struct ect__entry *e)
         release_locked(c, e->holds);
 }
 
-void
-ect__holds_free_all(struct ect_cache *c)
-{
-    struct ect__avl_node *n;
-    while ((n = ect__avl_first(&c->holds_by_id)) != NULL)
-        unlink_hold_locked(c, HOLD_BY_ID(n));
-}
-
 ect_status_t
 ect_cache_hold(ect_cache_t *cache, const char *key, uint64_t lease_deadline_ns, uint64_t *hold_id_p)
 {
@@ -116,19 +109,22 @@ ect_cache_hold(ect_cache_t *cache, const char *key, uint64_t lease_deadline_ns, 
         return s;
     if (hold_id_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "cache hold: NULL hold_id_p");
-    struct ect__hold *h = calloc(1, sizeof(*h));
-    if (h == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "cache hold: no memory for a hold on '%.200s'", key);
+    uint64_t hash = ect__index_hash(&cache->index, key, len);
 
     pthread_mutex_lock(&cache->lock);
-    struct ect__entry *e =
-        ect__index_find(&cache->index, key, len, ect__index_hash(&cache->index, key, len));
-    if (e == NULL) {
+    struct ect__entry *e = ect__index_find(&cache->index, key, len, hash);
+    struct ect__hold *h = NULL;
+    if (e == NULL)
         s = ect__error(ECT_ERR_NOT_FOUND, "cache hold: no entry '%.200s'", key);
+    else if ((uint64_t)e->holds_active + e->holds_pending >= UINT32_MAX)
+        s = ect__error(ECT_ERR_OVERFLOW, "cache hold: entry '%.200s' has too many holds", key);
+    else if ((h = ect__pool_get(&cache->hold_pool)) == NULL)
+        s = ect__error(ECT_ERR_NO_MEMORY, "cache hold: no memory for a hold on '%.200s'", key);
+    if (s != ECT_OK) {
         pthread_mutex_unlock(&cache->lock);
-        free(h);
         return s;
     }
+    memset(h, 0, sizeof(*h));
     h->id = cache->next_hold_id++;
     h->deadline_ns = lease_deadline_ns;
     h->entry = e;
