@@ -26,7 +26,9 @@
  *
  * Costs: every operation is O(1) or O(log n) in entries and blocks, plus the
  * size of its result (the runs of the entry it allocates or frees, the
- * entries it evicts, the holds it expires).
+ * entries it evicts, the holds it expires or activates).  The key index grows
+ * incrementally, never in one long pause.  Memory follows the peak number of
+ * entries and holds and is returned at ect_cache_destroy.
  *
  * Thread safety: every function may be called from several threads on one
  * cache (one mutex inside), except ect_cache_destroy, which must not race
@@ -197,8 +199,8 @@ ECT_API ect_status_t ect_cache_pin_if_ready(ect_cache_t *cache, const char *key,
  * only by eviction). */
 ECT_API ect_status_t ect_cache_discard(ect_cache_t *cache, const char *key);
 
-/* 1 while any entry is not ready or pinned (O(1)), else 0.  Also 0 for a
- * NULL cache or when called from the listener. */
+/* 1 while any entry is not ready or pinned (O(1)), else 0 (also for a NULL
+ * cache).  Works from the listener too (that thread already holds the lock). */
 ECT_API int ect_cache_has_held_entries(ect_cache_t *cache);
 
 /* Take one hold on the entry under key, with a lease that lapses at
@@ -206,7 +208,8 @@ ECT_API int ect_cache_has_held_entries(ect_cache_t *cache);
  * the next ect_cache_expire_holds).  On a ready entry the hold pins it now;
  * on a not-ready one it is pending until mark_ready.  *hold_id_p gets the
  * hold's id (unique per cache, never 0).  Returns ECT_OK,
- * ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND, ECT_ERR_NO_MEMORY, ECT_ERR_STATE. */
+ * ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND, ECT_ERR_NO_MEMORY, ECT_ERR_STATE,
+ * ECT_ERR_OVERFLOW (2^32 - 1 holds already on the entry). */
 ECT_API ect_status_t ect_cache_hold(ect_cache_t *cache, const char *key, uint64_t lease_deadline_ns,
                                     uint64_t *hold_id_p);
 
