@@ -8,6 +8,7 @@
 #include "cli.h"
 
 static const struct ect_bench benches[] = {
+    {"cache", "cache ops at 1K vs 1M entries; runs per entry after 1M random ops", ect_bench_cache},
     {"copy", "cpu copy engine save/load of 1-32 MiB entries vs memcpy", ect_bench_copy},
     {NULL, NULL, NULL},
 };

@@ -12,6 +12,7 @@
 #include <ectier/log.h>
 #include <ectier/types.h>
 #include <ectier/config.h>
+#include <ectier/cache.h>
 #include <ectier/geometry.h>
 #include <ectier/copy.h>
 #include <ectier/step.h>

@@ -1,0 +1,362 @@
+/*
+ * `ectier bench cache`: the embedding cache's two figures (SPEC §12, §5).
+ *
+ * 1. Call rate at 1 thousand and at 1 million entries.  A full cache of N
+ *    ready entries serves requests, each making the engine's calls for one
+ *    load of an existing key (get, pin, get_runs, unpin) and one save and
+ *    announcement of a new key (get, alloc evicting the oldest, get_runs,
+ *    mark_ready, hold, a later release_hold or lapse, expire_holds).  The
+ *    existing key is drawn uniformly over all N (every load touches memory
+ *    no other recent call touched) or by a Zipf(0.99) rank of recency (the
+ *    YCSB default skew: recent items are asked for most).  Keys are 64 hex
+ *    characters, like an mm_hash.  The ceiling of the large case is the
+ *    small case's rate in the same run; target >= 0.7 (flat cost).  A
+ *    thousand entries fit in the L2 cache and a million do not, so the
+ *    output also prints the measured price of one cache miss at both sizes.
+ *
+ * 2. Fragmentation.  A region of 1 Mi blocks takes 1 million random
+ *    operations with entry sizes uniform in 64..4096 blocks (images of
+ *    different sizes): each allocation first frees random entries until it
+ *    fits under 90 % occupancy, so space is freed in random order, the worst
+ *    case for holes.  The distribution of runs per allocation is printed
+ *    with its median (target <= 2); the row's ratio is the share of
+ *    allocations in at most 2 runs (>= 0.5 is the same target).  A second
+ *    pass uses FIFO eviction at full occupancy, the cache's own pattern.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ectier/cache.h>
+
+#include "bench.h"
+
+#define KEY_LEN 64
+
+static uint64_t
+rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Key i into buf: 64 hex digits from a mix of i, like an mm_hash.  Built
+ * on the fly (about 20 ns, the same at every size): a real caller holds its
+ * key in a hot buffer, so a pre-built table of keys would add cache misses
+ * that belong to the benchmark, not to the cache. */
+static const char *
+key_of(uint64_t i, char buf[KEY_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    uint64_t s = i * 0x9e3779b97f4a7c15ull + 1;
+    for (int w = 0; w < KEY_LEN / 16; w++) {
+        uint64_t v = rng_next(&s);
+        for (int d = 0; d < 16; d++)
+            buf[w * 16 + d] = hex[(v >> (4 * d)) & 15];
+    }
+    buf[KEY_LEN] = '\0';
+    return buf;
+}
+
+/* Zipf(theta) ranks in [0, n), by the method of Gray et al. ("Quickly
+ * generating billion-record synthetic databases", 1994) that YCSB uses. */
+struct zipf {
+    double n, theta, alpha, zetan, eta;
+};
+
+static void
+zipf_init(struct zipf *z, size_t n, double theta)
+{
+    double zetan = 0;
+    for (size_t i = 1; i <= n; i++)
+        zetan += 1.0 / pow((double)i, theta);
+    double zeta2 = 1.0 + 1.0 / pow(2.0, theta);
+    z->n = (double)n;
+    z->theta = theta;
+    z->alpha = 1.0 / (1.0 - theta);
+    z->zetan = zetan;
+    z->eta = (1.0 - pow(2.0 / (double)n, 1.0 - theta)) / (1.0 - zeta2 / zetan);
+}
+
+static uint64_t
+zipf_next(const struct zipf *z, uint64_t *rs)
+{
+    double u = (double)(rng_next(rs) >> 11) / 9007199254740992.0;
+    double uz = u * z->zetan;
+    if (uz < 1.0)
+        return 0;
+    if (uz < 1.0 + pow(0.5, z->theta))
+        return 1;
+    uint64_t r = (uint64_t)(z->n * pow(z->eta * u - z->eta + 1.0, z->alpha));
+    return r < (uint64_t)z->n ? r : (uint64_t)z->n - 1;
+}
+
+#define HOLD_RING 8 /* a hold is released by the read 8 requests later */
+
+/* The engine's calls for n_requests requests on a full cache of n_entries
+ * ready entries, each request being one of each:
+ *   load:  get (has_cache_item), pin, get_runs, unpin: an existing key,
+ *          chosen uniformly or by Zipf rank of recency (zipf != NULL);
+ *   save:  get (absent), alloc (evicts the oldest), get_runs, mark_ready,
+ *          hold (the announcement); the hold is released by the consumer's
+ *          read HOLD_RING requests later, except one in four that nobody
+ *          reads and that lapses (expire_holds runs once per request).
+ * Returns cache calls per second, or a negative value on a wrong status. */
+static double
+ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf)
+{
+    const uint64_t blocks_per_entry = 4;
+    double rate = -1;
+    char k[KEY_LEN + 1];
+    ect_cache_t *c = NULL;
+    if (ect_cache_create(n_entries * blocks_per_entry, &c) != ECT_OK)
+        return -1;
+    for (size_t i = 0; i < n_entries; i++) {
+        if (ect_cache_alloc(c, key_of(i, k), blocks_per_entry) != ECT_OK ||
+            ect_cache_mark_ready(c, k) != ECT_OK)
+            goto destroy;
+    }
+    uint64_t rs = 0x2545f4914f6cdd1dull, ops = 0, holds[HOLD_RING] = {0};
+    ect_cache_entry_t info;
+    ect_run_t runs[8];
+    size_t n_runs;
+    double t0 = now_s();
+    for (size_t i = 0; i < n_requests; i++) {
+        size_t next = n_entries + i;
+        /* Load.  Loads move entries to the FIFO tail, so now and then the
+         * chosen key has just been evicted: then it is a miss (1 call). */
+        uint64_t back = zipf != NULL ? zipf_next(zipf, &rs) : rng_next(&rs) % n_entries;
+        key_of(next - 1 - back, k);
+        ect_status_t s = ect_cache_get(c, k, &info);
+        ops++;
+        if (s == ECT_OK) {
+            if (ect_cache_pin(c, k) != ECT_OK ||
+                ect_cache_get_runs(c, k, runs, 8, &n_runs) != ECT_OK ||
+                ect_cache_unpin(c, k) != ECT_OK)
+                goto destroy;
+            ops += 3;
+        } else if (s != ECT_ERR_NOT_FOUND) {
+            goto destroy;
+        }
+        /* Save and announce. */
+        key_of(next, k);
+        if (ect_cache_get(c, k, &info) != ECT_ERR_NOT_FOUND ||
+            ect_cache_alloc(c, k, blocks_per_entry) != ECT_OK ||
+            ect_cache_get_runs(c, k, runs, 8, &n_runs) != ECT_OK ||
+            ect_cache_mark_ready(c, k) != ECT_OK)
+            goto destroy;
+        uint64_t *slot = &holds[i % HOLD_RING];
+        if (*slot != 0) {
+            s = ect_cache_release_hold(c, *slot); /* NOT_FOUND if it lapsed */
+            if (s != ECT_OK && s != ECT_ERR_NOT_FOUND)
+                goto destroy;
+            ops++;
+        }
+        if (ect_cache_hold(c, k, i + 2 * HOLD_RING, slot) != ECT_OK)
+            goto destroy;
+        if (i % 4 == 0)
+            *slot = 0; /* never read: it lapses */
+        if (ect_cache_expire_holds(c, i, NULL) != ECT_OK)
+            goto destroy;
+        ops += 6;
+    }
+    rate = (double)ops / (now_s() - t0);
+destroy:
+    if (rate < 0)
+        fprintf(stderr, "bench cache: unexpected status: %s\n", ect_last_error());
+    ect_cache_destroy(c);
+    return rate;
+}
+
+/* Nanoseconds per dependent random load over bytes of memory: the price of
+ * a cache miss at that working-set size, for reading the figures above. */
+static double
+load_latency_ns(size_t bytes)
+{
+    size_t n = bytes / 64;
+    uint64_t *a = malloc(n * 64);
+    if (a == NULL)
+        return 0;
+    /* One random cycle through all lines (Sattolo's shuffle). */
+    for (size_t i = 0; i < n; i++)
+        a[i * 8] = i;
+    uint64_t rs = 0x9e3779b97f4a7c15ull;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = rng_next(&rs) % i;
+        uint64_t t = a[i * 8];
+        a[i * 8] = a[j * 8];
+        a[j * 8] = t;
+    }
+    const size_t loads = 2000000;
+    uint64_t p = 0;
+    double t0 = now_s();
+    for (size_t i = 0; i < loads; i++)
+        p = a[p * 8];
+    double ns = (now_s() - t0) / (double)loads * 1e9;
+    free(a);
+    return p < n ? ns : 0;
+}
+
+#define MAX_RUNS_TRACKED 64
+
+struct frag_result {
+    uint64_t allocs;
+    uint64_t by_runs[MAX_RUNS_TRACKED + 1]; /* [k] allocations of k runs; last: more */
+    ect_cache_stats_t end;
+};
+
+/* One fragmentation pass; fifo selects FIFO eviction at full occupancy
+ * instead of random discards at 90 %.  Returns 0 or -1. */
+static int
+fragment(int fifo, uint64_t num_blocks, size_t n_ops, struct frag_result *res)
+{
+    enum { MAX_LIVE = 8192 };
+    static uint64_t live[MAX_LIVE]; /* key numbers of live entries (random-discard pass) */
+    size_t n_live = 0;
+    uint64_t next_key = 0, rs = 0x853c49e6748fea9bull, used = 0;
+    char key[32];
+    ect_cache_t *c = NULL;
+    memset(res, 0, sizeof(*res));
+    if (ect_cache_create(num_blocks, &c) != ECT_OK)
+        return -1;
+    for (size_t op = 0; op < n_ops; op++) {
+        uint64_t n = 64 + rng_next(&rs) % (4096 - 64 + 1);
+        /* Random pass: free random entries until this one fits under 90 %
+         * (each free counts as an operation), so sizes stay unbiased. */
+        while (!fifo && used + n > num_blocks * 9 / 10 && n_live > 0 && op < n_ops) {
+            size_t i = rng_next(&rs) % n_live;
+            snprintf(key, sizeof(key), "e%llu", (unsigned long long)live[i]);
+            ect_cache_entry_t info;
+            if (ect_cache_get(c, key, &info) != ECT_OK || ect_cache_discard(c, key) != ECT_OK)
+                goto fail;
+            used -= info.n_blocks;
+            live[i] = live[--n_live];
+            op++;
+        }
+        snprintf(key, sizeof(key), "e%llu", (unsigned long long)next_key);
+        if (ect_cache_alloc(c, key, n) != ECT_OK)
+            goto fail;
+        ect_cache_entry_t info;
+        if (ect_cache_get(c, key, &info) != ECT_OK)
+            goto fail;
+        res->allocs++;
+        res->by_runs[info.n_runs < MAX_RUNS_TRACKED ? info.n_runs : MAX_RUNS_TRACKED]++;
+        if (fifo) {
+            if (ect_cache_mark_ready(c, key) != ECT_OK)
+                goto fail;
+        } else {
+            if (n_live == MAX_LIVE)
+                goto fail;
+            live[n_live++] = next_key;
+            used += n;
+        }
+        next_key++;
+    }
+    if (ect_cache_stats(c, &res->end) != ECT_OK)
+        goto fail;
+    ect_cache_destroy(c);
+    return 0;
+fail:
+    fprintf(stderr, "bench cache: fragmentation pass failed: %s\n", ect_last_error());
+    ect_cache_destroy(c);
+    return -1;
+}
+
+static void
+print_fragmentation(const char *what, const struct frag_result *r)
+{
+    uint64_t half = (r->allocs + 1) / 2, seen = 0, median = 0, le2 = r->by_runs[1] + r->by_runs[2];
+    for (int k = 1; k <= MAX_RUNS_TRACKED; k++) {
+        seen += r->by_runs[k];
+        if (seen >= half) {
+            median = (uint64_t)k;
+            break;
+        }
+    }
+    printf("  %s: %llu allocations, runs per allocation:\n", what, (unsigned long long)r->allocs);
+    /* The same buckets as the cache's runs histogram. */
+    static const struct {
+        int lo, hi;
+        const char *label;
+    } buckets[] = {{1, 1, "1"},
+                   {2, 2, "2"},
+                   {3, 3, "3"},
+                   {4, 4, "4"},
+                   {5, 8, "5-8"},
+                   {9, 16, "9-16"},
+                   {17, MAX_RUNS_TRACKED, ">16"}};
+    for (size_t b = 0; b < sizeof(buckets) / sizeof(buckets[0]); b++) {
+        uint64_t n = 0;
+        for (int k = buckets[b].lo; k <= buckets[b].hi; k++)
+            n += r->by_runs[k];
+        printf("    %-5s %10llu  %6.2f %%   (live at end: %llu)\n", buckets[b].label,
+               (unsigned long long)n, 100.0 * (double)n / (double)r->allocs,
+               (unsigned long long)r->end.runs_histogram[b]);
+    }
+    printf("    median %llu runs; end: %llu entries, %.1f %% used, %llu free runs\n",
+           (unsigned long long)median, (unsigned long long)r->end.entries,
+           100.0 * (double)r->end.used_blocks / (double)r->end.num_blocks,
+           (unsigned long long)r->end.free_runs);
+    char row[96];
+    snprintf(row, sizeof(row), "%s: share in <= 2 runs", what);
+    ect_bench_row(row, (double)le2 / (double)r->allocs, 1.0, "", 0.5);
+}
+
+/* Best of three runs each, small and large alternating, so a neighbour's
+ * burst of CPU use on a shared machine does not decide the ratio. */
+static int
+rates(const char *what, const struct zipf *z_small, const struct zipf *z_large)
+{
+    const size_t requests = 200000;
+    double small = 0, large = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double s = ops_rate(1000, requests, z_small);
+        double l = ops_rate(1000000, requests, z_large);
+        if (s < 0 || l < 0)
+            return -1;
+        small = s > small ? s : small;
+        large = l > large ? l : large;
+    }
+    printf("  %s keys: %.3f Mop/s at 1 thousand entries, %.3f Mop/s at 1 million\n", what,
+           small / 1e6, large / 1e6);
+    char row[96];
+    snprintf(row, sizeof(row), "cache ops, 1M entries, %s keys (ceiling: 1K)", what);
+    ect_bench_row(row, large / 1e6, small / 1e6, "Mop/s", 0.7);
+    return 0;
+}
+
+int
+ect_bench_cache(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    static struct zipf z_small, z_large;
+    zipf_init(&z_small, 1000, 0.99);
+    zipf_init(&z_large, 1000000, 0.99);
+    if (rates("uniform", NULL, NULL) != 0 || rates("Zipf 0.99", &z_small, &z_large) != 0)
+        return 1;
+    printf("  memory: a random dependent load costs %.0f ns over 256 KiB (a 1K-entry cache) "
+           "and %.0f ns over 256 MiB (1M entries)\n",
+           load_latency_ns((size_t)256 << 10), load_latency_ns((size_t)256 << 20));
+
+    struct frag_result r;
+    if (fragment(0, 1u << 20, 1000000, &r) != 0)
+        return 1;
+    print_fragmentation("random frees at 90 %", &r);
+    if (fragment(1, 1u << 20, 1000000, &r) != 0)
+        return 1;
+    print_fragmentation("FIFO eviction at 100 %", &r);
+    return 0;
+}
