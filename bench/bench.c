@@ -8,6 +8,8 @@
 #include "cli.h"
 
 static const struct ect_bench benches[] = {
+    {"cuda", "CUDA copy engine: save/load vs one pinned copy; overlap with compute",
+     ect_bench_cuda},
     {NULL, NULL, NULL},
 };
 
