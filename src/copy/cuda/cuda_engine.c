@@ -434,7 +434,7 @@ static ect_status_t
 cuda_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *ticket_p)
 {
     struct ect__cuda_engine *e = (struct ect__cuda_engine *)engine;
-    int prev;
+    int prev = 0;
     ect_status_t st = ect__cuda_device_enter(e, &prev);
     if (st != ECT_OK)
         return st;
@@ -645,7 +645,7 @@ static void
 cuda_destroy(ect_copy_engine_t *engine)
 {
     struct ect__cuda_engine *e = (struct ect__cuda_engine *)engine;
-    int prev;
+    int prev = 0;
     int entered = ect__cuda_device_enter(e, &prev) == ECT_OK;
     ect__cuda_sync_streams(e);
     while (e->inflight_head != NULL) {

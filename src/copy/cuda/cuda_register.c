@@ -149,7 +149,7 @@ ect__cuda_register_host(ect_copy_engine_t *engine, void *base, size_t len)
         return ect__error(ECT_ERR_NO_MEMORY, "copy register: out of memory");
     }
 
-    int prev;
+    int prev = 0;
     ect_status_t st = ect__cuda_device_enter(e, &prev);
     if (st != ECT_OK) {
         reg_release(r, 0);
