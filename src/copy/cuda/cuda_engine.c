@@ -284,9 +284,14 @@ check_device_side(struct ect__cuda_engine *e, uintptr_t p, size_t len, size_t ru
         }
         struct cudaPointerAttributes attr;
         cudaError_t err = cudaPointerGetAttributes(&attr, (const void *)p);
-        if (err != cudaSuccess)
+        if (err == cudaErrorInvalidValue) {
+            /* What runtimes before 11.0 said for memory they do not know. */
+            cudaGetLastError();
+            attr.type = cudaMemoryTypeUnregistered;
+        } else if (err != cudaSuccess) {
             return ect__cuda_error(err, "copy submit: run %zu: cudaPointerGetAttributes(%p)", run,
                                    (void *)p);
+        }
         if (attr.type == cudaMemoryTypeUnregistered) {
             if (p == first)
                 return ect__error(ECT_ERR_CUDA,
