@@ -1,6 +1,7 @@
 /*
- * The CUDA copy engine's private structures, shared by cuda_engine.c (pools,
- * submit, completion) and cuda_register.c (page-locking the region).
+ * The CUDA copy engine's private structures, shared by cuda_engine.c
+ * (creation, teardown, hooks), cuda_batch.c (pools, submit, completion) and
+ * cuda_register.c (page-locking the region).
  *
  * Locking: `lock` guards the slot pool, the in-flight list, the ticket
  * counter, the stream cursor and the counters; `reg_lock` (read/write) guards
@@ -98,6 +99,16 @@ void ect__cuda_device_leave(int prev);
  * again (a sticky error cannot be cleared and keeps being returned). */
 ect_status_t ect__cuda_error(cudaError_t err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Batches (cuda_batch.c): the engine's submit, query and wait operations. */
+ect_status_t ect__cuda_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch,
+                              uint64_t *ticket_p);
+ect_status_t ect__cuda_query(ect_copy_engine_t *engine, uint64_t ticket);
+ect_status_t ect__cuda_wait(ect_copy_engine_t *engine, uint64_t ticket);
+/* The in-flight slot holding ticket, or NULL.  Caller holds lock. */
+struct ect__cuda_slot *ect__cuda_find_inflight_locked(struct ect__cuda_engine *e, uint64_t ticket);
+/* Free a slot's events and buffers (destroy; its batch has landed). */
+void ect__cuda_slot_destroy(struct ect__cuda_slot *s);
 
 /* Registration (cuda_register.c). */
 ect_status_t ect__cuda_register_host(ect_copy_engine_t *engine, void *base, size_t len);
