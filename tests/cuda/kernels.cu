@@ -1,6 +1,7 @@
 /*
  * Test kernels for the CUDA copy-engine tests (see kernels.h).
  */
+#include "copy/cuda/gather_copy.cuh"
 #include "kernels.h"
 
 namespace
@@ -35,4 +36,13 @@ ectt_spin_then_fill(void *dev, size_t len, uint64_t seed, uint64_t spin_ns, cuda
     unsigned char *p = static_cast<unsigned char *>(dev);
     void *args[] = {(void *)&p, (void *)&len, (void *)&seed, (void *)&spin_ns};
     return cudaLaunchKernel((const void *)spin_then_fill, dim3(64), dim3(256), args, 0, stream);
+}
+
+extern "C" void
+ectt_gather_on_host(const struct ect__gather_block *block, uint64_t grid_warps)
+{
+    for (uint64_t w = 0; w < grid_warps; w++)
+        for (unsigned lane = 0; lane < 32; lane++)
+            ect_gather::warp_walk(block->d, (size_t)block->n, block->total_chunks, w, grid_warps,
+                                  lane);
 }

@@ -10,6 +10,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "copy/cuda_plan.h"
+
 #ifdef __CUDACC__
 #define ECTT_HD __host__ __device__
 #else
@@ -37,6 +39,11 @@ extern "C" {
  * i < len: the last thing it does is produce the bytes a save must see. */
 cudaError_t ectt_spin_then_fill(void *dev, size_t len, uint64_t seed, uint64_t spin_ns,
                                 cudaStream_t stream);
+
+/* Run the gather kernel's warp code (copy/cuda/gather_copy.cuh) on the CPU
+ * for a grid of grid_warps warps, lane after lane, on host addresses.  Needs
+ * no GPU. */
+void ectt_gather_on_host(const struct ect__gather_block *block, uint64_t grid_warps);
 
 #ifdef __cplusplus
 }

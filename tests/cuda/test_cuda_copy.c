@@ -26,6 +26,7 @@
     X(test_few_large_ops_take_dma_copies)                                                          \
     X(test_contiguous_block_ids_coalesce_into_one_run)                                             \
     X(test_misaligned_ops_copy_exact_bytes_on_kernel_path)                                         \
+    X(test_kernel_warp_code_emulated_on_the_cpu_copies_exact_bytes)                                \
     X(test_loads_of_one_entry_on_several_rank_streams)                                             \
     X(test_save_lands_only_after_queued_compute)                                                   \
     X(test_load_waits_for_queued_compute_and_compute_waits_for_load)                               \
@@ -344,6 +345,48 @@ test_misaligned_ops_copy_exact_bytes_on_kernel_path(void)
 {
     misaligned_round_trip(&force_kernel);
     misaligned_round_trip(&force_upload);
+}
+
+static void
+test_kernel_warp_code_emulated_on_the_cpu_copies_exact_bytes(void)
+{
+    /* No GPU needed: the kernel's per-warp code run lane by lane on host
+     * buffers, for the same awkward runs plus a train of 7 KiB blocks, under
+     * several grid sizes. */
+    const size_t len = 300000, n_odd = sizeof(odd_ops) / sizeof(odd_ops[0]);
+    unsigned char *src = malloc(len), *dst = malloc(len), *want = malloc(len);
+    CHECK(src != NULL && dst != NULL && want != NULL);
+    for (size_t i = 0; i < len; i++)
+        src[i] = ectt_pattern(90, i);
+    ect_copy_op_t ops[16];
+    memset(want, ECTT_POISON, len);
+    for (size_t i = 0; i < n_odd; i++) {
+        ops[i] =
+            (ect_copy_op_t){dst + odd_ops[i].region_off, src + odd_ops[i].dev_off, odd_ops[i].len};
+        memcpy(want + odd_ops[i].region_off, src + odd_ops[i].dev_off, odd_ops[i].len);
+    }
+    size_t n = n_odd;
+    for (size_t k = 0; k < 4; k++, n++) {
+        /* Half blocks, adjacent in dst but in reverse order in src. */
+        size_t d_off = 270000 + k * 7168 / 2, s_off = 270000 - k * 7168 / 2;
+        ops[n] = (ect_copy_op_t){dst + d_off, src + s_off, 7168 / 2};
+        memcpy(want + d_off, src + s_off, 7168 / 2);
+    }
+    struct ect__gather_block *b = malloc(ECT_GATHER_BLOCK_BYTES(n));
+    CHECK(b != NULL);
+    CHECK_OK(ect__gather_fill(ops, n, b));
+    const uint64_t grids[] = {1, 3, 32, 1056};
+    for (size_t g = 0; g < sizeof(grids) / sizeof(grids[0]); g++) {
+        memset(dst, ECTT_POISON, len);
+        ectt_gather_on_host(b, grids[g]);
+        for (size_t i = 0; i < len; i++)
+            CHECK_MSG(dst[i] == want[i], "grid of %llu warps: byte %zu is 0x%02x, expected 0x%02x",
+                      (unsigned long long)grids[g], i, dst[i], want[i]);
+    }
+    free(b);
+    free(want);
+    free(dst);
+    free(src);
 }
 
 static void

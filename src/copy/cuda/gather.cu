@@ -6,11 +6,8 @@
  * blocks, reference/ceilings-gpu.md).
  *
  * Work split: every run is cut into ECT_GATHER_CHUNK_BYTES chunks and each
- * warp of a grid-stride loop takes one chunk at a time.  Lanes copy
- * consecutive 16-byte vectors (coalesced), four loads in flight per lane
- * before the stores, which keeps enough PCIe read requests outstanding for a
- * host-to-device load.  A warp's chunk index only grows, so its binary search
- * for the descriptor starts where the previous one ended.
+ * warp of a grid-stride loop takes one chunk at a time; the per-warp code is
+ * in gather_copy.cuh, host-callable so that tests emulate it on the CPU.
  *
  * Descriptors reach the kernel inside the launch's parameters for batches up
  * to ECT_GATHER_INLINE_MAX runs (no upload, no copy-to-kernel dependency),
@@ -24,76 +21,19 @@
 #include <stdint.h>
 
 #include "copy/cuda/gather.h"
+#include "copy/cuda/gather_copy.cuh"
 
 namespace
 {
 
-/* Copy len bytes with one warp using accesses of type V, given that dst and
- * src have the same misalignment modulo sizeof(V): a few head bytes bring both
- * to alignment, the body moves in V-sized pieces, a few tail bytes finish. */
-template <typename V>
-__device__ __forceinline__ void
-warp_copy(unsigned char *dst, const unsigned char *src, uint64_t len, unsigned lane)
-{
-    const uint64_t align = sizeof(V);
-    uint64_t head = (align - ((uintptr_t)dst & (align - 1))) & (align - 1);
-    if (head > len)
-        head = len;
-    if (lane < head) /* head < 16 <= 32 lanes */
-        dst[lane] = src[lane];
-    dst += head;
-    src += head;
-    len -= head;
-
-    const uint64_t n = len / align;
-    V *d = reinterpret_cast<V *>(dst);
-    const V *s = reinterpret_cast<const V *>(src);
-    uint64_t i = lane;
-    for (; i + 96 < n; i += 128) {
-        /* All four loads are issued before the first store. */
-        V a = s[i], b = s[i + 32], c = s[i + 64], e = s[i + 96];
-        d[i] = a;
-        d[i + 32] = b;
-        d[i + 64] = c;
-        d[i + 96] = e;
-    }
-    for (; i < n; i += 32)
-        d[i] = s[i];
-
-    const uint64_t done = n * align;
-    if (lane < len - done) /* fewer than 16 bytes left */
-        dst[done + lane] = src[done + lane];
-}
-
-/* The grid-stride walk shared by both kernels: warp w takes chunks w,
- * w + grid_warps, ...; descs may live in device memory or in the launch's
- * parameter space. */
+/* The grid-stride walk shared by both kernels (gather_copy.cuh); descs may
+ * live in device memory or in the launch's parameter space. */
 __device__ __forceinline__ void
 gather_walk(const ect__gather_desc *descs, size_t n, uint64_t total_chunks)
 {
-    const unsigned lane = threadIdx.x & 31u;
     const uint64_t grid_warps = ((uint64_t)gridDim.x * blockDim.x) >> 5;
-    size_t lo = 0;
-    for (uint64_t c = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; c < total_chunks;
-         c += grid_warps) {
-        lo = ect__gather_find(descs, lo, n, c);
-        const ect__gather_desc d = descs[lo];
-        const uint64_t off = (c - d.first_chunk) * ECT_GATHER_CHUNK_BYTES;
-        uint64_t len = d.len - off;
-        if (len > ECT_GATHER_CHUNK_BYTES)
-            len = ECT_GATHER_CHUNK_BYTES;
-        unsigned char *dst = reinterpret_cast<unsigned char *>(d.dst + off);
-        const unsigned char *src = reinterpret_cast<const unsigned char *>(d.src + off);
-        const uintptr_t mis = (uintptr_t)dst ^ (uintptr_t)src;
-        if ((mis & 15u) == 0)
-            warp_copy<uint4>(dst, src, len, lane);
-        else if ((mis & 7u) == 0)
-            warp_copy<uint2>(dst, src, len, lane);
-        else if ((mis & 3u) == 0)
-            warp_copy<unsigned int>(dst, src, len, lane);
-        else
-            warp_copy<unsigned char>(dst, src, len, lane);
-    }
+    const uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    ect_gather::warp_walk(descs, n, total_chunks, warp, grid_warps, threadIdx.x & 31u);
 }
 
 /* Descriptors uploaded to device memory (batches above the inline limit). */
