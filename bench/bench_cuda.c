@@ -15,8 +15,8 @@
  * and CUDA 12.8+'s cudaMemcpyBatchAsync).
  *
  * Overlap: a compute-bound kernel of ~50 ms alone, then with a fragmented
- * 32 MiB save issued just before it; the stretch of the compute kernel
- * should stay within 10 %.
+ * 32 MiB save issued while it runs; the stretch of the compute kernel should
+ * stay within 10 %, and the line says when the save landed.
  */
 #include <stdio.h>
 
@@ -356,16 +356,26 @@ bench_sizes(struct ctx *c)
     return 0;
 }
 
-/* One compute kernel on the timing stream, optionally with a fragmented
- * 32 MiB save submitted just before it.  *save_ms_p: when the save landed. */
+/* Compute blocks per multiprocessor: many short blocks (~1.5 ms each for a
+ * 50 ms kernel), like an encoder's sequence of kernels, so that the copy
+ * kernel's blocks find free slots as compute blocks retire. */
+#define COMPUTE_BLOCKS_PER_SM 256
+
+/* One compute kernel on the timing stream and, optionally, a fragmented
+ * 32 MiB save submitted while it runs (its own source is ready: it is
+ * ordered after the idle side stream, not after the compute).  *ms_p: the
+ * compute kernel's time; *save_ms_p: when the save landed, from the
+ * kernel's start. */
 static int
 time_compute(struct ctx *c, uint32_t iters, int with_save, float *ms_p, float *save_ms_p)
 {
-    const unsigned blocks = (unsigned)c->sm_count * 32;
+    const unsigned blocks = (unsigned)c->sm_count * COMPUTE_BLOCKS_PER_SM;
     CK(cudaEventRecord(c->t0, c->s));
+    CK(ect_bench_compute(c->compute_out, blocks, iters, c->s));
+    CK(cudaEventRecord(c->t1, c->s));
     uint64_t t = 0;
     if (with_save) {
-        ect_copy_batch_t b = {ECT_COPY_SAVE, c->ops, MAX_OPS, c->s};
+        ect_copy_batch_t b = {ECT_COPY_SAVE, c->ops, MAX_OPS, c->side};
         void *end;
         if (ect_copy_submit(c->e, &b, &t) != ECT_OK ||
             ect__copy_cuda_end_event(c->e, t, &end) != ECT_OK) {
@@ -374,12 +384,10 @@ time_compute(struct ctx *c, uint32_t iters, int with_save, float *ms_p, float *s
         }
         CK(cudaStreamWaitEvent(c->side, (cudaEvent_t)end, 0));
         CK(cudaEventRecord(c->t2, c->side));
-    }
-    CK(ect_bench_compute(c->compute_out, blocks, iters, c->s));
-    CK(cudaEventRecord(c->t1, c->s));
-    if (with_save && ect_copy_wait(c->e, t) != ECT_OK) {
-        fprintf(stderr, "bench cuda: overlap wait: %s\n", ect_last_error());
-        return -1;
+        if (ect_copy_wait(c->e, t) != ECT_OK) {
+            fprintf(stderr, "bench cuda: overlap wait: %s\n", ect_last_error());
+            return -1;
+        }
     }
     CK(cudaEventSynchronize(c->t1));
     CK(cudaEventElapsedTime(ms_p, c->t0, c->t1));
@@ -394,7 +402,7 @@ static int
 bench_overlap(struct ctx *c)
 {
     /* Calibrate the compute kernel to ~50 ms. */
-    uint32_t iters = 1u << 16;
+    uint32_t iters = 1u << 12;
     float ms = 0, save_ms = 0;
     if (time_compute(c, iters, 0, &ms, NULL) != 0 || time_compute(c, iters, 0, &ms, NULL) != 0)
         return -1;
@@ -421,9 +429,10 @@ bench_overlap(struct ctx *c)
     float a = median(alone, REPS), w = median(with, REPS), l = median(landed, REPS);
     ect_bench_row("compute speed beside a 32 MiB fragmented save", 1e3 / w, 1e3 / a, "runs/s",
                   1 / 1.1);
-    printf("  compute %.2f ms alone, %.2f ms with the save: stretch %+.1f %% (target <= +10 %%); "
-           "save landed %.2f ms after submit (%.1f GB/s)\n",
-           a, w, (w / a - 1) * 100, l, gbps(MAX_BYTES, l));
+    printf(
+        "  compute %.2f ms alone, %.2f ms with the save: stretch %+.1f %% (target <= +10 %%)\n"
+        "  the save landed %.2f ms after the compute kernel started (%.1f GB/s over that time)\n",
+        a, w, (w / a - 1) * 100, l, gbps(MAX_BYTES, l));
     return 0;
 }
 
@@ -478,7 +487,8 @@ run_all(struct ctx *c)
     memset(c->pinned, 0x4B, MAX_BYTES);
     CK(cudaHostAlloc((void **)&c->gate, sizeof(int), cudaHostAllocMapped));
     CK(cudaHostGetDevicePointer((void **)&c->gate_dev, (void *)c->gate, 0));
-    CK(cudaMalloc((void **)&c->compute_out, (size_t)c->sm_count * 32 * 256 * sizeof(float)));
+    CK(cudaMalloc((void **)&c->compute_out,
+                  (size_t)c->sm_count * COMPUTE_BLOCKS_PER_SM * 256 * sizeof(float)));
     CK(cudaDeviceSynchronize());
     if (bench_sizes(c) != 0)
         return -1;
