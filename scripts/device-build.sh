@@ -89,6 +89,15 @@ libdir=$(dirname "$(find "$prefix/usr/lib" -name 'libcjson.so' | head -n 1)")
 multiarch_inc="$prefix/usr/include/$(basename "$libdir")"
 
 # ---- configure and build -------------------------------------------------------
+# CMakeLists.txt looks in /usr/local/cuda/bin; elsewhere, take nvcc from PATH.
+if [ -z "${CUDACXX:-}" ] && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    if command -v nvcc >/dev/null; then
+        export CUDACXX=$(command -v nvcc)
+    else
+        echo "device-build: no nvcc in /usr/local/cuda/bin or on PATH (set CUDACXX)" >&2
+        exit 2
+    fi
+fi
 # PKG_CONFIG_LIBDIR (not _PATH): only the prefix's .pc files are seen, so a
 # build here proves the same thing a build on the GPU machine needs.
 export PKG_CONFIG_LIBDIR="$libdir/pkgconfig"
