@@ -10,6 +10,8 @@
 static const struct ect_bench benches[] = {
     {"cache", "cache ops at 1K vs 1M entries; runs per entry after 1M random ops", ect_bench_cache},
     {"copy", "cpu copy engine save/load of 1-32 MiB entries vs memcpy", ect_bench_copy},
+    {"cuda", "CUDA copy engine: save/load vs one pinned copy; overlap with compute",
+     ect_bench_cuda},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Build ectier with CUDA on the lent GPU machine, then run the GPU tests and
+# the CUDA benchmark there.
+#
+# That machine has cmake, gcc, nvcc and pkg-config, but no libcjson, no
+# OpenSSL headers and no package archive to fetch them from.  So first, on a
+# machine with apt (Debian 12 here), download the packages into the
+# repository's git-ignored .device/debs/:
+#
+#     mkdir -p .device/debs
+#     (cd .device/debs && apt-get download libcjson1 libcjson-dev libssl-dev libssl3)
+#
+# and carry them to the GPU machine along with the working tree (with the
+# device tool: carry [".device/debs"]; the four packages are ~4.5 MB).  This script
+# unpacks them with dpkg -x into .device/prefix/, points pkg-config, CMake's
+# FindOpenSSL and the run-time search path at that prefix, and configures
+# with -DECT_WITH_P2P=OFF -DECT_WITH_CUDA=ON.
+#
+#   scripts/device-build.sh               configure, build, run the GPU tests and bench
+#   scripts/device-build.sh --build-only  configure and build only (needs no GPU)
+#
+# Environment: BUILD (build directory, default build-gpu), JOBS (default
+# nproc), OUT (if set, build.log, test-cuda.log, bench-cuda.log and
+# nvidia-smi.txt are written there too).  Exits non-zero if the build, a
+# test or the benchmark failed.
+set -euo pipefail
+
+build_only=0
+case "${1:-}" in
+--build-only) build_only=1 ;;
+"") ;;
+-h | --help)
+    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+*)
+    echo "device-build: unknown argument '$1' (try --help)" >&2
+    exit 2
+    ;;
+esac
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+build=${BUILD:-build-gpu}
+jobs=${JOBS:-$(nproc)}
+debs="$root/.device/debs"
+prefix="$root/.device/prefix"
+out=${OUT:-}
+if [ -n "$out" ]; then mkdir -p "$out"; fi
+
+# Log to stdout and, with OUT set, to $OUT/<name>.
+log() {
+    if [ -n "$out" ]; then tee "$out/$1"; else cat; fi
+}
+
+# ---- the packages ------------------------------------------------------------
+missing=()
+for pkg in libcjson1 libcjson-dev libssl-dev libssl3; do
+    compgen -G "$debs/${pkg}_*.deb" >/dev/null || missing+=("$pkg")
+done
+if [ ${#missing[@]} -ne 0 ]; then
+    cat >&2 <<EOF
+device-build: missing Debian packages in $debs: ${missing[*]}
+Fetch them on a machine with apt, from the repository root:
+    mkdir -p .device/debs
+    (cd .device/debs && apt-get download libcjson1 libcjson-dev libssl-dev libssl3)
+then carry .device/debs to the GPU machine with the working tree.
+EOF
+    exit 2
+fi
+
+# Unpack once per set of packages and place (the .pc files name the
+# prefix's absolute path, so a prefix carried from elsewhere is redone).
+stamp="$prefix/.debs"
+want="$prefix $(cd "$debs" && ls ./*.deb | sort | tr '\n' ' ')"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    rm -rf "$prefix"
+    mkdir -p "$prefix"
+    for deb in "$debs"/*.deb; do
+        dpkg -x "$deb" "$prefix"
+    done
+    # The .pc files name /usr; make them name the prefix.
+    find "$prefix" -name '*.pc' -exec \
+        sed -i -E "s#^(prefix|exec_prefix|libdir|includedir)=/usr#\\1=$prefix/usr#" {} +
+    echo "$want" >"$stamp"
+fi
+libdir=$(dirname "$(find "$prefix/usr/lib" -name 'libcjson.so' | head -n 1)")
+[ -f "$libdir/libcrypto.so" ] || { echo "device-build: no libcrypto.so under $prefix" >&2; exit 2; }
+multiarch_inc="$prefix/usr/include/$(basename "$libdir")"
+
+# ---- configure and build -------------------------------------------------------
+# CMakeLists.txt looks in /usr/local/cuda/bin; elsewhere, take nvcc from PATH.
+if [ -z "${CUDACXX:-}" ] && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    if command -v nvcc >/dev/null; then
+        export CUDACXX=$(command -v nvcc)
+    else
+        echo "device-build: no nvcc in /usr/local/cuda/bin or on PATH (set CUDACXX)" >&2
+        exit 2
+    fi
+fi
+# PKG_CONFIG_LIBDIR (not _PATH): only the prefix's .pc files are seen, so a
+# build here proves the same thing a build on the GPU machine needs.
+export PKG_CONFIG_LIBDIR="$libdir/pkgconfig"
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+{
+    cmake -S . -B "$build" \
+        -DCMAKE_BUILD_TYPE=Release \
+        -DECT_WITH_P2P=OFF -DECT_WITH_CUDA=ON \
+        -DOPENSSL_ROOT_DIR="$prefix/usr" \
+        -DOPENSSL_INCLUDE_DIR="$prefix/usr/include" \
+        -DOPENSSL_CRYPTO_LIBRARY="$libdir/libcrypto.so" \
+        -DCMAKE_C_FLAGS="-I$multiarch_inc" \
+        -DCMAKE_BUILD_RPATH="$libdir"
+    cmake --build "$build" -j "$jobs"
+} 2>&1 | log build.log
+[ "$build_only" -eq 1 ] && exit 0
+
+# ---- run -------------------------------------------------------------------------
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi 2>&1 | log nvidia-smi.txt || true
+fi
+rc=0
+tests/run-tests.sh "$build" test_cuda 2>&1 | log test-cuda.log || rc=1
+"$build/ectier" bench cuda 2>&1 | log bench-cuda.log || rc=1
+exit "$rc"
