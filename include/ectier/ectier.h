@@ -10,6 +10,7 @@
 
 #include <ectier/status.h>
 #include <ectier/log.h>
+#include <ectier/region.h>
 
 #ifdef __cplusplus
 extern "C" {
