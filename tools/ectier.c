@@ -14,6 +14,8 @@ static int cli_version(int argc, char **argv);
 
 static const struct ect_cli_command commands[] = {
     {"bench", "run the benchmarks, each against its ceiling", ect_cli_bench},
+    {"gc", "remove orphaned regions (no live holder) from /dev/shm", ect_cli_gc},
+    {"inspect", "show the regions in /dev/shm: geometry, holders, age", ect_cli_inspect},
     {"version", "print the version and what this build includes", cli_version},
 };
 
