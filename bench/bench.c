@@ -8,6 +8,7 @@
 #include "cli.h"
 
 static const struct ect_bench benches[] = {
+    {"region", "first copies into a region with and without pre-fault", ect_bench_region},
     {NULL, NULL, NULL},
 };
 

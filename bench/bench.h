@@ -13,6 +13,9 @@ struct ect_bench {
     int (*run)(int argc, char **argv);
 };
 
+/* Benchmarks, one per bench/bench_<name>.c. */
+int ect_bench_region(int argc, char **argv);
+
 /* Print one result row: "<what>  <value> <unit>  ceiling <c> <unit>  ratio <r> (target <t>)". */
 void ect_bench_row(const char *what, double value, double ceiling, const char *unit, double target);
 
