@@ -125,9 +125,11 @@ ECT_API ect_status_t ect_region_open(const ect_region_params_t *params, ect_regi
 ECT_API ect_status_t ect_region_open_readonly(const char *path_or_name, const char *dir,
                                               ect_region_t **region_p);
 
-/* Unmap the region and release this process's hold.  If no other process
- * holds the region, the file is unlinked before this returns.  NULL is a
- * no-op.  Never fails (problems are logged). */
+/* Unmap the region and release this hold.  If nothing else holds the
+ * region, the file is unlinked before this returns.  Holds are counted per
+ * open file description: a child that inherited this region by fork shares
+ * this hold, so it must not outlive the close.  Works the same for read-only
+ * regions.  NULL is a no-op.  Never fails (problems are logged). */
 ECT_API void ect_region_close(ect_region_t *region);
 
 /* Base of block 0 (data_offset bytes into the mapping); read-only memory for

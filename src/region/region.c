@@ -263,6 +263,11 @@ attach_once(struct ect_region *r, int oflags, uint32_t timeout_ms, struct ect__r
         st = ect__error(ECT_ERR_INCOMPATIBLE, "region %s is not a regular file", r->path);
         goto close_fd;
     }
+    /* The descriptor may be handed to other processes (fd passing); give
+     * it ordinary blocking semantics. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     if ((st = lock_shared(fd, r->path, timeout_ms)) != ECT_OK)
         goto close_fd;
     if (!same_file(r->path, fd)) {
@@ -578,6 +583,8 @@ ect_region_open_readonly(const char *path_or_name, const char *dir, ect_region_t
     ect_status_t st;
     if (path_or_name == NULL || region_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "region open_readonly: NULL argument");
+    if (dir != NULL && dir[0] == '\0')
+        return ect__error(ECT_ERR_INVALID_ARG, "region open_readonly: empty directory");
     struct ect_region *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "region open_readonly: out of memory");

@@ -314,6 +314,9 @@ RT_CASE(test_second_open_joins_and_shares_memory)
     struct stat sa, sb;
     CHECK(fstat(ect_region_fd(a), &sa) == 0 && fstat(ect_region_fd(b), &sb) == 0);
     CHECK(sa.st_ino == sb.st_ino);
+    /* A joiner's descriptor, fit to hand to another process, blocks normally. */
+    CHECK_EQ_INT(fcntl(ect_region_fd(b), F_GETFL) & (O_NONBLOCK | O_ACCMODE), O_RDWR);
+    CHECK(fcntl(ect_region_fd(b), F_GETFD) & FD_CLOEXEC);
     ect_region_close(a);
     ect_region_close(b);
     rt_check_no_leftovers();
@@ -571,6 +574,8 @@ RT_CASE(test_readonly_open_sees_data_and_keeps_region_alive)
     CHECK_STATUS(ect_region_open_readonly(name, NULL, &ro), ECT_ERR_NOT_FOUND);
     CHECK_STATUS(ect_region_open_readonly("../x", NULL, &ro), ECT_ERR_NOT_FOUND);
     CHECK_STATUS(ect_region_open_readonly(".x", NULL, &ro), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_region_open_readonly(name, "", &ro), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_region_open_readonly(NULL, NULL, &ro), ECT_ERR_INVALID_ARG);
     write_file(path, NULL, 8192, 'g');
     CHECK_STATUS(ect_region_open_readonly(path, NULL, &ro), ECT_ERR_INCOMPATIBLE);
     unlink(path);
