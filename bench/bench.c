@@ -12,6 +12,7 @@ static const struct ect_bench benches[] = {
     {"copy", "cpu copy engine save/load of 1-32 MiB entries vs memcpy", ect_bench_copy},
     {"cuda", "CUDA copy engine: save/load vs one pinned copy; overlap with compute",
      ect_bench_cuda},
+    {"region", "first copies into a region with and without pre-fault", ect_bench_region},
     {NULL, NULL, NULL},
 };
 

@@ -15,7 +15,9 @@ static int cli_version(int argc, char **argv);
 static const struct ect_cli_command commands[] = {
     {"bench", "run the benchmarks, each against its ceiling", ect_cli_bench},
     {"config", "check an ec_transfer_config and print the resolved settings", ect_cli_config},
+    {"gc", "remove orphaned regions (no live holder) from /dev/shm", ect_cli_gc},
     {"geometry", "compute the block geometry from a model's config.json", ect_cli_geometry},
+    {"inspect", "show the regions in /dev/shm: geometry, holders, age", ect_cli_inspect},
     {"settings", "print the settings reference (Markdown)", ect_cli_settings},
     {"version", "print the version and what this build includes", cli_version},
 };

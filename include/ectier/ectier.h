@@ -16,6 +16,7 @@
 #include <ectier/geometry.h>
 #include <ectier/copy.h>
 #include <ectier/step.h>
+#include <ectier/region.h>
 
 #ifdef __cplusplus
 extern "C" {

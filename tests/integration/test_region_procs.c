@@ -1,0 +1,769 @@
+/*
+ * The shared region across real processes: sharing, racing creators,
+ * SIGKILL of every holder (the reaper must remove the file with no later
+ * process helping), the flock behaviour the reaper relies on, the orphan
+ * sweep, listing and gc, and the `ectier inspect` / `ectier gc` commands.
+ *
+ * Cases that need orphans work in a private directory under /dev/shm (see
+ * region_helpers.h) so that no other test program's sweep interferes.
+ */
+#include <sys/file.h>
+
+#include <cjson/cJSON.h>
+
+#include "region/region_internal.h"
+
+#include "region_helpers.h"
+
+#define NPROC 8
+
+/* ---- sharing between processes ---------------------------------------------------- */
+
+RT_CASE(test_create_in_one_process_join_in_another_shares_memory)
+{
+    char name[64], path[256];
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    rt_path(path, sizeof(path), RT_SHM, name);
+    ect_region_params_t p;
+    rt_params(&p, name, NULL, 16);
+
+    /* The joiner is forked before the creator opens, so it inherits no
+     * mapping or descriptor of the region. */
+    int go[2], done[2];
+    CHECK(pipe(go) == 0 && pipe(done) == 0);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        char c;
+        close(go[1]);
+        close(done[0]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(10);
+        ect_region_t *r = NULL;
+        if (ect_region_open(&p, &r) != ECT_OK)
+            _exit(11);
+        if (ect_region_is_creator(r))
+            _exit(12);
+        const uint8_t *b1 = ect_region_block_ptr(r, 1);
+        for (int i = 0; i < 256; i++)
+            if (b1[i] != 0x11)
+                _exit(13);
+        memset(ect_region_block_ptr(r, 3), 0x33, 256);
+        ect_region_close(r);
+        if (write(done[1], "k", 1) != 1)
+            _exit(14);
+        _exit(0);
+    }
+    close(go[0]);
+    close(done[1]);
+    ect_region_t *r = NULL;
+    CHECK_OK(ect_region_open(&p, &r));
+    CHECK_EQ_INT(ect_region_is_creator(r), 1);
+    memset(ect_region_block_ptr(r, 1), 0x11, 256);
+    rt_write_all(go[1], "g", 1);
+    char c;
+    rt_read_all(done[0], &c, 1);
+    int st;
+    CHECK(waitpid(child, &st, 0) == child);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "joiner status %d", st);
+    const uint8_t *b3 = ect_region_block_ptr(r, 3);
+    CHECK_EQ_INT(b3[0], 0x33);
+    CHECK_EQ_INT(b3[255], 0x33);
+    /* The joiner's close did not remove a region the creator still holds. */
+    CHECK(rt_exists(path));
+    ect_region_close(r);
+    CHECK(!rt_exists(path));
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_creator_closing_first_leaves_region_to_joiner)
+{
+    char name[64], path[256];
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    rt_path(path, sizeof(path), RT_SHM, name);
+    ect_region_params_t p;
+    rt_params(&p, name, NULL, 16);
+    struct rt_holder creator, joiner;
+    rt_spawn_holder(&creator, &p, RT_CLOSE);
+    CHECK_EQ_INT(creator.status, ECT_OK);
+    CHECK_EQ_INT(creator.creator, 1);
+    rt_spawn_holder(&joiner, &p, RT_CLOSE);
+    CHECK_EQ_INT(joiner.status, ECT_OK);
+    CHECK_EQ_INT(joiner.creator, 0);
+    rt_release(&creator);
+    CHECK(rt_exists(path));
+    rt_release(&joiner);
+    CHECK(!rt_exists(path));
+    rt_check_no_leftovers();
+}
+
+/* ---- racing creators ------------------------------------------------------------------ */
+
+struct race_report {
+    int status;
+    int creator;
+    uint64_t ino;
+};
+
+static void
+race_case(unsigned test_flags)
+{
+    char dir[256], name[64], path[512];
+    rt_make_dir(dir, sizeof(dir));
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    rt_path(path, sizeof(path), dir, name);
+    ect_region_params_t p;
+    rt_params(&p, name, dir, NPROC);
+    ect__region_test_flags = test_flags; /* inherited by the children */
+
+    int start[2], report[2], verify_go[2], verified[2];
+    CHECK(pipe(start) == 0 && pipe(report) == 0 && pipe(verify_go) == 0 && pipe(verified) == 0);
+    pid_t kids[NPROC];
+    for (int k = 0; k < NPROC; k++) {
+        fflush(stdout);
+        kids[k] = fork();
+        CHECK(kids[k] >= 0);
+        if (kids[k] != 0)
+            continue;
+        close(start[1]);
+        close(report[0]);
+        close(verify_go[1]);
+        close(verified[0]);
+        char c;
+        /* Everyone is released at once when the parent closes start[1]. */
+        if (read(start[0], &c, 1) != 0)
+            _exit(10);
+        ect_region_t *r = NULL;
+        struct race_report rep = {0};
+        rep.status = ect_region_open(&p, &r);
+        if (rep.status == ECT_OK) {
+            struct stat st;
+            fstat(ect_region_fd(r), &st);
+            rep.ino = st.st_ino;
+            rep.creator = ect_region_is_creator(r);
+            memset(ect_region_block_ptr(r, (uint64_t)k), k + 1, 256);
+        }
+        if (write(report[1], &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
+            _exit(11);
+        if (rep.status != ECT_OK)
+            _exit(12);
+        if (read(verify_go[0], &c, 1) != 0)
+            _exit(13);
+        char ok = 1;
+        for (int j = 0; j < NPROC; j++) {
+            const uint8_t *b = ect_region_block_ptr(r, (uint64_t)j);
+            if (b[0] != j + 1 || b[255] != j + 1)
+                ok = 0;
+        }
+        if (write(verified[1], &ok, 1) != 1)
+            _exit(14);
+        ect_region_close(r);
+        _exit(0);
+    }
+    close(start[0]);
+    close(report[1]);
+    close(verify_go[0]);
+    close(verified[1]);
+    close(start[1]); /* go */
+
+    int creators = 0;
+    uint64_t ino = 0;
+    for (int k = 0; k < NPROC; k++) {
+        struct race_report rep;
+        rt_read_all(report[0], &rep, sizeof(rep));
+        CHECK_MSG(rep.status == ECT_OK, "a racer's open returned %d", rep.status);
+        creators += rep.creator;
+        if (k == 0)
+            ino = rep.ino;
+        CHECK_MSG(rep.ino == ino, "racers saw inodes %llu and %llu", (unsigned long long)ino,
+                  (unsigned long long)rep.ino);
+    }
+    CHECK_EQ_INT(creators, 1);
+    close(verify_go[1]); /* every block is written: read them all */
+    for (int k = 0; k < NPROC; k++) {
+        char ok;
+        rt_read_all(verified[0], &ok, 1);
+        CHECK_MSG(ok == 1, "a racer did not see every other racer's block");
+    }
+    for (int k = 0; k < NPROC; k++) {
+        int st;
+        CHECK(waitpid(kids[k], &st, 0) == kids[k]);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "racer %d status %d", k, st);
+    }
+    ect__region_test_flags = 0;
+    /* The last one out removed the file; no temp file is left. */
+    CHECK(!rt_exists(path));
+    CHECK_EQ_INT(rt_count_prefix(dir, ""), 0);
+    rt_remove_dir(dir);
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_racing_processes_make_exactly_one_region)
+{
+    race_case(0);
+}
+
+RT_CASE(test_racing_processes_make_exactly_one_region_with_named_temp_files)
+{
+    race_case(ECT__REGION_TEST_NAMED_TMP);
+}
+
+/* ---- SIGKILL and the reaper ------------------------------------------------------------- */
+
+struct found {
+    char name[256];
+    ect_region_info_t info;
+    int seen;
+};
+
+static int
+find_cb(const ect_region_info_t *info, void *user)
+{
+    struct found *f = user;
+    if (strcmp(info->name, f->name) == 0) {
+        f->info = *info;
+        f->seen = 1;
+    }
+    return 0;
+}
+
+static struct found
+find_region(const char *dir, const char *name)
+{
+    struct found f;
+    memset(&f, 0, sizeof(f));
+    snprintf(f.name, sizeof(f.name), "%s", name);
+    CHECK_OK(ect_region_list(dir, find_cb, &f));
+    return f;
+}
+
+/* The creator forks the reaper and returns; the reaper takes its place in
+ * the lock queue a moment later.  Wait for it (up to 5 s). */
+static struct found
+find_region_with_reaper(const char *dir, const char *name)
+{
+    struct found f;
+    for (int waited = 0; waited < 5000; waited += 2) {
+        f = find_region(dir, name);
+        if (f.seen && f.info.n_waiters > 0)
+            break;
+        nanosleep(&(struct timespec){0, 2 * 1000 * 1000}, NULL);
+    }
+    CHECK(f.seen);
+    CHECK_MSG(f.info.n_waiters == 1, "%u processes wait for %s (expected the reaper)",
+              f.info.n_waiters, name);
+    return f;
+}
+
+/* Whether pid is gone (or a zombie nobody has collected yet). */
+static int
+process_gone(pid_t pid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren != NULL && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+static void
+sigkill_case(unsigned test_flags)
+{
+    char dir[256], name[64], path[512];
+    rt_make_dir(dir, sizeof(dir));
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    rt_path(path, sizeof(path), dir, name);
+    ect_region_params_t p;
+    rt_params(&p, name, dir, 64);
+    ect__region_test_flags = test_flags;
+
+    struct rt_holder h[4];
+    for (int k = 0; k < 4; k++) {
+        rt_spawn_holder(&h[k], &p, RT_CLOSE);
+        CHECK_EQ_INT(h[k].status, ECT_OK);
+        CHECK_EQ_INT(h[k].creator, k == 0);
+    }
+    struct found f = find_region_with_reaper(dir, name);
+    CHECK_EQ_INT(f.info.n_holders, 4);
+    pid_t reaper = f.info.waiter_pids[0];
+    for (int k = 0; k < 4; k++)
+        CHECK(h[k].pid != reaper);
+
+    /* The creator dies first: the joiners still hold the region, so it
+     * stays, and a new process can still join it. */
+    rt_kill(&h[0]);
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    CHECK(rt_exists(path));
+    struct rt_holder late;
+    rt_spawn_holder(&late, &p, RT_CLOSE);
+    CHECK_EQ_INT(late.status, ECT_OK);
+    CHECK_EQ_INT(late.creator, 0);
+
+    /* Now everyone dies; no process of ours opens or sweeps anything. */
+    for (int k = 1; k < 4; k++)
+        rt_kill(&h[k]);
+    rt_kill(&late);
+    CHECK_MSG(rt_wait_gone(path, 5000), "%s still exists 5 s after every holder was killed", path);
+    CHECK_EQ_INT(rt_count_prefix(dir, ""), 0); /* no temp file either */
+    int gone = 0;
+    for (int waited = 0; waited < 5000 && !gone; waited += 10) {
+        gone = process_gone(reaper);
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    CHECK_MSG(gone, "reaper %d still running", (int)reaper);
+    ect__region_test_flags = 0;
+    rt_remove_dir(dir);
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_sigkill_of_every_holder_leaves_nothing)
+{
+    sigkill_case(0);
+}
+
+RT_CASE(test_sigkill_of_every_holder_leaves_nothing_with_named_temp_files)
+{
+    sigkill_case(ECT__REGION_TEST_NAMED_TMP);
+}
+
+/* /proc/locks says its size is 0: read until end of file. */
+static void
+read_proc_locks(char *buf, size_t len)
+{
+    int fd = open("/proc/locks", O_RDONLY);
+    CHECK(fd >= 0);
+    size_t n = 0;
+    ssize_t got;
+    while (n < len - 1 && (got = read(fd, buf + n, len - 1 - n)) > 0)
+        n += (size_t)got;
+    close(fd);
+    buf[n] = '\0';
+}
+
+RT_CASE(test_flock_grants_shared_lock_while_exclusive_request_waits)
+{
+    /* The kernel behaviour the reaper depends on. */
+    char dir[256], path[512];
+    rt_make_dir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/lockfile", dir);
+    int a = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    CHECK(a >= 0);
+    CHECK(flock(a, LOCK_SH) == 0);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        /* Our copy of a would share the parent's locked file description
+         * and keep our own request waiting for ever. */
+        close(a);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0 || flock(fd, LOCK_EX) != 0)
+            _exit(1);
+        _exit(0);
+    }
+    /* Wait until /proc/locks shows the child blocked on it. */
+    struct stat st;
+    CHECK(fstat(a, &st) == 0);
+    char want[128];
+    snprintf(want, sizeof(want), "-> FLOCK  ADVISORY  WRITE %d ", (int)child);
+    int blocked = 0;
+    for (int i = 0; i < 500 && !blocked; i++) {
+        char locks[65536];
+        read_proc_locks(locks, sizeof(locks));
+        blocked = strstr(locks, want) != NULL;
+        if (!blocked)
+            nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    CHECK_MSG(blocked, "the exclusive request never showed as blocked");
+    int b = open(path, O_RDONLY);
+    CHECK(b >= 0);
+    CHECK_MSG(flock(b, LOCK_SH | LOCK_NB) == 0, "LOCK_SH refused while LOCK_EX waits: %s",
+              strerror(errno));
+    int w;
+    CHECK(waitpid(child, &w, WNOHANG) == 0); /* still waiting */
+    close(a);
+    close(b);
+    CHECK(waitpid(child, &w, 0) == child);
+    CHECK(WIFEXITED(w) && WEXITSTATUS(w) == 0);
+    unlink(path);
+    rt_remove_dir(dir);
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_waiting_reaper_does_not_delay_new_joiners)
+{
+    char name[64];
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    ect_region_params_t p;
+    rt_params(&p, name, NULL, 16);
+    struct rt_holder creator;
+    rt_spawn_holder(&creator, &p, RT_CLOSE);
+    CHECK_EQ_INT(creator.status, ECT_OK);
+    find_region_with_reaper(RT_SHM, name);
+    /* With a 50 ms lock timeout, a reaper that blocked shared locks would
+     * make these fail with ECT_ERR_BUSY. */
+    p.lock_timeout_ms = 50;
+    ect_region_t *r[3];
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(ect_region_open(&p, &r[k]));
+        CHECK_EQ_INT(ect_region_is_creator(r[k]), 0);
+    }
+    CHECK_OK(ect_region_open_readonly(name, NULL, &r[2]));
+    for (int k = 0; k < 3; k++)
+        ect_region_close(r[k]);
+    rt_release(&creator);
+    rt_check_no_leftovers();
+}
+
+/* ---- sweep, list and gc ---------------------------------------------------------------- */
+
+/* A directory with one of everything; returns the live holder. */
+struct zoo {
+    char dir[256];
+    char live[64], orphan[64];
+    char live_path[512], orphan_path[512], foreign_path[512], temp_path[512], other_path[512];
+    struct rt_holder holder;
+};
+
+static void
+make_zoo(struct zoo *z)
+{
+    memset(z, 0, sizeof(*z));
+    rt_make_dir(z->dir, sizeof(z->dir));
+    ect_test_unique_name(z->live, sizeof(z->live), "ectt_");
+    ect_test_unique_name(z->orphan, sizeof(z->orphan), "ectt_");
+    rt_path(z->live_path, sizeof(z->live_path), z->dir, z->live);
+    rt_path(z->orphan_path, sizeof(z->orphan_path), z->dir, z->orphan);
+    snprintf(z->foreign_path, sizeof(z->foreign_path), "%s/ectier_foreign.mmap", z->dir);
+    snprintf(z->temp_path, sizeof(z->temp_path), "%s/%s.Ab12Cd.ectier.tmp", z->dir, z->orphan);
+    snprintf(z->other_path, sizeof(z->other_path), "%s/vllm_ec_other.mmap", z->dir);
+
+    ect_region_params_t p;
+    rt_params(&p, z->live, z->dir, 32);
+    p.flags = ECT_REGION_NO_SWEEP;
+    p.instance_id = "zoo";
+    rt_spawn_holder(&z->holder, &p, RT_CLOSE);
+    CHECK_EQ_INT(z->holder.status, ECT_OK);
+    find_region_with_reaper(z->dir, z->live);
+    rt_make_orphan(z->dir, z->orphan, 8);
+    const char *paths[] = {z->foreign_path, z->temp_path, z->other_path};
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(paths[i], "w");
+        CHECK(f != NULL);
+        fputs("not a region at all, just some bytes", f);
+        fclose(f);
+    }
+}
+
+static void
+clean_zoo(struct zoo *z)
+{
+    unlink(z->foreign_path);
+    unlink(z->other_path);
+    rt_release(&z->holder); /* its close removes the live region */
+    CHECK(!rt_exists(z->live_path));
+    rt_remove_dir(z->dir);
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_sweep_at_open_removes_orphans_but_not_live_or_foreign_files)
+{
+    struct zoo z;
+    make_zoo(&z);
+    char other[64];
+    ect_test_unique_name(other, sizeof(other), "ectt_");
+    ect_region_params_t p;
+    rt_params(&p, other, z.dir, 4);
+    ect_region_t *r = NULL;
+    CHECK_OK(ect_region_open(&p, &r));
+    CHECK(!rt_exists(z.orphan_path));
+    CHECK(!rt_exists(z.temp_path));
+    CHECK(rt_exists(z.live_path));
+    CHECK(rt_exists(z.foreign_path));
+    CHECK(rt_exists(z.other_path));
+    ect_region_close(r);
+    clean_zoo(&z);
+}
+
+#define MAX_SEEN 16
+struct seen_list {
+    unsigned n;
+    ect_region_info_t v[MAX_SEEN];
+    char names[MAX_SEEN][256];
+    char paths[MAX_SEEN][512];
+    char problems[MAX_SEEN][256];
+    char instances[MAX_SEEN][128];
+    ect_status_t outcome[MAX_SEEN];
+};
+
+static void
+keep(struct seen_list *s, const ect_region_info_t *info, ect_status_t outcome)
+{
+    CHECK(s->n < MAX_SEEN);
+    unsigned i = s->n++;
+    s->v[i] = *info;
+    snprintf(s->names[i], sizeof(s->names[i]), "%s", info->name);
+    snprintf(s->paths[i], sizeof(s->paths[i]), "%s", info->path);
+    snprintf(s->problems[i], sizeof(s->problems[i]), "%s", info->problem);
+    snprintf(s->instances[i], sizeof(s->instances[i]), "%s", info->instance_id);
+    s->outcome[i] = outcome;
+}
+
+static int
+list_cb(const ect_region_info_t *info, void *user)
+{
+    keep(user, info, ECT_OK);
+    return 0;
+}
+
+static void
+gc_cb(const ect_region_info_t *info, ect_status_t outcome, void *user)
+{
+    keep(user, info, outcome);
+}
+
+static int
+seen_index(const struct seen_list *s, const char *name)
+{
+    for (unsigned i = 0; i < s->n; i++)
+        if (strcmp(s->names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+RT_CASE(test_list_reports_geometry_holders_and_problems)
+{
+    struct zoo z;
+    make_zoo(&z);
+    struct seen_list *s = calloc(1, sizeof(*s));
+    CHECK_OK(ect_region_list(z.dir, list_cb, s));
+    /* live, orphan, foreign, temp; not vllm_ec_other.mmap (no magic, not our name). */
+    CHECK_EQ_INT(s->n, 4);
+    for (unsigned i = 1; i < s->n; i++)
+        CHECK(strcmp(s->paths[i - 1], s->paths[i]) < 0); /* file name order */
+
+    int li = seen_index(s, z.live);
+    CHECK(li >= 0);
+    const ect_region_info_t *l = &s->v[li];
+    CHECK_EQ_INT(l->kind, ECT_REGION_FILE_REGION);
+    CHECK_EQ_U64(l->num_blocks, 32);
+    CHECK_EQ_U64(l->block_size_bytes, 256);
+    CHECK_EQ_U64(l->hidden_dim, 64);
+    CHECK_EQ_INT(l->dtype_code, 7);
+    CHECK_EQ_INT(l->element_size, 4);
+    CHECK_EQ_U64(l->file_size, l->data_offset + 32 * 256);
+    CHECK_EQ_INT(l->creator_pid, z.holder.pid);
+    CHECK_STR_EQ(s->instances[li], "zoo");
+    CHECK_EQ_INT(l->n_holders, 1);
+    CHECK_EQ_INT(l->holder_pids[0], z.holder.pid);
+    CHECK_EQ_INT(l->n_waiters, 1); /* its reaper */
+    CHECK(l->age_s >= 0 && l->age_s < 60);
+
+    int oi = seen_index(s, z.orphan);
+    CHECK(oi >= 0);
+    CHECK_EQ_INT(s->v[oi].kind, ECT_REGION_FILE_REGION);
+    CHECK_EQ_INT(s->v[oi].n_holders, 0);
+    CHECK_EQ_INT(s->v[oi].n_waiters, 0);
+    CHECK_EQ_U64(s->v[oi].num_blocks, 8);
+
+    int fi = seen_index(s, "ectier_foreign");
+    CHECK(fi >= 0);
+    CHECK_EQ_INT(s->v[fi].kind, ECT_REGION_FILE_FOREIGN);
+    CHECK_CONTAINS(s->problems[fi], "not an ectier region");
+
+    char temp_name[128];
+    snprintf(temp_name, sizeof(temp_name), "%s.Ab12Cd.ectier.tmp", z.orphan);
+    int ti = seen_index(s, temp_name);
+    CHECK(ti >= 0);
+    CHECK_EQ_INT(s->v[ti].kind, ECT_REGION_FILE_TEMP);
+
+    CHECK_STATUS(ect_region_list("/nonexistent-ectier-dir", list_cb, s), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_region_list(z.dir, NULL, s), ECT_ERR_INVALID_ARG);
+    free(s);
+    unlink(z.orphan_path);
+    unlink(z.temp_path);
+    clean_zoo(&z);
+}
+
+RT_CASE(test_gc_removes_only_orphans_and_reports_each)
+{
+    struct zoo z;
+    make_zoo(&z);
+    struct seen_list *s = calloc(1, sizeof(*s));
+    unsigned removed = 99;
+    CHECK_OK(ect_region_gc(z.dir, 1, gc_cb, s, &removed));
+    CHECK_EQ_INT(removed, 2);
+    CHECK_EQ_INT(s->n, 2);
+    CHECK(rt_exists(z.orphan_path) && rt_exists(z.temp_path)); /* dry run */
+
+    memset(s, 0, sizeof(*s));
+    CHECK_OK(ect_region_gc(z.dir, 0, gc_cb, s, &removed));
+    CHECK_EQ_INT(removed, 2);
+    CHECK_EQ_INT(s->n, 2);
+    int oi = seen_index(s, z.orphan);
+    CHECK(oi >= 0);
+    CHECK_EQ_INT(s->outcome[oi], ECT_OK);
+    CHECK_EQ_INT(s->v[oi].kind, ECT_REGION_FILE_REGION);
+    CHECK(!rt_exists(z.orphan_path));
+    CHECK(!rt_exists(z.temp_path));
+    CHECK(rt_exists(z.live_path));
+    CHECK(rt_exists(z.foreign_path));
+    CHECK(rt_exists(z.other_path));
+
+    CHECK_OK(ect_region_gc(z.dir, 0, NULL, NULL, &removed));
+    CHECK_EQ_INT(removed, 0);
+    free(s);
+    clean_zoo(&z);
+}
+
+/* ---- the CLI ------------------------------------------------------------------------ */
+
+/* Run the CLI with args; returns its output (malloc'd) and exit code. */
+static char *
+run_cli(const char *args, int *rc_p)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "'%s' %s 2>&1", ECT_CLI_PATH, args);
+    FILE *f = popen(cmd, "r");
+    CHECK(f != NULL);
+    size_t cap = 65536, n = 0;
+    char *out = malloc(cap);
+    CHECK(out != NULL);
+    size_t got;
+    while ((got = fread(out + n, 1, cap - 1 - n, f)) > 0) {
+        n += got;
+        if (n == cap - 1) {
+            cap *= 2;
+            out = realloc(out, cap);
+            CHECK(out != NULL);
+        }
+    }
+    out[n] = '\0';
+    int st = pclose(f);
+    *rc_p = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+}
+
+RT_CASE(test_cli_inspect_and_gc_on_live_and_orphaned_regions)
+{
+    struct zoo z;
+    make_zoo(&z);
+    char args[1024], want[1024];
+    int rc;
+
+    snprintf(args, sizeof(args), "inspect --dir %s", z.dir);
+    char *out = run_cli(args, &rc);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_CONTAINS(out, z.live_path);
+    CHECK_CONTAINS(out, z.orphan_path);
+    CHECK_CONTAINS(out, "32 blocks x 256 B (hidden_dim 64, dtype 7, 4 B/element)");
+    snprintf(want, sizeof(want), "holders 1 (pid %d), waiting (reaper) 1", (int)z.holder.pid);
+    CHECK_CONTAINS(out, want);
+    CHECK_CONTAINS(out, "holders 0, orphaned: `ectier gc` removes it");
+    CHECK_CONTAINS(out, "not an ectier region");
+    CHECK_CONTAINS(out, "instance \"zoo\"");
+    CHECK_CONTAINS(out, "4 files in");
+    CHECK_CONTAINS(out, "1 live region, 2 orphaned, 1 other");
+    free(out);
+
+    snprintf(args, sizeof(args), "inspect --json --dir=%s", z.dir);
+    out = run_cli(args, &rc);
+    CHECK_EQ_INT(rc, 0);
+    cJSON *doc = cJSON_Parse(out);
+    CHECK_MSG(cJSON_IsArray(doc), "not a JSON array: %s", out);
+    CHECK_EQ_INT(cJSON_GetArraySize(doc), 4);
+    int found_live = 0;
+    cJSON *o;
+    cJSON_ArrayForEach(o, doc)
+    {
+        const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(o, "name"));
+        CHECK(nm != NULL);
+        if (strcmp(nm, z.live) != 0)
+            continue;
+        found_live = 1;
+        CHECK_STR_EQ(cJSON_GetStringValue(cJSON_GetObjectItem(o, "kind")), "region");
+        CHECK_EQ_INT(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "num_blocks")), 32);
+        CHECK_EQ_INT(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "holders")), 1);
+        cJSON *pids = cJSON_GetObjectItem(o, "holder_pids");
+        CHECK_EQ_INT(cJSON_GetNumberValue(cJSON_GetArrayItem(pids, 0)), z.holder.pid);
+        CHECK(cJSON_IsFalse(cJSON_GetObjectItem(o, "orphaned")));
+    }
+    CHECK(found_live);
+    cJSON_Delete(doc);
+    free(out);
+
+    snprintf(args, sizeof(args), "inspect %s --dir %s", z.orphan, z.dir);
+    out = run_cli(args, &rc);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_CONTAINS(out, z.orphan_path);
+    CHECK(strstr(out, z.live_path) == NULL);
+    free(out);
+    snprintf(args, sizeof(args), "inspect no_such_region --dir %s", z.dir);
+    out = run_cli(args, &rc);
+    CHECK_EQ_INT(rc, 1);
+    CHECK_CONTAINS(out, "no region named 'no_such_region'");
+    free(out);
+    out = run_cli("inspect --dir /nonexistent-ectier-dir", &rc);
+    CHECK_EQ_INT(rc, 1);
+    CHECK_CONTAINS(out, "/nonexistent-ectier-dir");
+    free(out);
+
+    snprintf(args, sizeof(args), "gc --dry-run --dir %s", z.dir);
+    out = run_cli(args, &rc);
+    CHECK_EQ_INT(rc, 0);
+    snprintf(want, sizeof(want), "would remove %s (orphaned region", z.orphan_path);
+    CHECK_CONTAINS(out, want);
+    CHECK_CONTAINS(out, "2 would be removed");
+    CHECK(rt_exists(z.orphan_path));
+    free(out);
+
+    snprintf(args, sizeof(args), "gc --dir %s", z.dir);
+    out = run_cli(args, &rc);
+    CHECK_EQ_INT(rc, 0);
+    snprintf(want, sizeof(want), "removed %s (orphaned region, ", z.orphan_path);
+    CHECK_CONTAINS(out, want);
+    snprintf(want, sizeof(want), "removed %s (stale temp file", z.temp_path);
+    CHECK_CONTAINS(out, want);
+    CHECK_CONTAINS(out, "2 removed from");
+    CHECK(strstr(out, z.live) == NULL);
+    free(out);
+    CHECK(!rt_exists(z.orphan_path));
+    CHECK(!rt_exists(z.temp_path));
+    CHECK(rt_exists(z.live_path));
+    CHECK(rt_exists(z.foreign_path));
+
+    out = run_cli("gc --bogus", &rc);
+    CHECK_EQ_INT(rc, 2);
+    CHECK_CONTAINS(out, "usage: ectier gc");
+    free(out);
+    out = run_cli("inspect a b", &rc);
+    CHECK_EQ_INT(rc, 2);
+    free(out);
+    clean_zoo(&z);
+}
+
+static const struct ect_test_case cases[] = {
+    ECT_CASE(test_create_in_one_process_join_in_another_shares_memory),
+    ECT_CASE(test_creator_closing_first_leaves_region_to_joiner),
+    ECT_CASE(test_racing_processes_make_exactly_one_region),
+    ECT_CASE(test_racing_processes_make_exactly_one_region_with_named_temp_files),
+    ECT_CASE(test_sigkill_of_every_holder_leaves_nothing),
+    ECT_CASE(test_sigkill_of_every_holder_leaves_nothing_with_named_temp_files),
+    ECT_CASE(test_flock_grants_shared_lock_while_exclusive_request_waits),
+    ECT_CASE(test_waiting_reaper_does_not_delay_new_joiners),
+    ECT_CASE(test_sweep_at_open_removes_orphans_but_not_live_or_foreign_files),
+    ECT_CASE(test_list_reports_geometry_holders_and_problems),
+    ECT_CASE(test_gc_removes_only_orphans_and_reports_each),
+    ECT_CASE(test_cli_inspect_and_gc_on_live_and_orphaned_regions),
+};
+
+int
+main(int argc, char **argv)
+{
+    return ECT_TEST_MAIN(argc, argv, cases);
+}

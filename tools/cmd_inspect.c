@@ -1,0 +1,245 @@
+/*
+ * `ectier inspect [NAME] [--dir D] [--json]`: show the ectier regions in a
+ * directory (default /dev/shm): name, size, geometry, live holders and their
+ * pids, the waiting reaper, creator and age.  Files named like regions that
+ * are not usable ones are shown with the reason.  Read-only: takes no locks
+ * and changes nothing (ect_region_list).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include <ectier/region.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: ectier inspect [NAME] [--dir DIR] [--json]\n"
+    "  Show ectier regions in DIR (default " ECT_REGION_DEFAULT_DIR "), or only region NAME.\n"
+    "  --json  one JSON array with an object per file\n";
+
+struct inspect_ctx {
+    const char *only;
+    int json;
+    cJSON *array;
+    unsigned shown, live, orphaned, other;
+};
+
+static const char *
+kind_str(ect_region_file_kind_t kind)
+{
+    switch (kind) {
+    case ECT_REGION_FILE_REGION:
+        return "region";
+    case ECT_REGION_FILE_BAD:
+        return "bad";
+    case ECT_REGION_FILE_FOREIGN:
+        return "foreign";
+    case ECT_REGION_FILE_TEMP:
+        return "temp";
+    }
+    return "unknown";
+}
+
+static void
+format_size(char *buf, size_t len, uint64_t bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    unsigned u = 0;
+    while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%" PRIu64 " B", bytes);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+static void
+format_age(char *buf, size_t len, double s)
+{
+    if (s < 120)
+        snprintf(buf, len, "%.1f s", s);
+    else if (s < 7200)
+        snprintf(buf, len, "%.1f min", s / 60);
+    else if (s < 172800)
+        snprintf(buf, len, "%.1f h", s / 3600);
+    else
+        snprintf(buf, len, "%.1f days", s / 86400);
+}
+
+static void
+print_pids(const char *label, unsigned n, const int32_t *pids)
+{
+    printf("%s %u", label, n);
+    if (n > 0) {
+        printf(" (pid");
+        for (unsigned i = 0; i < n && i < ECT_REGION_MAX_PIDS; i++)
+            printf(" %" PRId32, pids[i]);
+        if (n > ECT_REGION_MAX_PIDS)
+            printf(" ...");
+        printf(")");
+    }
+}
+
+static void
+print_text(const ect_region_info_t *i)
+{
+    char size[32], age[32];
+    format_size(size, sizeof(size), i->file_size);
+    format_age(age, sizeof(age), i->age_s);
+    printf("%s  %s\n", i->name, i->path);
+    switch (i->kind) {
+    case ECT_REGION_FILE_REGION:
+        printf("  %" PRIu64 " blocks x %" PRIu64 " B (hidden_dim %" PRIu64 ", dtype %" PRIu32
+               ", %" PRIu32 " B/element), file %s (%" PRIu64 " B), data at %" PRIu64 "\n",
+               i->num_blocks, i->block_size_bytes, i->hidden_dim, i->dtype_code, i->element_size,
+               size, i->file_size, i->data_offset);
+        break;
+    case ECT_REGION_FILE_TEMP:
+        printf("  temp file of a region creation (in progress or interrupted), %s\n", size);
+        break;
+    default:
+        printf("  not usable: %s (%s)\n", i->problem, size);
+        break;
+    }
+    printf("  ");
+    print_pids("holders", i->n_holders, i->holder_pids);
+    if (i->n_waiters > 0) {
+        printf(", ");
+        print_pids("waiting (reaper)", i->n_waiters, i->waiter_pids);
+    }
+    if (i->n_holders == 0 && i->kind != ECT_REGION_FILE_FOREIGN)
+        printf(", orphaned: `ectier gc` removes it");
+    printf("\n");
+    if (i->kind == ECT_REGION_FILE_REGION)
+        printf("  created by pid %" PRId32 ", %s ago%s%s%s\n", i->creator_pid, age,
+               i->instance_id[0] ? ", instance \"" : "", i->instance_id,
+               i->instance_id[0] ? "\"" : "");
+    else
+        printf("  last changed %s ago\n", age);
+}
+
+static cJSON *
+pid_array(unsigned n, const int32_t *pids)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (unsigned i = 0; a != NULL && i < n && i < ECT_REGION_MAX_PIDS; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(pids[i]));
+    return a;
+}
+
+static cJSON *
+to_json(const ect_region_info_t *i)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL)
+        return NULL;
+    cJSON_AddStringToObject(o, "name", i->name);
+    cJSON_AddStringToObject(o, "path", i->path);
+    cJSON_AddStringToObject(o, "kind", kind_str(i->kind));
+    if (i->problem[0])
+        cJSON_AddStringToObject(o, "problem", i->problem);
+    cJSON_AddNumberToObject(o, "file_size", (double)i->file_size);
+    cJSON_AddNumberToObject(o, "age_s", i->age_s);
+    cJSON_AddNumberToObject(o, "holders", i->n_holders);
+    cJSON_AddItemToObject(o, "holder_pids", pid_array(i->n_holders, i->holder_pids));
+    cJSON_AddNumberToObject(o, "waiters", i->n_waiters);
+    cJSON_AddItemToObject(o, "waiter_pids", pid_array(i->n_waiters, i->waiter_pids));
+    cJSON_AddBoolToObject(o, "orphaned", i->n_holders == 0 && i->kind != ECT_REGION_FILE_FOREIGN);
+    if (i->kind == ECT_REGION_FILE_REGION) {
+        cJSON_AddNumberToObject(o, "layout_version", i->layout_version);
+        cJSON_AddNumberToObject(o, "hidden_dim", (double)i->hidden_dim);
+        cJSON_AddNumberToObject(o, "dtype_code", i->dtype_code);
+        cJSON_AddNumberToObject(o, "element_size", i->element_size);
+        cJSON_AddNumberToObject(o, "block_size_bytes", (double)i->block_size_bytes);
+        cJSON_AddNumberToObject(o, "num_blocks", (double)i->num_blocks);
+        cJSON_AddNumberToObject(o, "data_offset", (double)i->data_offset);
+        cJSON_AddNumberToObject(o, "creator_pid", i->creator_pid);
+        cJSON_AddNumberToObject(o, "created_unix_ns", (double)i->created_unix_ns);
+        cJSON_AddStringToObject(o, "instance_id", i->instance_id);
+    }
+    return o;
+}
+
+static int
+on_file(const ect_region_info_t *info, void *user)
+{
+    struct inspect_ctx *c = user;
+    if (c->only != NULL && strcmp(info->name, c->only) != 0)
+        return 0;
+    c->shown++;
+    if (info->kind == ECT_REGION_FILE_REGION && info->n_holders > 0)
+        c->live++;
+    else if ((info->kind == ECT_REGION_FILE_REGION || info->kind == ECT_REGION_FILE_BAD ||
+              info->kind == ECT_REGION_FILE_TEMP) &&
+             info->n_holders == 0)
+        c->orphaned++;
+    else
+        c->other++;
+    if (c->json) {
+        cJSON *o = to_json(info);
+        if (o != NULL)
+            cJSON_AddItemToArray(c->array, o);
+    } else {
+        print_text(info);
+    }
+    return 0;
+}
+
+int
+ect_cli_inspect(int argc, char **argv)
+{
+    struct inspect_ctx c = {0};
+    const char *dir = ECT_REGION_DEFAULT_DIR;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("%s", usage);
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            c.json = 1;
+        } else if (strcmp(argv[i], "--dir") == 0) {
+            if (++i >= argc)
+                return ect_cli_usage_error("inspect", usage, "--dir needs a directory");
+            dir = argv[i];
+        } else if (strncmp(argv[i], "--dir=", 6) == 0) {
+            dir = argv[i] + 6;
+        } else if (argv[i][0] == '-') {
+            return ect_cli_usage_error("inspect", usage, "unknown option '%s'", argv[i]);
+        } else if (c.only == NULL) {
+            c.only = argv[i];
+        } else {
+            return ect_cli_usage_error("inspect", usage, "more than one NAME ('%s')", argv[i]);
+        }
+    }
+    if (dir[0] == '\0')
+        return ect_cli_usage_error("inspect", usage, "--dir is empty");
+    if (c.json && (c.array = cJSON_CreateArray()) == NULL)
+        return ect_cli_fail("inspect", "out of memory");
+
+    ect_status_t st = ect_region_list(dir, on_file, &c);
+    if (st != ECT_OK) {
+        cJSON_Delete(c.array);
+        return ect_cli_fail("inspect", "%s", ect_last_error());
+    }
+    int rc = 0;
+    if (c.only != NULL && c.shown == 0) {
+        rc = ect_cli_fail("inspect", "no region named '%s' in %s", c.only, dir);
+    } else if (c.json) {
+        char *text = cJSON_Print(c.array);
+        if (text == NULL)
+            rc = ect_cli_fail("inspect", "out of memory");
+        else
+            printf("%s\n", text);
+        cJSON_free(text);
+    } else if (c.only == NULL) {
+        printf("%u file%s in %s: %u live region%s, %u orphaned, %u other\n", c.shown,
+               c.shown == 1 ? "" : "s", dir, c.live, c.live == 1 ? "" : "s", c.orphaned, c.other);
+    }
+    cJSON_Delete(c.array);
+    return rc;
+}
