@@ -15,6 +15,7 @@ static int cli_version(int argc, char **argv);
 static const struct ect_cli_command commands[] = {
     {"bench", "run the benchmarks, each against its ceiling", ect_cli_bench},
     {"config", "check an ec_transfer_config and print the resolved settings", ect_cli_config},
+    {"demo", "run the reference engine loop on an embedded workload", ect_cli_demo},
     {"gc", "remove orphaned regions (no live holder) from /dev/shm", ect_cli_gc},
     {"geometry", "compute the block geometry from a model's config.json", ect_cli_geometry},
     {"inspect", "show the regions in /dev/shm: geometry, holders, age", ect_cli_inspect},

@@ -59,7 +59,6 @@ extern "C" {
 
 typedef struct ect_cache ect_cache_t;
 
-
 typedef enum ect_entry_state {
     ECT_ENTRY_NOT_READY = 0,
     ECT_ENTRY_READY = 1,

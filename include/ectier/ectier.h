@@ -17,6 +17,9 @@
 #include <ectier/copy.h>
 #include <ectier/step.h>
 #include <ectier/region.h>
+#include <ectier/metrics.h>
+#include <ectier/scheduler.h>
+#include <ectier/worker.h>
 
 #ifdef __cplusplus
 extern "C" {

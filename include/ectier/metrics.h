@@ -1,0 +1,91 @@
+/*
+ * Counters of one instance, readable through the API and as Prometheus text
+ * (SPEC §9.7).  Counters only grow; gauges (occupancy, pins, holds) are
+ * snapshots.  A latency histogram has fixed upper bounds
+ * (ECT_METRICS_LATENCY_BOUNDS_S) plus an overflow bucket.
+ */
+#ifndef ECTIER_METRICS_H
+#define ECTIER_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ectier/cache.h>
+#include <ectier/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ECT_METRICS_LATENCY_BUCKETS 12
+/* Upper bounds in seconds of the latency buckets; the last bucket is +Inf. */
+#define ECT_METRICS_LATENCY_BOUNDS_S                                                               \
+    {                                                                                              \
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 1.0, 0.0 /* +Inf */ \
+    }
+
+/* Number of XferAck statuses (OK and the five NACKs, SPEC §8.1). */
+#define ECT_METRICS_ACK_STATUSES 6
+
+typedef struct ect_latency_hist {
+    uint64_t buckets[ECT_METRICS_LATENCY_BUCKETS]; /* non-cumulative counts */
+    uint64_t count;
+    uint64_t sum_ns;
+} ect_latency_hist_t;
+
+typedef struct ect_metrics {
+    /* local CPU tier (scheduler side) */
+    uint64_t hits;   /* has_cache_item found a ready entry */
+    uint64_t misses; /* has_cache_item found none */
+    uint64_t saves_queued;
+    uint64_t saves_completed;
+    uint64_t saves_failed;       /* the worker reported the copy did not land */
+    uint64_t saves_skipped_full; /* region full: the encoding stayed GPU-only */
+    uint64_t loads_queued;
+    uint64_t loads_completed;   /* every rank reported */
+    uint64_t reports_ignored;   /* unknown, late or replayed report entries */
+    uint64_t reports_malformed; /* undecodable worker report bytes */
+    /* copies, from the workers' reports */
+    uint64_t save_bytes;
+    uint64_t save_ns;
+    uint64_t load_bytes;
+    uint64_t load_ns;
+    /* peer-to-peer (zero without P2P) */
+    uint64_t p2p_reads_started;
+    uint64_t p2p_reads_completed;
+    uint64_t p2p_read_bytes;
+    uint64_t p2p_fallbacks;   /* items computed locally after a P2P failure */
+    uint64_t p2p_unavailable; /* requests failed through take_unavailable_requests */
+    uint64_t p2p_retries;     /* NACK_NOT_READY retries */
+    uint64_t p2p_ack_timeouts;
+    uint64_t p2p_read_timeouts; /* reads quarantined */
+    uint64_t p2p_transport_errors;
+    uint64_t acks_received[ECT_METRICS_ACK_STATUSES]; /* consumer: by status */
+    uint64_t acks_sent[ECT_METRICS_ACK_STATUSES];     /* producer: by status */
+    uint64_t wire_dropped;                            /* undecodable control messages */
+    uint64_t grants_outstanding;                      /* producer: reads granted, not yet served */
+    uint64_t grants_expired;
+    uint64_t grants_released_dead_peer;
+    uint64_t announcements;
+    ect_latency_hist_t p2p_fetch_latency; /* request sent -> entry ready */
+    /* the cache (occupancy, pins, holds, evictions, runs per entry) */
+    ect_cache_stats_t cache;
+} ect_metrics_t;
+
+/* Add one latency sample. */
+ECT_API void ect_latency_hist_add(ect_latency_hist_t *hist, uint64_t ns);
+
+/* The p-quantile (0..1) of a histogram in seconds, interpolated inside its
+ * bucket; 0 for an empty histogram. */
+ECT_API double ect_latency_hist_quantile(const ect_latency_hist_t *hist, double p);
+
+/* Render metrics as Prometheus text exposition (names prefixed "ectier_").
+ * Writes at most cap bytes (NUL-terminated) and sets *len_p to the full
+ * length; ECT_ERR_OVERFLOW if it did not fit (call again with *len_p + 1). */
+ECT_API ect_status_t ect_metrics_format_prometheus(const ect_metrics_t *metrics, char *buf,
+                                                   size_t cap, size_t *len_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ECTIER_METRICS_H */

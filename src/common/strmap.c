@@ -1,0 +1,129 @@
+/*
+ * String-keyed hash map used by the step protocol's bookkeeping (in-flight
+ * saves by key, loads by transfer id).  See strmap.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/strmap.h"
+
+uint64_t
+ect__strhash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h;
+}
+
+void
+ect__strmap_init(ect_strmap_t *map)
+{
+    memset(map, 0, sizeof(*map));
+}
+
+void
+ect__strmap_cleanup(ect_strmap_t *map)
+{
+    for (size_t b = 0; b < map->n_buckets; b++) {
+        ect_strmap_node_t *n = map->buckets[b];
+        while (n != NULL) {
+            ect_strmap_node_t *next = n->next;
+            free(n);
+            n = next;
+        }
+    }
+    free(map->buckets);
+    memset(map, 0, sizeof(*map));
+}
+
+ect_strmap_node_t *
+ect__strmap_find(const ect_strmap_t *map, const char *key)
+{
+    if (map->n_buckets == 0)
+        return NULL;
+    uint64_t h = ect__strhash(key);
+    for (ect_strmap_node_t *n = map->buckets[h & (map->n_buckets - 1)]; n; n = n->next)
+        if (n->hash == h && strcmp(n->key, key) == 0)
+            return n;
+    return NULL;
+}
+
+static ect_status_t
+grow(ect_strmap_t *map)
+{
+    size_t nb = map->n_buckets ? map->n_buckets * 2 : 16;
+    ect_strmap_node_t **buckets = calloc(nb, sizeof(*buckets));
+    if (buckets == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "map: out of memory growing to %zu buckets", nb);
+    for (size_t b = 0; b < map->n_buckets; b++) {
+        ect_strmap_node_t *n = map->buckets[b];
+        while (n != NULL) {
+            ect_strmap_node_t *next = n->next;
+            n->next = buckets[n->hash & (nb - 1)];
+            buckets[n->hash & (nb - 1)] = n;
+            n = next;
+        }
+    }
+    free(map->buckets);
+    map->buckets = buckets;
+    map->n_buckets = nb;
+    return ECT_OK;
+}
+
+ect_status_t
+ect__strmap_put(ect_strmap_t *map, const char *key, void *value, ect_strmap_node_t **node_p)
+{
+    if (ect__strmap_find(map, key) != NULL)
+        return ect__error(ECT_ERR_EXISTS, "map: key '%s' already present", key);
+    if (map->count >= map->n_buckets) {
+        ect_status_t st = grow(map);
+        if (st != ECT_OK)
+            return st;
+    }
+    size_t len = strlen(key);
+    ect_strmap_node_t *n = malloc(sizeof(*n) + len + 1);
+    if (n == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "map: out of memory");
+    n->hash = ect__strhash(key);
+    n->value = value;
+    memcpy(n->key, key, len + 1);
+    size_t b = n->hash & (map->n_buckets - 1);
+    n->next = map->buckets[b];
+    map->buckets[b] = n;
+    map->count++;
+    if (node_p != NULL)
+        *node_p = n;
+    return ECT_OK;
+}
+
+int
+ect__strmap_remove(ect_strmap_t *map, const char *key, void **value_p)
+{
+    if (map->n_buckets == 0)
+        return 0;
+    uint64_t h = ect__strhash(key);
+    ect_strmap_node_t **link = &map->buckets[h & (map->n_buckets - 1)];
+    for (; *link != NULL; link = &(*link)->next) {
+        ect_strmap_node_t *n = *link;
+        if (n->hash == h && strcmp(n->key, key) == 0) {
+            *link = n->next;
+            if (value_p != NULL)
+                *value_p = n->value;
+            free(n);
+            map->count--;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void
+ect__strmap_each(const ect_strmap_t *map, void (*fn)(ect_strmap_node_t *node, void *user),
+                 void *user)
+{
+    for (size_t b = 0; b < map->n_buckets; b++)
+        for (ect_strmap_node_t *n = map->buckets[b]; n; n = n->next)
+            fn(n, user);
+}

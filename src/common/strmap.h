@@ -1,0 +1,51 @@
+/*
+ * A small string-keyed hash map (separate chaining, power-of-two buckets,
+ * grows at load factor 1).  Keys are copied; values are opaque pointers or
+ * integers owned by the caller.  Not synchronised.
+ */
+#ifndef ECT_COMMON_STRMAP_H
+#define ECT_COMMON_STRMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ectier/status.h>
+
+typedef struct ect_strmap_node {
+    struct ect_strmap_node *next;
+    uint64_t hash;
+    void *value;
+    char key[]; /* NUL-terminated copy */
+} ect_strmap_node_t;
+
+typedef struct ect_strmap {
+    ect_strmap_node_t **buckets;
+    size_t n_buckets; /* 0 or a power of two */
+    size_t count;
+} ect_strmap_t;
+
+/* An empty map (no allocation until the first put). */
+void ect__strmap_init(ect_strmap_t *map);
+
+/* Free the nodes; values are not touched. */
+void ect__strmap_cleanup(ect_strmap_t *map);
+
+/* The node for key, or NULL. */
+ect_strmap_node_t *ect__strmap_find(const ect_strmap_t *map, const char *key);
+
+/* Insert key -> value; ECT_ERR_EXISTS if present (nothing changes),
+ * ECT_ERR_NO_MEMORY.  *node_p (optional) gets the new node. */
+ect_status_t ect__strmap_put(ect_strmap_t *map, const char *key, void *value,
+                             ect_strmap_node_t **node_p);
+
+/* Remove key; returns 1 and writes *value_p (optional) if it was present. */
+int ect__strmap_remove(ect_strmap_t *map, const char *key, void **value_p);
+
+/* Call fn on every node (fn may not modify the map). */
+void ect__strmap_each(const ect_strmap_t *map, void (*fn)(ect_strmap_node_t *node, void *user),
+                      void *user);
+
+/* FNV-1a 64 over a NUL-terminated string. */
+uint64_t ect__strhash(const char *s);
+
+#endif /* ECT_COMMON_STRMAP_H */

@@ -1,0 +1,28 @@
+/* See instance_region.h. */
+#include "common/error.h"
+#include "step/instance_region.h"
+
+ect_status_t
+ect__instance_region_open(const ect_config_t *cfg, const ect_geometry_t *geometry,
+                          const char *instance_id, unsigned dp_rank, const char *dir,
+                          ect_region_t **region_p)
+{
+    int named = cfg->region_name[0] != '\0';
+    if (!named && (instance_id == NULL || instance_id[0] == '\0'))
+        return ect__error(ECT_ERR_CONFIG,
+                          "region: neither region_name nor an instance id was given");
+    ect_region_params_t p = {
+        .name = named ? cfg->region_name : NULL,
+        .instance_id = instance_id,
+        .dp_rank = dp_rank,
+        .dir = dir,
+        .hidden_dim = geometry->hidden_dim,
+        .dtype_code = (uint32_t)geometry->dtype,
+        .element_size = (uint32_t)ect_dtype_size(geometry->dtype),
+        .block_size_bytes = geometry->block_size_bytes,
+        .num_blocks = geometry->num_blocks,
+        .flags = (cfg->prefault ? 0u : ECT_REGION_NO_PREFAULT) |
+                 (cfg->region_reaper ? 0u : ECT_REGION_NO_REAPER),
+    };
+    return ect_region_open(&p, region_p);
+}

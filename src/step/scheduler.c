@@ -1,0 +1,486 @@
+/*
+ * The scheduler side of the step protocol (include/ectier/scheduler.h).
+ *
+ * Per step the engine's calls fill `step` (this step's saves and loads);
+ * build_connector_meta hands it to the caller and starts a new one.  Until
+ * the workers report, a save is remembered in `saves_in_flight` (key) and a
+ * load in `loads_in_flight` (transfer id -> key and the reports still
+ * expected).  Invariants:
+ *   - a key in saves_in_flight has a not-ready cache entry;
+ *   - a transfer id in loads_in_flight holds exactly one pin on its entry,
+ *     released when its last expected report arrives; the id is removed
+ *     before the unpin, so a replayed or late report finds nothing;
+ *   - transfer ids are unique and increasing (never reused).
+ * One mutex guards everything; the cache has its own lock and is also used
+ * by the P2P threads.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ectier/scheduler.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/strmap.h"
+#include "step/instance_region.h"
+
+struct load_rec {
+    char *key;
+    unsigned remaining;
+};
+
+struct ect_scheduler {
+    pthread_mutex_t lock;
+    ect_config_t cfg;
+    ect_geometry_t geom;
+    unsigned load_reports;
+    int producer;
+    int consumer;
+    int shut_down;
+    ect_region_t *region;
+    ect_cache_t *cache;
+    ect_step_meta_t *step;
+    uint64_t next_tid;
+    ect_strmap_t saves_in_flight; /* key -> NULL */
+    ect_strmap_t loads_in_flight; /* transfer id (hex) -> struct load_rec */
+    ect_metrics_t m;
+};
+
+void
+ect_free(void *ptr)
+{
+    free(ptr);
+}
+
+static void
+tid_key(uint64_t tid, char out[17])
+{
+    snprintf(out, 17, "%016" PRIx64, tid);
+}
+
+ect_status_t
+ect_scheduler_create(const ect_scheduler_params_t *params, ect_scheduler_t **scheduler_p)
+{
+    if (params == NULL || params->config == NULL || params->geometry == NULL || scheduler_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "scheduler: NULL params, config or geometry");
+    ect_status_t st = ect_config_validate(params->config);
+    if (st != ECT_OK)
+        return st;
+    if (params->config->p2p_enabled)
+        return ect__error(ECT_ERR_UNSUPPORTED,
+                          "scheduler: ec_enable_nixl is set but peer-to-peer sessions are not "
+                          "part of this scheduler yet; remove ec_enable_nixl");
+    ect_scheduler_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory");
+    s->cfg = *params->config;
+    s->geom = *params->geometry;
+    s->load_reports = params->load_reports ? params->load_reports : 1;
+    s->producer = ect_role_produces(s->cfg.role);
+    s->consumer = ect_role_consumes(s->cfg.role);
+    ect__strmap_init(&s->saves_in_flight);
+    ect__strmap_init(&s->loads_in_flight);
+    if (pthread_mutex_init(&s->lock, NULL) != 0) {
+        st = ect__error(ECT_ERR_INTERNAL, "scheduler: cannot create its mutex");
+        goto err_free;
+    }
+    st = ect__instance_region_open(&s->cfg, &s->geom, params->instance_id, params->dp_rank,
+                                   params->region_dir, &s->region);
+    if (st != ECT_OK)
+        goto err_mutex;
+    if ((st = ect_cache_create(s->geom.num_blocks, &s->cache)) != ECT_OK)
+        goto err_region;
+    *scheduler_p = s;
+    return ECT_OK;
+
+err_region:
+    ect_region_close(s->region);
+err_mutex:
+    pthread_mutex_destroy(&s->lock);
+err_free:
+    free(s);
+    return st;
+}
+
+static void
+free_load_rec(ect_strmap_node_t *node, void *user)
+{
+    (void)user;
+    struct load_rec *rec = node->value;
+    free(rec->key);
+    free(rec);
+}
+
+static void
+shutdown_locked(ect_scheduler_t *s)
+{
+    if (s->shut_down)
+        return;
+    s->shut_down = 1;
+    s->producer = 0;
+    s->consumer = 0;
+    ect_step_meta_destroy(s->step);
+    s->step = NULL;
+    ect__strmap_cleanup(&s->saves_in_flight);
+    ect__strmap_each(&s->loads_in_flight, free_load_rec, NULL);
+    ect__strmap_cleanup(&s->loads_in_flight);
+    /* Keep the final counters readable after shutdown. */
+    ect_cache_stats(s->cache, &s->m.cache);
+    ect_cache_destroy(s->cache);
+    s->cache = NULL;
+    ect_region_close(s->region);
+    s->region = NULL;
+}
+
+void
+ect_scheduler_shutdown(ect_scheduler_t *scheduler)
+{
+    if (scheduler == NULL)
+        return;
+    pthread_mutex_lock(&scheduler->lock);
+    shutdown_locked(scheduler);
+    pthread_mutex_unlock(&scheduler->lock);
+}
+
+void
+ect_scheduler_destroy(ect_scheduler_t *scheduler)
+{
+    if (scheduler == NULL)
+        return;
+    ect_scheduler_shutdown(scheduler);
+    pthread_mutex_destroy(&scheduler->lock);
+    free(scheduler);
+}
+
+int
+ect_scheduler_has_cache_item(ect_scheduler_t *s, const char *identifier)
+{
+    if (s == NULL || identifier == NULL)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    int hit = 0;
+    if (s->consumer) {
+        ect_cache_entry_t e;
+        hit = ect_cache_get(s->cache, identifier, &e) == ECT_OK && e.state != ECT_ENTRY_NOT_READY;
+        if (hit)
+            s->m.hits++;
+        else
+            s->m.misses++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return hit;
+}
+
+static ect_status_t
+check_request(const ect_request_t *r)
+{
+    if (r == NULL || (r->n_features > 0 && r->features == NULL))
+        return ect__error(ECT_ERR_INVALID_ARG, "scheduler: NULL request or features");
+    for (size_t i = 0; i < r->n_features; i++)
+        if (r->features[i].identifier == NULL || r->features[i].identifier[0] == '\0')
+            return ect__error(ECT_ERR_INVALID_ARG,
+                              "scheduler: request '%s' feature %zu has no identifier",
+                              r->request_id ? r->request_id : "?", i);
+    return ECT_OK;
+}
+
+ect_status_t
+ect_scheduler_ensure_cache_available(ect_scheduler_t *s, const ect_request_t *request,
+                                     int *available_p)
+{
+    if (s == NULL || available_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "ensure_cache_available: NULL argument");
+    ect_status_t st = check_request(request);
+    if (st != ECT_OK)
+        return st;
+    /* Without peer-to-peer every item is either in the tier or computed here. */
+    *available_p = 1;
+    return ECT_OK;
+}
+
+/* Copy an entry's runs into a new array (caller frees). */
+static ect_status_t
+entry_runs(ect_cache_t *cache, const char *key, ect_run_t **runs_p, size_t *n_p)
+{
+    size_t n = 0;
+    ect_status_t st = ect_cache_get_runs(cache, key, NULL, 0, &n);
+    if (st != ECT_OK)
+        return st;
+    ect_run_t *runs = malloc((n ? n : 1) * sizeof(*runs));
+    if (runs == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory for %zu runs", n);
+    if (n > 0 && (st = ect_cache_get_runs(cache, key, runs, n, &n)) != ECT_OK) {
+        free(runs);
+        return st;
+    }
+    *runs_p = runs;
+    *n_p = n;
+    return ECT_OK;
+}
+
+static ect_status_t
+ensure_step(ect_scheduler_t *s)
+{
+    return s->step != NULL ? ECT_OK : ect_step_meta_create(&s->step);
+}
+
+static ect_status_t
+queue_save_locked(ect_scheduler_t *s, const char *key, uint64_t n_blocks)
+{
+    ect_cache_entry_t e;
+    if (ect_cache_get(s->cache, key, &e) == ECT_OK)
+        return ECT_OK; /* cached already (or being saved) */
+    ect_status_t st = ect_cache_alloc(s->cache, key, n_blocks);
+    if (st == ECT_ERR_NO_SPACE || st == ECT_ERR_OVERFLOW) {
+        /* Never block the engine: the encoding simply stays GPU-only. */
+        s->m.saves_skipped_full++;
+        ECT_LOG_D("scheduler: no room for '%s' (%llu blocks): %s", key,
+                  (unsigned long long)n_blocks, ect_last_error());
+        return ECT_OK;
+    }
+    if (st != ECT_OK)
+        return st;
+    ect_run_t *runs = NULL;
+    size_t n_runs = 0;
+    if ((st = ensure_step(s)) != ECT_OK ||
+        (st = entry_runs(s->cache, key, &runs, &n_runs)) != ECT_OK)
+        goto err_discard;
+    if ((st = ect_step_meta_add_save(s->step, key, runs, n_runs)) != ECT_OK)
+        goto err_runs;
+    if ((st = ect__strmap_put(&s->saves_in_flight, key, NULL, NULL)) != ECT_OK)
+        goto err_runs; /* the step already names it: the worker's report will be ignored */
+    free(runs);
+    s->m.saves_queued++;
+    return ECT_OK;
+
+err_runs:
+    free(runs);
+err_discard:
+    ect_cache_discard(s->cache, key);
+    return st;
+}
+
+static ect_status_t
+queue_load_locked(ect_scheduler_t *s, const char *key)
+{
+    ect_status_t st = ensure_step(s);
+    if (st != ECT_OK)
+        return st;
+    /* One load per key per step, however often the engine asks. */
+    for (size_t i = 0; i < ect_step_meta_n_loads(s->step); i++)
+        if (strcmp(ect_step_meta_load(s->step, i)->key, key) == 0)
+            return ECT_OK;
+    if (ect_cache_pin(s->cache, key) != ECT_OK)
+        return ECT_OK; /* absent or not ready: nothing to load */
+    ect_run_t *runs = NULL;
+    size_t n_runs = 0;
+    struct load_rec *rec = calloc(1, sizeof(*rec));
+    char tk[17];
+    uint64_t tid = s->next_tid;
+    tid_key(tid, tk);
+    if (rec == NULL || (rec->key = strdup(key)) == NULL) {
+        st = ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory queueing a load");
+        goto err_rec;
+    }
+    rec->remaining = s->load_reports;
+    if ((st = entry_runs(s->cache, key, &runs, &n_runs)) != ECT_OK)
+        goto err_rec;
+    if ((st = ect_step_meta_add_load(s->step, key, tid, runs, n_runs)) != ECT_OK)
+        goto err_runs;
+    if ((st = ect__strmap_put(&s->loads_in_flight, tk, rec, NULL)) != ECT_OK)
+        goto err_runs;
+    free(runs);
+    s->next_tid++;
+    s->m.loads_queued++;
+    return ECT_OK;
+
+err_runs:
+    free(runs);
+err_rec:
+    if (rec != NULL)
+        free(rec->key);
+    free(rec);
+    ect_cache_unpin(s->cache, key);
+    return st;
+}
+
+ect_status_t
+ect_scheduler_update_state_after_alloc(ect_scheduler_t *s, const ect_request_t *request,
+                                       size_t index)
+{
+    if (s == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "update_state_after_alloc: NULL scheduler");
+    ect_status_t st = check_request(request);
+    if (st != ECT_OK)
+        return st;
+    if (index >= request->n_features)
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "update_state_after_alloc: feature %zu of a request with %zu", index,
+                          request->n_features);
+    const ect_mm_feature_t *f = &request->features[index];
+    pthread_mutex_lock(&s->lock);
+    if (s->producer)
+        st = queue_save_locked(s, f->identifier, f->num_tokens);
+    if (st == ECT_OK && s->consumer)
+        st = queue_load_locked(s, f->identifier);
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+ect_status_t
+ect_scheduler_build_connector_meta(ect_scheduler_t *s, ect_step_meta_t **meta_p)
+{
+    if (s == NULL || meta_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "build_connector_meta: NULL argument");
+    pthread_mutex_lock(&s->lock);
+    ect_status_t st = ECT_OK;
+    if (!s->shut_down)
+        st = ect_cache_expire_holds(s->cache, ect__now_ns(), NULL);
+    ect_step_meta_t *meta = s->step;
+    s->step = NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (st != ECT_OK) {
+        ect_step_meta_destroy(meta);
+        return st;
+    }
+    if (meta == NULL && (st = ect_step_meta_create(&meta)) != ECT_OK)
+        return st;
+    *meta_p = meta;
+    return ECT_OK;
+}
+
+static void
+apply_report_locked(ect_scheduler_t *s, const ect_worker_report_t *r)
+{
+    for (size_t i = 0; i < ect_worker_report_n_saves(r); i++) {
+        const char *key = ect_worker_report_save(r, i);
+        if (!ect__strmap_remove(&s->saves_in_flight, key, NULL)) {
+            s->m.reports_ignored++;
+            ECT_LOG_I("scheduler: ignoring a save report for unknown key '%s'", key);
+            continue;
+        }
+        if (ect_cache_mark_ready(s->cache, key) != ECT_OK)
+            ect__log_last_error(ECT_LOG_WARN, "scheduler: save report");
+        s->m.saves_completed++;
+    }
+    for (size_t i = 0; i < ect_worker_report_n_failed_saves(r); i++) {
+        const char *key = ect_worker_report_failed_save(r, i);
+        if (!ect__strmap_remove(&s->saves_in_flight, key, NULL)) {
+            s->m.reports_ignored++;
+            continue;
+        }
+        ECT_LOG_W("scheduler: save of '%s' failed in a worker; its blocks are freed", key);
+        ect_cache_discard(s->cache, key);
+        s->m.saves_failed++;
+    }
+    for (size_t i = 0; i < ect_worker_report_n_loads(r); i++) {
+        char tk[17];
+        tid_key(ect_worker_report_load(r, i), tk);
+        ect_strmap_node_t *node = ect__strmap_find(&s->loads_in_flight, tk);
+        if (node == NULL) {
+            s->m.reports_ignored++;
+            ECT_LOG_D("scheduler: ignoring a late or replayed load report %s", tk);
+            continue;
+        }
+        struct load_rec *rec = node->value;
+        if (--rec->remaining > 0)
+            continue;
+        /* Forget the id before the unpin: a replay must find nothing. */
+        ect__strmap_remove(&s->loads_in_flight, tk, NULL);
+        if (ect_cache_unpin(s->cache, rec->key) != ECT_OK)
+            ect__log_last_error(ECT_LOG_WARN, "scheduler: load report");
+        s->m.loads_completed++;
+        free(rec->key);
+        free(rec);
+    }
+    const ect_copy_stats_t *cs = ect_worker_report_stats(r);
+    s->m.save_bytes += cs->save_bytes;
+    s->m.save_ns += cs->save_ns;
+    s->m.load_bytes += cs->load_bytes;
+    s->m.load_ns += cs->load_ns;
+}
+
+ect_status_t
+ect_scheduler_apply_report(ect_scheduler_t *s, const ect_worker_report_t *report)
+{
+    if (s == NULL || report == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "update_connector_output: NULL argument");
+    pthread_mutex_lock(&s->lock);
+    if (!s->shut_down)
+        apply_report_locked(s, report);
+    pthread_mutex_unlock(&s->lock);
+    return ECT_OK;
+}
+
+ect_status_t
+ect_scheduler_update_connector_output(ect_scheduler_t *s, const void *bytes, size_t len)
+{
+    if (s == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "update_connector_output: NULL scheduler");
+    ect_worker_report_t *r;
+    ect_status_t st = ect_worker_report_decode(bytes, len, &r);
+    if (st != ECT_OK) {
+        pthread_mutex_lock(&s->lock);
+        s->m.reports_malformed++;
+        pthread_mutex_unlock(&s->lock);
+        return st;
+    }
+    st = ect_scheduler_apply_report(s, r);
+    ect_worker_report_destroy(r);
+    return st;
+}
+
+ect_status_t
+ect_scheduler_request_finished(ect_scheduler_t *s, const ect_request_t *request,
+                               char **params_json_p)
+{
+    if (s == NULL || params_json_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "request_finished: NULL argument");
+    ect_status_t st = check_request(request);
+    if (st != ECT_OK)
+        return st;
+    /* Announcements exist only with peer-to-peer transfer. */
+    *params_json_p = NULL;
+    return ECT_OK;
+}
+
+int
+ect_scheduler_has_pending_push_work(ect_scheduler_t *s)
+{
+    if (s == NULL)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    int pending =
+        (s->step != NULL && ect_step_meta_n_saves(s->step) + ect_step_meta_n_loads(s->step) > 0) ||
+        s->saves_in_flight.count > 0 || s->loads_in_flight.count > 0;
+    pthread_mutex_unlock(&s->lock);
+    return pending;
+}
+
+size_t
+ect_scheduler_take_unavailable_requests(ect_scheduler_t *s, char **ids, size_t cap)
+{
+    (void)s;
+    (void)ids;
+    (void)cap;
+    /* Only a peer-to-peer consumer can lose an announced encoding. */
+    return 0;
+}
+
+ect_status_t
+ect_scheduler_metrics(ect_scheduler_t *s, ect_metrics_t *metrics_p)
+{
+    if (s == NULL || metrics_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "scheduler metrics: NULL argument");
+    pthread_mutex_lock(&s->lock);
+    ect_status_t st = ECT_OK;
+    if (s->cache != NULL)
+        st = ect_cache_stats(s->cache, &s->m.cache);
+    if (st == ECT_OK)
+        *metrics_p = s->m;
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}

@@ -1,0 +1,461 @@
+/*
+ * The worker side of the step protocol (include/ectier/worker.h).
+ *
+ * Saves of a step are collected into one copy plan and submitted together by
+ * get_finished; loads are submitted together by start_load.  Each submitted
+ * batch is remembered in `inflight` (in submission order) with the keys or
+ * transfer ids it completes; take_report polls them and reports only what
+ * has landed.  Items that end without a copy (a save dropped by
+ * clear_metadata, loads of an aborted start_load) go straight into `carry`,
+ * which the next take_report hands over, so every bound load is reported
+ * exactly once and no save is left silently unreported.
+ *
+ * The plan, the batch records and their arrays are reused across steps.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <ectier/worker.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/strmap.h"
+#include "copy/plan.h"
+#include "step/instance_region.h"
+
+struct batch {
+    uint64_t ticket;
+    ect_copy_dir_t dir;
+    char **keys; /* saves completed by this batch */
+    size_t n_keys;
+    uint64_t *tids; /* loads completed by this batch */
+    size_t n_tids;
+    uint64_t bytes;
+    uint64_t t_submit_ns;
+    uint64_t t_landed_ns; /* set by ect_worker_wait, which retires the ticket */
+    int settled;
+    ect_status_t result;
+};
+
+struct ect_worker {
+    ect_geometry_t geom;
+    ect_region_t *region;
+    ect_copy_engine_t *engine;
+    int own_engine;
+    int save_rank;
+    ect_copy_region_view_t view;
+
+    ect_step_meta_t *meta;
+    int loads_started;
+    ect_strmap_t saved_this_step;
+    ect_copy_plan_t save_plan;
+    char **save_keys;
+    size_t n_save_keys, cap_save_keys;
+    uint64_t save_bytes;
+    void *save_stream;
+    ect_copy_plan_t load_plan;
+
+    struct batch *inflight;
+    size_t n_inflight, cap_inflight;
+    ect_worker_report_t *carry;
+};
+
+ect_status_t
+ect_worker_create(const ect_worker_params_t *params, ect_worker_t **worker_p)
+{
+    if (params == NULL || params->config == NULL || params->geometry == NULL || worker_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker: NULL params, config or geometry");
+    ect_status_t st = ect_config_validate(params->config);
+    if (st != ECT_OK)
+        return st;
+    ect_worker_t *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "worker: out of memory");
+    w->geom = *params->geometry;
+    w->save_rank = params->tp_rank == 0 && params->pcp_rank == 0;
+    ect__strmap_init(&w->saved_this_step);
+    ect__copy_plan_init(&w->save_plan);
+    ect__copy_plan_init(&w->load_plan);
+    if ((st = ect_worker_report_create(&w->carry)) != ECT_OK)
+        goto err_free;
+    st = ect__instance_region_open(params->config, &w->geom, params->instance_id, params->dp_rank,
+                                   params->region_dir, &w->region);
+    if (st != ECT_OK)
+        goto err_carry;
+    w->view.base = ect_region_data(w->region);
+    w->view.block_size = w->geom.block_size_bytes;
+    w->view.num_blocks = w->geom.num_blocks;
+    if (params->engine != NULL) {
+        w->engine = params->engine;
+    } else {
+        ect_copy_cpu_params_t cp = {.threads = params->config->copy_threads};
+        if ((st = ect_copy_engine_create_cpu(&cp, &w->engine)) != ECT_OK)
+            goto err_region;
+        w->own_engine = 1;
+    }
+    st = ect_copy_register_host(w->engine, w->view.base,
+                                (size_t)(w->geom.num_blocks * w->geom.block_size_bytes));
+    if (st != ECT_OK)
+        goto err_engine;
+    *worker_p = w;
+    return ECT_OK;
+
+err_engine:
+    if (w->own_engine)
+        ect_copy_engine_destroy(w->engine);
+err_region:
+    ect_region_close(w->region);
+err_carry:
+    ect_worker_report_destroy(w->carry);
+err_free:
+    free(w);
+    return st;
+}
+
+int
+ect_worker_is_save_rank(const ect_worker_t *worker)
+{
+    return worker != NULL && worker->save_rank;
+}
+
+const ect_step_meta_t *
+ect_worker_metadata(const ect_worker_t *worker)
+{
+    return worker != NULL ? worker->meta : NULL;
+}
+
+size_t
+ect_worker_in_flight(const ect_worker_t *worker)
+{
+    return worker != NULL ? worker->n_inflight : 0;
+}
+
+static void
+free_keys(char **keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+    free(keys);
+}
+
+static void
+drop_batch(struct batch *b)
+{
+    free_keys(b->keys, b->n_keys);
+    free(b->tids);
+}
+
+ect_status_t
+ect_worker_bind_metadata(ect_worker_t *w, const void *bytes, size_t len)
+{
+    if (w == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker bind: NULL worker");
+    if (w->meta != NULL)
+        return ect__error(ECT_ERR_STATE, "worker bind: metadata already bound this step");
+    ect_step_meta_t *meta;
+    ect_status_t st = ect_step_meta_decode(bytes, len, w->geom.num_blocks, &meta);
+    if (st != ECT_OK)
+        return st;
+    w->meta = meta;
+    w->loads_started = 0;
+    return ECT_OK;
+}
+
+/* Saves queued but never submitted end as failed: their entries' blocks are
+ * freed by the scheduler instead of staying not-ready forever. */
+static void
+fail_queued_saves(ect_worker_t *w)
+{
+    for (size_t i = 0; i < w->n_save_keys; i++) {
+        if (ect_worker_report_add_failed_save(w->carry, w->save_keys[i]) != ECT_OK)
+            ect__log_last_error(ECT_LOG_ERROR, "worker");
+        free(w->save_keys[i]);
+    }
+    w->n_save_keys = 0;
+    w->save_bytes = 0;
+    ect__copy_plan_reset(&w->save_plan);
+}
+
+void
+ect_worker_clear_metadata(ect_worker_t *w)
+{
+    if (w == NULL || w->meta == NULL)
+        return;
+    if (w->n_save_keys > 0) {
+        ECT_LOG_W("worker: %zu saves queued but not submitted before clear_metadata",
+                  w->n_save_keys);
+        fail_queued_saves(w);
+    }
+    /* Loads never started are still reported so their pins are released. */
+    if (!w->loads_started)
+        for (size_t i = 0; i < ect_step_meta_n_loads(w->meta); i++)
+            ect_worker_report_add_load(w->carry, ect_step_meta_load(w->meta, i)->transfer_id);
+    ect__strmap_cleanup(&w->saved_this_step);
+    ect_step_meta_destroy(w->meta);
+    w->meta = NULL;
+}
+
+static ect_status_t
+push_batch(ect_worker_t *w, const struct batch *b)
+{
+    if (w->n_inflight == w->cap_inflight) {
+        size_t cap = w->cap_inflight ? w->cap_inflight * 2 : 8;
+        struct batch *grown = realloc(w->inflight, cap * sizeof(*grown));
+        if (grown == NULL)
+            return ect__error(ECT_ERR_NO_MEMORY, "worker: out of memory tracking copies");
+        w->inflight = grown;
+        w->cap_inflight = cap;
+    }
+    w->inflight[w->n_inflight++] = *b;
+    return ECT_OK;
+}
+
+static int
+cmp_load_by_block(const void *a, const void *b)
+{
+    const ect_step_item_t *x = *(const ect_step_item_t *const *)a;
+    const ect_step_item_t *y = *(const ect_step_item_t *const *)b;
+    uint64_t fx = x->n_runs ? x->runs[0].first : 0, fy = y->n_runs ? y->runs[0].first : 0;
+    return fx < fy ? -1 : fx > fy;
+}
+
+ect_status_t
+ect_worker_start_load(ect_worker_t *w, ect_load_target_fn target, void *user, void *compute_stream)
+{
+    if (w == NULL || target == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker start_load: NULL argument");
+    if (w->meta == NULL || w->loads_started)
+        return ect__error(ECT_ERR_STATE, "worker start_load: %s",
+                          w->meta == NULL ? "no metadata bound" : "loads already started");
+    w->loads_started = 1;
+    size_t n = ect_step_meta_n_loads(w->meta);
+    if (n == 0)
+        return ECT_OK;
+    struct batch b = {.dir = ECT_COPY_LOAD};
+    const ect_step_item_t **items = malloc(n * sizeof(*items));
+    b.tids = malloc(n * sizeof(*b.tids));
+    ect_status_t st = ECT_OK;
+    if (items == NULL || b.tids == NULL) {
+        st = ect__error(ECT_ERR_NO_MEMORY, "worker start_load: out of memory");
+        goto err_report;
+    }
+    for (size_t i = 0; i < n; i++)
+        items[i] = ect_step_meta_load(w->meta, i);
+    /* Block order gives the copy engine the longest runs. */
+    qsort(items, n, sizeof(*items), cmp_load_by_block);
+    ect__copy_plan_reset(&w->load_plan);
+    for (size_t i = 0; i < n; i++) {
+        const ect_step_item_t *it = items[i];
+        size_t nbytes = (size_t)(it->n_blocks * w->geom.block_size_bytes);
+        void *dst = NULL;
+        if ((st = target(user, it->key, it->n_blocks, nbytes, &dst)) != ECT_OK)
+            goto err_report;
+        if (dst == NULL && nbytes > 0) {
+            st = ect__error(ECT_ERR_INVALID_ARG, "worker start_load: no destination for '%s'",
+                            it->key);
+            goto err_report;
+        }
+        st = ect__copy_plan_add(&w->load_plan, ECT_COPY_LOAD, &w->view, it->runs, it->n_runs, dst,
+                                nbytes);
+        if (st != ECT_OK)
+            goto err_report;
+        b.tids[b.n_tids++] = it->transfer_id;
+        b.bytes += nbytes;
+    }
+    ect_copy_batch_t cb = {.dir = ECT_COPY_LOAD,
+                           .ops = w->load_plan.ops,
+                           .n_ops = w->load_plan.n_ops,
+                           .compute_stream = compute_stream};
+    b.t_submit_ns = ect__now_ns();
+    if ((st = ect_copy_submit(w->engine, &cb, &b.ticket)) != ECT_OK)
+        goto err_report;
+    if ((st = push_batch(w, &b)) != ECT_OK) {
+        /* The copy runs on; wait for it so nothing writes after we report. */
+        ect_copy_wait(w->engine, b.ticket);
+        goto err_report;
+    }
+    free(items);
+    return ECT_OK;
+
+err_report:
+    for (size_t i = 0; i < n; i++)
+        ect_worker_report_add_load(w->carry, ect_step_meta_load(w->meta, i)->transfer_id);
+    free(b.tids);
+    free(items);
+    return st;
+}
+
+ect_status_t
+ect_worker_save(ect_worker_t *w, const char *key, const void *src, size_t nbytes,
+                void *compute_stream, int *queued_p)
+{
+    if (w == NULL || key == NULL || (src == NULL && nbytes > 0))
+        return ect__error(ECT_ERR_INVALID_ARG, "worker save: NULL argument");
+    if (queued_p != NULL)
+        *queued_p = 0;
+    if (!w->save_rank || w->meta == NULL)
+        return ECT_OK;
+    const ect_step_item_t *it = ect_step_meta_find_save(w->meta, key);
+    if (it == NULL)
+        return ECT_OK;
+    if (ect__strmap_find(&w->saved_this_step, key) != NULL)
+        return ect__error(ECT_ERR_EXISTS, "worker save: '%s' was already saved this step", key);
+    ect_status_t st = ect__copy_plan_add(&w->save_plan, ECT_COPY_SAVE, &w->view, it->runs,
+                                         it->n_runs, (void *)src, nbytes);
+    if (st != ECT_OK)
+        return st;
+    if (w->n_save_keys == w->cap_save_keys) {
+        size_t cap = w->cap_save_keys ? w->cap_save_keys * 2 : 8;
+        char **grown = realloc(w->save_keys, cap * sizeof(*grown));
+        if (grown == NULL)
+            return ect__error(ECT_ERR_NO_MEMORY, "worker save: out of memory");
+        w->save_keys = grown;
+        w->cap_save_keys = cap;
+    }
+    char *copy = strdup(key);
+    if (copy == NULL || (st = ect__strmap_put(&w->saved_this_step, key, NULL, NULL)) != ECT_OK) {
+        free(copy);
+        return copy == NULL ? ect__error(ECT_ERR_NO_MEMORY, "worker save: out of memory") : st;
+    }
+    w->save_keys[w->n_save_keys++] = copy;
+    w->save_bytes += nbytes;
+    if (w->n_save_keys == 1)
+        w->save_stream = compute_stream;
+    if (queued_p != NULL)
+        *queued_p = 1;
+    return ECT_OK;
+}
+
+ect_status_t
+ect_worker_get_finished(ect_worker_t *w)
+{
+    if (w == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker get_finished: NULL worker");
+    if (w->n_save_keys == 0)
+        return ECT_OK;
+    struct batch b = {.dir = ECT_COPY_SAVE, .bytes = w->save_bytes};
+    ect_copy_batch_t cb = {.dir = ECT_COPY_SAVE,
+                           .ops = w->save_plan.ops,
+                           .n_ops = w->save_plan.n_ops,
+                           .compute_stream = w->save_stream};
+    b.t_submit_ns = ect__now_ns();
+    ect_status_t st = ect_copy_submit(w->engine, &cb, &b.ticket);
+    if (st != ECT_OK) {
+        fail_queued_saves(w);
+        return st;
+    }
+    b.keys = w->save_keys;
+    b.n_keys = w->n_save_keys;
+    if ((st = push_batch(w, &b)) != ECT_OK) {
+        ect_copy_wait(w->engine, b.ticket);
+        fail_queued_saves(w);
+        return st;
+    }
+    /* The batch owns the key array now. */
+    w->save_keys = NULL;
+    w->n_save_keys = w->cap_save_keys = 0;
+    w->save_bytes = 0;
+    ect__copy_plan_reset(&w->save_plan);
+    return ECT_OK;
+}
+
+ect_status_t
+ect_worker_take_report(ect_worker_t *w, ect_worker_report_t **report_p)
+{
+    if (w == NULL || report_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker take_report: NULL argument");
+    ect_status_t failure = ECT_OK;
+    ect_worker_report_t *rep = w->carry;
+    size_t kept = 0;
+    uint64_t now = ect__now_ns();
+    for (size_t i = 0; i < w->n_inflight; i++) {
+        struct batch *b = &w->inflight[i];
+        ect_status_t st = b->settled ? b->result : ect_copy_query(w->engine, b->ticket);
+        uint64_t landed = b->settled ? b->t_landed_ns : now;
+        if (st == ECT_ERR_BUSY) {
+            w->inflight[kept++] = *b;
+            continue;
+        }
+        if (st != ECT_OK) {
+            failure = st;
+            ECT_LOG_E("worker: copy batch %llu failed: %s", (unsigned long long)b->ticket,
+                      ect_last_error());
+        }
+        ect_copy_stats_t cs = {0};
+        for (size_t k = 0; k < b->n_keys; k++) {
+            if (st == ECT_OK)
+                ect_worker_report_add_save(rep, b->keys[k]);
+            else
+                ect_worker_report_add_failed_save(rep, b->keys[k]);
+        }
+        for (size_t k = 0; k < b->n_tids; k++)
+            ect_worker_report_add_load(rep, b->tids[k]);
+        if (st == ECT_OK) {
+            if (b->dir == ECT_COPY_SAVE) {
+                cs.save_bytes = b->bytes;
+                cs.save_ns = landed - b->t_submit_ns;
+                cs.save_batches = 1;
+            } else {
+                cs.load_bytes = b->bytes;
+                cs.load_ns = landed - b->t_submit_ns;
+                cs.load_batches = 1;
+            }
+            ect_worker_report_add_stats(rep, &cs);
+        }
+        drop_batch(b);
+    }
+    w->n_inflight = kept;
+    if (ect_worker_report_n_saves(rep) + ect_worker_report_n_loads(rep) +
+            ect_worker_report_n_failed_saves(rep) ==
+        0) {
+        *report_p = NULL;
+        return failure;
+    }
+    ect_worker_report_t *fresh;
+    ect_status_t st = ect_worker_report_create(&fresh);
+    if (st != ECT_OK)
+        return st; /* the completions stay in carry for the next call */
+    w->carry = fresh;
+    *report_p = rep;
+    return failure;
+}
+
+ect_status_t
+ect_worker_wait(ect_worker_t *w)
+{
+    if (w == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "worker wait: NULL worker");
+    ect_status_t failure = ECT_OK;
+    for (size_t i = 0; i < w->n_inflight; i++) {
+        struct batch *b = &w->inflight[i];
+        if (b->settled)
+            continue;
+        b->result = ect_copy_wait(w->engine, b->ticket);
+        b->t_landed_ns = ect__now_ns();
+        b->settled = 1;
+        if (b->result != ECT_OK)
+            failure = b->result;
+    }
+    return failure;
+}
+
+void
+ect_worker_destroy(ect_worker_t *w)
+{
+    if (w == NULL)
+        return;
+    ect_worker_wait(w);
+    for (size_t i = 0; i < w->n_inflight; i++)
+        drop_batch(&w->inflight[i]);
+    free(w->inflight);
+    ect_worker_clear_metadata(w);
+    free_keys(w->save_keys, w->n_save_keys);
+    ect__copy_plan_cleanup(&w->save_plan);
+    ect__copy_plan_cleanup(&w->load_plan);
+    ect_copy_unregister_host(w->engine, w->view.base);
+    if (w->own_engine)
+        ect_copy_engine_destroy(w->engine);
+    ect_region_close(w->region);
+    ect_worker_report_destroy(w->carry);
+    free(w);
+}
