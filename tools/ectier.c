@@ -9,16 +9,23 @@
 #include <ectier/ectier.h>
 
 #include "cli.h"
+#include "ectier_build_config.h"
 
 static int cli_version(int argc, char **argv);
 
 static const struct ect_cli_command commands[] = {
     {"bench", "run the benchmarks, each against its ceiling", ect_cli_bench},
     {"config", "check an ec_transfer_config and print the resolved settings", ect_cli_config},
+#if ECT_HAVE_P2P
+    {"consumer", "run a consumer instance that fetches announced encodings", ect_cli_consumer},
+#endif
     {"demo", "run the reference engine loop on an embedded workload", ect_cli_demo},
     {"gc", "remove orphaned regions (no live holder) from /dev/shm", ect_cli_gc},
     {"geometry", "compute the block geometry from a model's config.json", ect_cli_geometry},
     {"inspect", "show the regions in /dev/shm: geometry, holders, age", ect_cli_inspect},
+#if ECT_HAVE_P2P
+    {"producer", "run a producer instance that serves encodings to consumers", ect_cli_producer},
+#endif
     {"settings", "print the settings reference (Markdown)", ect_cli_settings},
     {"version", "print the version and what this build includes", cli_version},
 };
@@ -33,32 +40,6 @@ cli_version(int argc, char **argv)
     printf("ectier %s (p2p: %s, cuda: %s)\n", ect_version(), ect_has_p2p() ? "yes" : "no",
            ect_has_cuda() ? "yes" : "no");
     return 0;
-}
-
-int
-ect_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "ectier %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    if (usage != NULL)
-        fprintf(stderr, "%s", usage);
-    return 2;
-}
-
-int
-ect_cli_fail(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "ectier %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    return 1;
 }
 
 static void

@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "common/strmap.h"
 #include "step/instance_region.h"
+#include "step/p2p_hooks.h"
 
 struct load_rec {
     char *key;
@@ -47,6 +48,7 @@ struct ect_scheduler {
     ect_strmap_t saves_in_flight; /* key -> NULL */
     ect_strmap_t loads_in_flight; /* transfer id (hex) -> struct load_rec */
     ect_metrics_t m;
+    struct ect__p2p *p2p; /* NULL unless config.p2p_enabled */
 };
 
 void
@@ -69,10 +71,6 @@ ect_scheduler_create(const ect_scheduler_params_t *params, ect_scheduler_t **sch
     ect_status_t st = ect_config_validate(params->config);
     if (st != ECT_OK)
         return st;
-    if (params->config->p2p_enabled)
-        return ect__error(ECT_ERR_UNSUPPORTED,
-                          "scheduler: ec_enable_nixl is set but peer-to-peer sessions are not "
-                          "part of this scheduler yet; remove ec_enable_nixl");
     ect_scheduler_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory");
@@ -93,9 +91,21 @@ ect_scheduler_create(const ect_scheduler_params_t *params, ect_scheduler_t **sch
         goto err_mutex;
     if ((st = ect_cache_create(s->geom.num_blocks, &s->cache)) != ECT_OK)
         goto err_region;
+    if (s->cfg.p2p_enabled) {
+        ect__p2p_params_t pp = {.config = &s->cfg,
+                                .geometry = &s->geom,
+                                .cache = s->cache,
+                                .region = s->region,
+                                .engine_version = params->engine_version,
+                                .model_name = params->model_name};
+        if ((st = ect__p2p_create(&pp, &s->p2p)) != ECT_OK)
+            goto err_cache;
+    }
     *scheduler_p = s;
     return ECT_OK;
 
+err_cache:
+    ect_cache_destroy(s->cache);
 err_region:
     ect_region_close(s->region);
 err_mutex:
@@ -122,6 +132,12 @@ shutdown_locked(ect_scheduler_t *s)
     s->shut_down = 1;
     s->producer = 0;
     s->consumer = 0;
+    /* The sessions' threads use the cache and region: stop them first. */
+    if (s->p2p != NULL) {
+        ect__p2p_metrics(s->p2p, &s->m);
+        ect__p2p_destroy(s->p2p);
+        s->p2p = NULL;
+    }
     ect_step_meta_destroy(s->step);
     s->step = NULL;
     ect__strmap_cleanup(&s->saves_in_flight);
@@ -198,7 +214,11 @@ ect_scheduler_ensure_cache_available(ect_scheduler_t *s, const ect_request_t *re
         return st;
     /* Without peer-to-peer every item is either in the tier or computed here. */
     *available_p = 1;
-    return ECT_OK;
+    pthread_mutex_lock(&s->lock);
+    if (s->p2p != NULL && s->consumer)
+        st = ect__p2p_ensure(s->p2p, request, available_p);
+    pthread_mutex_unlock(&s->lock);
+    return st;
 }
 
 /* Copy an entry's runs into a new array (caller frees). */
@@ -444,7 +464,15 @@ ect_scheduler_request_finished(ect_scheduler_t *s, const ect_request_t *request,
         return st;
     /* Announcements exist only with peer-to-peer transfer. */
     *params_json_p = NULL;
-    return ECT_OK;
+    pthread_mutex_lock(&s->lock);
+    if (s->p2p != NULL) {
+        if (s->producer)
+            st = ect__p2p_announce(s->p2p, request, params_json_p);
+        if (s->consumer)
+            ect__p2p_request_finished(s->p2p, request);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
 }
 
 int
@@ -463,11 +491,13 @@ ect_scheduler_has_pending_push_work(ect_scheduler_t *s)
 size_t
 ect_scheduler_take_unavailable_requests(ect_scheduler_t *s, char **ids, size_t cap)
 {
-    (void)s;
-    (void)ids;
-    (void)cap;
+    if (s == NULL || (ids == NULL && cap > 0))
+        return 0;
     /* Only a peer-to-peer consumer can lose an announced encoding. */
-    return 0;
+    pthread_mutex_lock(&s->lock);
+    size_t n = s->p2p != NULL ? ect__p2p_take_unavailable(s->p2p, ids, cap) : 0;
+    pthread_mutex_unlock(&s->lock);
+    return n;
 }
 
 ect_status_t
@@ -479,8 +509,11 @@ ect_scheduler_metrics(ect_scheduler_t *s, ect_metrics_t *metrics_p)
     ect_status_t st = ECT_OK;
     if (s->cache != NULL)
         st = ect_cache_stats(s->cache, &s->m.cache);
-    if (st == ECT_OK)
+    if (st == ECT_OK) {
         *metrics_p = s->m;
+        if (s->p2p != NULL)
+            ect__p2p_metrics(s->p2p, metrics_p);
+    }
     pthread_mutex_unlock(&s->lock);
     return st;
 }

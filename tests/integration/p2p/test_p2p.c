@@ -1,0 +1,457 @@
+/*
+ * Peer-to-peer transfer end to end (SPEC §8, issue 4): real producer and
+ * consumer instances (scheduler + worker + sessions), real ZeroMQ on
+ * 127.0.0.1, real UCX and the same-host path, real processes where a
+ * producer must die or stop.  Counterparts of the seed's loopback and
+ * consumer/producer scenarios are named after them.
+ */
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <zmq.h>
+
+#include <ectier/ectier.h>
+
+#include "harness.h"
+#include "instance.h"
+#include "pattern.h"
+#include "proto/wire.h"
+
+#define HIDDEN "64" /* bf16: 128-byte blocks */
+#define BLOCK 128u
+
+static uint64_t
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void
+config_json(char *buf, size_t cap, const char *role, unsigned long long cpu_bytes,
+            const char *extra)
+{
+    snprintf(buf, cap,
+             "{\"ec_connector\": \"ectier\", \"ec_role\": \"%s\", \"ec_connector_extra_config\": "
+             "{\"ec_cpu_bytes\": %llu, \"ec_enable_nixl\": true%s%s}}",
+             role, cpu_bytes, extra ? ", " : "", extra ? extra : "");
+}
+
+static void
+open_instance(struct ect_cli_instance *in, const char *role, unsigned long long cpu_bytes,
+              const char *extra, const char *model)
+{
+    char cfg[1024];
+    config_json(cfg, sizeof(cfg), role, cpu_bytes, extra);
+    setenv("ECTIER_SIDE_CHANNEL_HOST", "127.0.0.1", 1);
+    setenv("ECTIER_SIDE_CHANNEL_PORT", "0", 1);
+    struct ect_cli_instance_args a = {.cmd = "test", .config = cfg, .model = model,
+                                      .hidden = HIDDEN, .dtype = "bf16",
+                                      .engine_version = "0.11.0"};
+    CHECK_MSG(ect_cli_instance_open(in, &a, "") == 0, "instance: %s", ect_last_error());
+}
+
+/* Save the test pattern of entry i (tokens rows) and announce it; the
+ * announcement JSON is returned (caller frees with ect_free). */
+static char *
+produce(struct ect_cli_instance *p, unsigned i, uint64_t tokens, char hash[65])
+{
+    ect_pattern_mm_hash(i, hash);
+    size_t n = tokens * BLOCK;
+    uint8_t *buf = malloc(n);
+    ect_pattern_fill(hash, buf, n);
+    CHECK_OK(ect_cli_instance_save(p, hash, tokens, buf, n));
+    free(buf);
+    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens};
+    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1};
+    char *params = NULL;
+    CHECK_OK(ect_scheduler_request_finished(p->sched, &req, &params));
+    CHECK(params != NULL);
+    return params;
+}
+
+enum outcome { FETCHED, LOCAL, UNAVAILABLE, TIMED_OUT };
+
+/* Drive ensure_cache_available for one item until it is decided. */
+static enum outcome
+fetch(struct ect_cli_instance *c, const char *hash, uint64_t tokens, const char *params,
+      int has_local_input, double timeout_s)
+{
+    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens,
+                          .has_local_input = has_local_input};
+    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1,
+                         .ec_transfer_params_json = params};
+    uint64_t end = now_ns() + (uint64_t)(timeout_s * 1e9);
+    while (now_ns() < end) {
+        int available = 0;
+        CHECK_OK(ect_scheduler_ensure_cache_available(c->sched, &req, &available));
+        if (available)
+            return ect_scheduler_has_cache_item(c->sched, hash) ? FETCHED : LOCAL;
+        char *ids[4];
+        size_t k = ect_scheduler_take_unavailable_requests(c->sched, ids, 4);
+        int mine = 0;
+        for (size_t i = 0; i < k; i++) {
+            mine |= strcmp(ids[i], hash) == 0;
+            ect_free(ids[i]);
+        }
+        if (mine)
+            return UNAVAILABLE;
+        usleep(500);
+    }
+    return TIMED_OUT;
+}
+
+static void
+finish(struct ect_cli_instance *c, const char *hash, uint64_t tokens)
+{
+    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens};
+    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1};
+    char *unused = NULL;
+    CHECK_OK(ect_scheduler_request_finished(c->sched, &req, &unused));
+    ect_free(unused);
+}
+
+static void
+check_pattern_loaded(struct ect_cli_instance *c, const char *hash, uint64_t tokens)
+{
+    size_t n = tokens * BLOCK;
+    uint8_t *buf = malloc(n);
+    memset(buf, 0, n);
+    CHECK_OK(ect_cli_instance_load(c, hash, tokens, buf, n));
+    size_t bad = ect_pattern_check(hash, buf, n);
+    CHECK_MSG(bad == n, "'%s' differs from the pattern at byte %zu", hash, bad);
+    free(buf);
+}
+
+/* Nothing pinned, granted or in flight once everything was served. */
+static void
+check_quiet(struct ect_cli_instance *in, double within_s)
+{
+    uint64_t end = now_ns() + (uint64_t)(within_s * 1e9);
+    ect_metrics_t m;
+    do {
+        CHECK_OK(ect_scheduler_metrics(in->sched, &m));
+        if (m.grants_outstanding == 0 && m.cache.entries_not_ready == 0 && m.cache.pins == 0)
+            return;
+        usleep(1000);
+    } while (now_ns() < end);
+    CHECK_MSG(0, "still busy: %llu grants, %llu not ready, %llu pins",
+              (unsigned long long)m.grants_outstanding,
+              (unsigned long long)m.cache.entries_not_ready, (unsigned long long)m.cache.pins);
+}
+
+static void
+end_to_end(const char *transport)
+{
+    char extra[128];
+    snprintf(extra, sizeof(extra), "\"transport\": \"%s\", \"announce_lease_s\": 0", transport);
+    struct ect_cli_instance p, c;
+    open_instance(&p, "ec_producer", 1 << 20, extra, "m");
+    open_instance(&c, "ec_consumer", 1 << 20, extra, "m");
+    char hash[65];
+    char *params = produce(&p, 0, 100, hash);
+    CHECK_EQ_INT(fetch(&c, hash, 100, params, 0, 10), FETCHED);
+    check_pattern_loaded(&c, hash, 100);
+    finish(&c, hash, 100);
+    check_quiet(&p, 5);
+    check_quiet(&c, 5);
+    ect_metrics_t m;
+    CHECK_OK(ect_scheduler_metrics(c.sched, &m));
+    CHECK_EQ_U64(m.p2p_reads_completed, 1);
+    CHECK_EQ_U64(m.acks_received[0], 1);
+    CHECK_EQ_U64(m.p2p_read_bytes, 100 * BLOCK);
+    ect_free(params);
+    ect_cli_instance_close(&c);
+    ect_cli_instance_close(&p);
+}
+
+static void
+test_end_to_end_single_xfer_same_host(void)
+{
+    end_to_end("same_host");
+}
+
+static void
+test_end_to_end_single_xfer_ucx_tcp(void)
+{
+    setenv("UCX_TLS", "tcp", 1);
+    end_to_end("ucx");
+}
+
+static void
+test_end_to_end_single_xfer_ucx_default_transports(void)
+{
+    end_to_end("ucx");
+}
+
+static void
+test_concurrent_xfers_different_mm_hashes(void)
+{
+    struct ect_cli_instance p, c;
+    open_instance(&p, "ec_producer", 4 << 20, NULL, "m");
+    open_instance(&c, "ec_consumer", 4 << 20, NULL, "m");
+    enum { N = 24 };
+    char hashes[N][65];
+    char *params[N];
+    for (unsigned i = 0; i < N; i++)
+        params[i] = produce(&p, i, 50 + i * 7, hashes[i]);
+    /* Start every fetch before waiting on any. */
+    ect_mm_feature_t f[N];
+    ect_request_t req[N];
+    int done[N] = {0}, n_done = 0;
+    for (unsigned i = 0; i < N; i++) {
+        f[i] = (ect_mm_feature_t){.identifier = hashes[i], .mm_hash = hashes[i],
+                                  .num_tokens = 50 + i * 7};
+        req[i] = (ect_request_t){.request_id = hashes[i], .features = &f[i], .n_features = 1,
+                                 .ec_transfer_params_json = params[i]};
+    }
+    uint64_t end = now_ns() + 20ull * 1000000000ull;
+    while (n_done < N && now_ns() < end) {
+        for (unsigned i = 0; i < N; i++) {
+            int available = 0;
+            if (done[i])
+                continue;
+            CHECK_OK(ect_scheduler_ensure_cache_available(c.sched, &req[i], &available));
+            if (available) {
+                CHECK(ect_scheduler_has_cache_item(c.sched, hashes[i]));
+                done[i] = 1;
+                n_done++;
+            }
+        }
+        usleep(500);
+    }
+    CHECK_EQ_INT(n_done, N);
+    for (unsigned i = 0; i < N; i++) {
+        check_pattern_loaded(&c, hashes[i], 50 + i * 7);
+        finish(&c, hashes[i], 50 + i * 7);
+        ect_free(params[i]);
+    }
+    check_quiet(&p, 5);
+    ect_cli_instance_close(&c);
+    ect_cli_instance_close(&p);
+}
+
+/* Announce hash under another name: the producer answers NACK_MISSING. */
+static char *
+rename_in_params(const char *params, const char *from, const char *to)
+{
+    char *out = malloc(strlen(params) + strlen(to) + 1);
+    const char *at = strstr(params, from);
+    CHECK(at != NULL);
+    size_t head = (size_t)(at - params);
+    memcpy(out, params, head);
+    strcpy(out + head, to);
+    strcat(out, at + strlen(from));
+    return out;
+}
+
+static void
+test_nack_missing_falls_back_with_local_input_and_is_request_scoped_without(void)
+{
+    struct ect_cli_instance p, c;
+    open_instance(&p, "ec_producer", 1 << 20, NULL, "m");
+    open_instance(&c, "ec_consumer", 1 << 20, NULL, "m");
+    char hash[65], other[65];
+    char *params = produce(&p, 0, 10, hash);
+    ect_pattern_mm_hash(999, other);
+    char *missing = rename_in_params(params, hash, other);
+    CHECK_EQ_INT(fetch(&c, other, 10, missing, 1, 10), LOCAL);
+    finish(&c, other, 10);
+    /* The same failure without media to encode: the request fails, once. */
+    CHECK_EQ_INT(fetch(&c, other, 10, missing, 0, 10), UNAVAILABLE);
+    ect_metrics_t m;
+    CHECK_OK(ect_scheduler_metrics(c.sched, &m));
+    CHECK_EQ_U64(m.acks_received[ECT_XFER_NACK_MISSING], 2);
+    CHECK_EQ_U64(m.p2p_fallbacks, 1);
+    CHECK_EQ_U64(m.p2p_unavailable, 1);
+    CHECK_EQ_U64(m.cache.entries, 0); /* the reserved blocks were freed */
+    finish(&c, other, 10);
+    free(missing);
+    ect_free(params);
+    ect_cli_instance_close(&c);
+    ect_cli_instance_close(&p);
+}
+
+static void
+test_nack_incompat_when_models_differ(void)
+{
+    struct ect_cli_instance p, c;
+    open_instance(&p, "ec_producer", 1 << 20, NULL, "model-a");
+    open_instance(&c, "ec_consumer", 1 << 20, NULL, "model-b");
+    char hash[65];
+    char *params = produce(&p, 0, 10, hash);
+    CHECK_EQ_INT(fetch(&c, hash, 10, params, 1, 10), LOCAL);
+    ect_metrics_t m;
+    CHECK_OK(ect_scheduler_metrics(c.sched, &m));
+    CHECK_EQ_U64(m.acks_received[ECT_XFER_NACK_INCOMPAT], 1);
+    CHECK_OK(ect_scheduler_metrics(p.sched, &m));
+    CHECK_EQ_U64(m.acks_sent[ECT_XFER_NACK_INCOMPAT], 1);
+    finish(&c, hash, 10);
+    ect_free(params);
+    ect_cli_instance_close(&c);
+    ect_cli_instance_close(&p);
+}
+
+/* The producer's port, from an announcement. */
+static unsigned
+params_port(const char *params)
+{
+    const char *at = strstr(params, "\"peer_port\":");
+    CHECK(at != NULL);
+    return (unsigned)strtoul(at + 12, NULL, 10);
+}
+
+/* Send one raw request and wait for the ack's status (-1: no reply). */
+static int
+raw_request(void *dealer, const char *hash, const char *compat, const char *session,
+            int64_t version, int with_version)
+{
+    ect_xfer_req_t req = {.mm_hash = hash, .compatibility_hash = compat, .session_id = session,
+                          .connector_version = version, .has_connector_version = with_version};
+    ect_wire_buf_t b;
+    ect_wire_buf_init(&b);
+    CHECK_OK(ect_wire_encode_req(&req, &b));
+    CHECK(zmq_send(dealer, "", 0, ZMQ_SNDMORE) == 0);
+    CHECK(zmq_send(dealer, b.data, b.len, 0) == (int)b.len);
+    ect_wire_buf_cleanup(&b);
+    zmq_pollitem_t it = {dealer, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, 2000) <= 0)
+        return -1;
+    char frame[4];
+    CHECK(zmq_recv(dealer, frame, sizeof(frame), 0) == 0);
+    uint8_t payload[65536];
+    int n = zmq_recv(dealer, payload, sizeof(payload), 0);
+    CHECK(n > 0);
+    ect_xfer_ack_t ack;
+    CHECK_OK(ect_wire_decode_ack(payload, (size_t)n, &ack));
+    int status = (int)ack.status;
+    ect_xfer_ack_cleanup(&ack);
+    return status;
+}
+
+static void
+test_producer_checks_version_hash_session_and_presence_in_order(void)
+{
+    struct ect_cli_instance p;
+    open_instance(&p, "ec_producer", 1 << 20, NULL, "m");
+    char hash[65], compat[65];
+    char *params = produce(&p, 0, 10, hash);
+    CHECK_OK(ect_compat_hash("0.11.0", "m", "torch.bfloat16", BLOCK, compat));
+    void *ctx = zmq_ctx_new();
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof(zero));
+    char ep[64];
+    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", params_port(params));
+    CHECK(zmq_connect(d, ep) == 0);
+    /* A version mismatch wins over everything else. */
+    CHECK_EQ_INT(raw_request(d, hash, "bad", "", 2, 1), ECT_XFER_NACK_VERSION);
+    CHECK_EQ_INT(raw_request(d, hash, "bad", "", 1, 1), ECT_XFER_NACK_INCOMPAT);
+    CHECK_EQ_INT(raw_request(d, hash, compat, "", 1, 1), ECT_XFER_NACK_INTERNAL);
+    CHECK_EQ_INT(raw_request(d, "absent", compat, "s1", 1, 1), ECT_XFER_NACK_MISSING);
+    /* An absent version is compatible (the seed omits it). */
+    CHECK_EQ_INT(raw_request(d, hash, compat, "s1", 1, 0), ECT_XFER_OK);
+    /* A repeated request replaces the grant rather than pinning twice. */
+    CHECK_EQ_INT(raw_request(d, hash, compat, "s1", 1, 1), ECT_XFER_OK);
+    ect_metrics_t m;
+    CHECK_OK(ect_scheduler_metrics(p.sched, &m));
+    CHECK_EQ_U64(m.grants_outstanding, 1);
+    CHECK_EQ_U64(m.cache.pins, 1);
+    /* Garbage gets no reply and is counted. */
+    CHECK(zmq_send(d, "", 0, ZMQ_SNDMORE) == 0);
+    CHECK(zmq_send(d, "\xc1garbage", 8, 0) == 8);
+    zmq_pollitem_t it = {d, 0, ZMQ_POLLIN, 0};
+    CHECK_EQ_INT(zmq_poll(&it, 1, 300), 0);
+    CHECK_OK(ect_scheduler_metrics(p.sched, &m));
+    CHECK_EQ_U64(m.wire_dropped, 1);
+    /* The consumer vanishes: its grant is released without waiting 30 s. */
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+    check_quiet(&p, 15);
+    CHECK_OK(ect_scheduler_metrics(p.sched, &m));
+    CHECK_EQ_U64(m.grants_released_dead_peer, 1);
+    ect_free(params);
+    ect_cli_instance_close(&p);
+}
+
+static void
+test_producer_that_never_answers_times_out_and_falls_back(void)
+{
+    void *ctx = zmq_ctx_new();
+    void *r = zmq_socket(ctx, ZMQ_ROUTER);
+    int zero = 0;
+    zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof(zero));
+    CHECK(zmq_bind(r, "tcp://127.0.0.1:*") == 0);
+    char ep[64];
+    size_t len = sizeof(ep);
+    zmq_getsockopt(r, ZMQ_LAST_ENDPOINT, ep, &len);
+    unsigned port = (unsigned)strtoul(strrchr(ep, ':') + 1, NULL, 10);
+    struct ect_cli_instance c;
+    open_instance(&c, "ec_consumer", 1 << 20, "\"consumer_ack_timeout_s\": 0.3", "m");
+    char params[256];
+    snprintf(params, sizeof(params),
+             "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": %u, "
+             "\"size_bytes\": %u}}",
+             port, 10 * BLOCK);
+    uint64_t t0 = now_ns();
+    CHECK_EQ_INT(fetch(&c, "h", 10, params, 1, 10), LOCAL);
+    CHECK((now_ns() - t0) / 1000000 >= 250);
+    ect_metrics_t m;
+    CHECK_OK(ect_scheduler_metrics(c.sched, &m));
+    CHECK_EQ_U64(m.p2p_ack_timeouts, 1);
+    CHECK_EQ_U64(m.cache.entries, 0);
+    CHECK(!ect_scheduler_has_pending_push_work(c.sched));
+    finish(&c, "h", 10);
+    ect_cli_instance_close(&c);
+    zmq_close(r);
+    zmq_ctx_term(ctx);
+}
+
+static void
+test_size_bytes_mismatch_fails_the_request_cleanly(void)
+{
+    struct ect_cli_instance c;
+    open_instance(&c, "ec_consumer", 1 << 20, NULL, "m");
+    const char *bad[] = {
+        "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": 9, "
+        "\"size_bytes\": 1281}}",
+        "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": 9, "
+        "\"size_bytes\": null}}",
+        "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": 9, "
+        "\"size_bytes\": \"1280\"}}",
+        "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": 9}}",
+        "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": 70000, "
+        "\"size_bytes\": 1280}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_MSG(fetch(&c, "h", 10, bad[i], 1, 5) == UNAVAILABLE, "case %zu", i);
+        finish(&c, "h", 10);
+    }
+    /* Announcements without an address, or none at all: encode locally. */
+    CHECK_EQ_INT(fetch(&c, "h", 10, "{\"h\": {\"metadata\": {}}}", 1, 5), LOCAL);
+    CHECK_EQ_INT(fetch(&c, "h", 10, "{\"x\": 123}", 1, 5), LOCAL);
+    CHECK_EQ_INT(fetch(&c, "h", 10, "[1, 2]", 1, 5), LOCAL);
+    ect_metrics_t m;
+    CHECK_OK(ect_scheduler_metrics(c.sched, &m));
+    CHECK_EQ_U64(m.cache.entries, 0);
+    ect_cli_instance_close(&c);
+}
+
+static const struct ect_test_case cases[] = {
+    ECT_CASE(test_end_to_end_single_xfer_same_host),
+    ECT_CASE(test_end_to_end_single_xfer_ucx_tcp),
+    ECT_CASE(test_end_to_end_single_xfer_ucx_default_transports),
+    ECT_CASE(test_concurrent_xfers_different_mm_hashes),
+    ECT_CASE(test_nack_missing_falls_back_with_local_input_and_is_request_scoped_without),
+    ECT_CASE(test_nack_incompat_when_models_differ),
+    ECT_CASE(test_producer_checks_version_hash_session_and_presence_in_order),
+    ECT_CASE(test_producer_that_never_answers_times_out_and_falls_back),
+    ECT_CASE(test_size_bytes_mismatch_fails_the_request_cleanly),
+};
+
+int
+main(int argc, char **argv)
+{
+    return ECT_TEST_MAIN(argc, argv, cases);
+}
