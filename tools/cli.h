@@ -17,6 +17,8 @@ struct ect_cli_command {
 /* Subcommands, one per tools/cmd_<name>.c (registered in tools/ectier.c). */
 int ect_cli_bench(int argc, char **argv);
 int ect_cli_geometry(int argc, char **argv);
+/* P2P builds only (tools/p2p/). */
+int ect_cli_keygen(int argc, char **argv);
 
 /* Print "ectier <cmd>: <message>" to stderr and return 2 (usage) or 1. */
 int ect_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)

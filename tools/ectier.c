@@ -9,12 +9,16 @@
 #include <ectier/ectier.h>
 
 #include "cli.h"
+#include "ectier_build_config.h"
 
 static int cli_version(int argc, char **argv);
 
 static const struct ect_cli_command commands[] = {
     {"bench", "run the benchmarks, each against its ceiling", ect_cli_bench},
     {"geometry", "compute the block geometry from a model's config.json", ect_cli_geometry},
+#if ECT_HAVE_P2P
+    {"keygen", "make a CURVE key pair file for the control plane", ect_cli_keygen},
+#endif
     {"version", "print the version and what this build includes", cli_version},
 };
 
