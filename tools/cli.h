@@ -22,8 +22,10 @@ int ect_cli_geometry(int argc, char **argv);
 int ect_cli_gc(int argc, char **argv);
 int ect_cli_inspect(int argc, char **argv);
 int ect_cli_demo(int argc, char **argv);
+/* P2P builds only (tools/p2p/). */
 int ect_cli_producer(int argc, char **argv);
 int ect_cli_consumer(int argc, char **argv);
+int ect_cli_keygen(int argc, char **argv);
 
 /* Print "ectier <cmd>: <message>" to stderr and return 2 (usage) or 1. */
 int ect_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)

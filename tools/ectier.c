@@ -22,6 +22,9 @@ static const struct ect_cli_command commands[] = {
     {"demo", "run the reference engine loop on an embedded workload", ect_cli_demo},
     {"gc", "remove orphaned regions (no live holder) from /dev/shm", ect_cli_gc},
     {"geometry", "compute the block geometry from a model's config.json", ect_cli_geometry},
+#if ECT_HAVE_P2P
+    {"keygen", "make a CURVE key pair file for the control plane", ect_cli_keygen},
+#endif
     {"inspect", "show the regions in /dev/shm: geometry, holders, age", ect_cli_inspect},
 #if ECT_HAVE_P2P
     {"producer", "run a producer instance that serves encodings to consumers", ect_cli_producer},

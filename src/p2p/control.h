@@ -23,7 +23,12 @@
  *
  * Threading: an ect_ctl_server_t or ect_ctl_client_t is used by one thread
  * at a time (ZeroMQ sockets are not thread-safe).  Each owns its ZeroMQ
- * context.
+ * context (and, for a producer with an allow-list, the ZAP thread).
+ *
+ * Sizes: a frame larger than ECT_CTL_MAX_MESSAGE but within
+ * ECT_CTL_HARD_MAX_FRAME is read, dropped and counted; a frame beyond
+ * ECT_CTL_HARD_MAX_FRAME makes libzmq cut that connection before we see it
+ * (ZMQ_MAXMSGSIZE), which shows up as a disconnect, not as a drop.
  */
 #ifndef ECT_P2P_CONTROL_H
 #define ECT_P2P_CONTROL_H
@@ -35,7 +40,13 @@
 
 /* Largest control message accepted (bigger ones are dropped and counted). */
 #define ECT_CTL_MAX_MESSAGE (1u << 20)
-#define ECT_CTL_HOST_MAX 255
+/* Largest frame libzmq buffers at all (ZMQ_MAXMSGSIZE); bigger frames cost
+ * the sender its connection. */
+#define ECT_CTL_HARD_MAX_FRAME (2u * ECT_CTL_MAX_MESSAGE)
+#define ECT_CTL_HOST_MAX       255
+/* How long a consumer holds messages for a producer whose first connection
+ * is still being made, before dropping them and reporting it dead. */
+#define ECT_CTL_CONNECT_WAIT_MS 2000
 
 typedef struct ect_ctl_security {
     /* Producer: file with its CURVE key pair; NULL/"" = no CURVE. */
@@ -55,11 +66,12 @@ typedef struct ect_ctl_peer {
 } ect_ctl_peer_t;
 
 typedef struct ect_ctl_counters {
-    uint64_t received;     /* well-framed messages delivered */
-    uint64_t dropped;      /* malformed framing or oversized; never answered */
+    uint64_t received; /* well-framed messages delivered */
+    uint64_t dropped;  /* malformed framing or oversized; never answered */
     uint64_t sent;
     uint64_t send_failed;
-    uint64_t disconnects;  /* peers seen going away */
+    uint64_t disconnects;      /* peers seen going away */
+    uint64_t handshake_failed; /* connections refused in the handshake (CURVE) */
 } ect_ctl_counters_t;
 
 /* ---- producer side ------------------------------------------------------ */
@@ -72,8 +84,7 @@ typedef struct ect_ctl_server ect_ctl_server_t;
  * failed: the message names the endpoint and the ZeroMQ error),
  * ECT_ERR_CONFIG (unreadable or malformed key file), ECT_ERR_NO_MEMORY. */
 ect_status_t ect__ctl_server_open(const char *host, uint16_t port,
-                                  const ect_ctl_security_t *security,
-                                  ect_ctl_server_t **server_p);
+                                  const ect_ctl_security_t *security, ect_ctl_server_t **server_p);
 
 /* The bound port (the real one when 0 was asked for). */
 uint16_t ect__ctl_server_port(const ect_ctl_server_t *server);
@@ -82,20 +93,19 @@ uint16_t ect__ctl_server_port(const ect_ctl_server_t *server);
  * message.  On ECT_OK *peer_p names the sender and *payload_p / *len_p the
  * payload (valid until the next recv or close).  ECT_ERR_TIMEOUT: nothing
  * arrived.  Malformed messages are dropped and counted inside. */
-ect_status_t ect__ctl_server_recv(ect_ctl_server_t *server, int timeout_ms,
-                                  ect_ctl_peer_t *peer_p, const void **payload_p,
-                                  size_t *len_p);
+ect_status_t ect__ctl_server_recv(ect_ctl_server_t *server, int timeout_ms, ect_ctl_peer_t *peer_p,
+                                  const void **payload_p, size_t *len_p);
 
 /* Send payload to peer as [identity, "", payload] without blocking.
- * ECT_ERR_TRANSPORT if the peer is gone or its queue is full (counted). */
+ * ECT_ERR_TRANSPORT if the peer is gone or its queue is full (counted);
+ * ECT_ERR_OVERFLOW if len exceeds ECT_CTL_MAX_MESSAGE; ECT_ERR_INVALID_ARG. */
 ect_status_t ect__ctl_server_send(ect_ctl_server_t *server, const ect_ctl_peer_t *peer,
                                   const void *payload, size_t len);
 
 /* Peers whose connection went away since the last call (heartbeat timeout,
  * closed socket, killed process): up to cap written to peers; returns how
  * many.  Call it regularly (each poll round). */
-size_t ect__ctl_server_take_dead_peers(ect_ctl_server_t *server, ect_ctl_peer_t *peers,
-                                       size_t cap);
+size_t ect__ctl_server_take_dead_peers(ect_ctl_server_t *server, ect_ctl_peer_t *peers, size_t cap);
 
 void ect__ctl_server_counters(const ect_ctl_server_t *server, ect_ctl_counters_t *counters_p);
 
@@ -111,8 +121,16 @@ ect_status_t ect__ctl_client_create(const ect_ctl_security_t *security,
                                     ect_ctl_client_t **client_p);
 
 /* Send payload to the producer at (host, port) as ["", payload], creating
- * and connecting its DEALER on first use.  Non-blocking: ECT_ERR_TRANSPORT
- * if it cannot be queued. */
+ * and connecting its DEALER on first use.  Never blocks.  While the
+ * DEALER's first connection is being made, ZeroMQ queues the message and
+ * sends it once connected; if no handshake completes within
+ * ECT_CTL_CONNECT_WAIT_MS (refused, CURVE refused, no answer), what was
+ * queued is discarded, counted in send_failed, and the producer is
+ * reported by take_dead_peers.  Once a producer is known unreachable,
+ * sends fail at once with ECT_ERR_TRANSPORT (counted) until it is back;
+ * so they do when its queue is full.  Also ECT_ERR_INVALID_ARG (host
+ * empty, longer than ECT_CTL_HOST_MAX or not [A-Za-z0-9.:_-], port 0),
+ * ECT_ERR_OVERFLOW (len over ECT_CTL_MAX_MESSAGE), ECT_ERR_NO_MEMORY. */
 ect_status_t ect__ctl_client_send(ect_ctl_client_t *client, const char *host, uint16_t port,
                                   const void *payload, size_t len);
 
@@ -125,8 +143,11 @@ ect_status_t ect__ctl_client_recv(ect_ctl_client_t *client, int timeout_ms, char
                                   uint16_t *port_p, const void **payload_p, size_t *len_p);
 
 /* Producers whose DEALER saw a disconnect since the last call: up to cap
- * (host, port) pairs written; returns how many.  The DEALER stays (ZeroMQ
- * reconnects by itself) until ect__ctl_client_remove. */
+ * (host, port) pairs written; returns how many.  The pool entry stays (its
+ * DEALER renewed, reconnecting by itself) until ect__ctl_client_remove.  A producer is
+ * reported once per loss: when a live connection drops, or when its first
+ * connection attempt fails (refused, handshake refused, timed out); not
+ * again for each failed retry, and again only after it was reachable. */
 size_t ect__ctl_client_take_dead_peers(ect_ctl_client_t *client,
                                        char (*hosts)[ECT_CTL_HOST_MAX + 1], uint16_t *ports,
                                        size_t cap);

@@ -1,0 +1,466 @@
+/*
+ * The control plane's sockets (control.h, SPEC §8.3): the producer's ROUTER
+ * and the consumer's pool of DEALERs, with framing rules, liveness and
+ * optional CURVE (keys and the ZAP handler live in control_curve.c).
+ *
+ * Dead consumers.  libzmq 4.3 without the draft API has no ROUTER_NOTIFY,
+ * so the ROUTER's socket monitor reports disconnects by file descriptor and
+ * each delivered message tells its source fd (ZMQ_SRCFD).  The server keeps
+ * fd -> identity for every connection that has sent something, and turns a
+ * DISCONNECTED(fd) event into that identity on the dead list, forgetting
+ * the fd.  fd reuse: libzmq emits DISCONNECTED before it closes the fd, so
+ * the event is queued before any new connection can get that number; the
+ * monitor is drained before a message's fd is recorded, so the old owner is
+ * reported first.  If an event was lost anyway (the monitor pipe full), a
+ * message that shows a new identity on a known fd reports the old one.  The
+ * residual race: a peer that set its own routing id and reconnects at once
+ * may be reported dead for its old connection while the new one is alive;
+ * with libzmq's generated ids (what our DEALERs use) a new connection is a
+ * new identity, so that cannot mislead.
+ *
+ * Producers that are down.  DEALERs use ZMQ_IMMEDIATE, so nothing queues
+ * for a producer that is not connected and a request never lands minutes
+ * late on a restarted one.  Only while the first connection is being made
+ * do messages wait in the pool (ECT_CTL_CONNECT_WAIT_MS at most): a
+ * request sent just after the first use of a producer is the common case
+ * and must not fail.  Per-peer state, driven by the monitor:
+ *     CONNECTING --handshake--> UP --disconnect--> DOWN --handshake--> UP
+ *     CONNECTING --refused/handshake failed/timeout--> DOWN
+ * Entering DOWN drops waiting messages (send_failed) and flags the peer for
+ * take_dead_peers.
+ *
+ * Locking: none.  Each object is used by one thread at a time (control.h);
+ * the ZAP thread shares nothing mutable with it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zmq.h>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "p2p/control.h"
+#include "p2p/control_curve.h"
+#include "p2p/control_socket.h"
+
+#define FD_MAP_MAX (1 << 20)
+#define DEAD_MAX   65536
+
+#define HANDSHAKE_FAILED                                                                           \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
+     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+#define SERVER_EVENTS (ZMQ_EVENT_DISCONNECTED | HANDSHAKE_FAILED)
+
+/* Hex of the first bytes of an identity, for messages. */
+static const char *
+peer_hex(const ect_ctl_peer_t *peer, char *buf, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < peer->len && o + 3 < len && i < 16; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%02x", peer->id[i]);
+    buf[o] = '\0';
+    return buf;
+}
+
+/* ---- producer: the ROUTER -------------------------------------------------------- */
+
+struct fd_slot {
+    bool used;
+    ect_ctl_peer_t peer;
+};
+
+struct ect_ctl_server {
+    void *ctx;
+    void *router;
+    void *monitor;
+    ect_ctl_zap_t *zap;
+    uint16_t port;
+    zmq_msg_t payload; /* the last delivered payload; kept until the next recv */
+    bool payload_live;
+    struct fd_slot *fds; /* indexed by the connection's fd */
+    size_t n_fds;
+    bool fd_map_full_logged;
+    ect_ctl_peer_t *dead;
+    size_t n_dead, cap_dead;
+    bool dead_full_logged;
+    ect_ctl_counters_t counters;
+};
+
+/* Resolve host to a numeric address for bind: ZeroMQ does not resolve
+ * names for bind in every version.  IPv4 first, because "localhost" often
+ * lists ::1 first and consumers connect over IPv4 by default. */
+static ect_status_t
+resolve_bind_host(const char *host, char *out, size_t len, bool *ipv6_p)
+{
+    if (strcmp(host, "*") == 0)
+        host = "0.0.0.0";
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc != 0)
+        return ect__error(ECT_ERR_TRANSPORT, "control: cannot bind: host '%s' does not resolve: %s",
+                          host, gai_strerror(rc));
+    const struct addrinfo *pick = NULL;
+    for (const struct addrinfo *ai = res; ai != NULL && pick == NULL; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET)
+            pick = ai;
+    for (const struct addrinfo *ai = res; ai != NULL && pick == NULL; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET6)
+            pick = ai;
+    const char *text = NULL;
+    if (pick != NULL && pick->ai_family == AF_INET)
+        text = inet_ntop(AF_INET, &((const struct sockaddr_in *)pick->ai_addr)->sin_addr, out,
+                         (socklen_t)len);
+    else if (pick != NULL)
+        text = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)pick->ai_addr)->sin6_addr, out,
+                         (socklen_t)len);
+    bool ipv6 = pick != NULL && pick->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    if (text == NULL)
+        return ect__error(ECT_ERR_TRANSPORT, "control: cannot bind: host '%s' has no IP address",
+                          host);
+    *ipv6_p = ipv6;
+    return ECT_OK;
+}
+
+static void
+server_push_dead(ect_ctl_server_t *server, const ect_ctl_peer_t *peer)
+{
+    if (server->n_dead == server->cap_dead) {
+        size_t ncap = server->cap_dead != 0 ? server->cap_dead * 2 : 16;
+        void *grown = ncap <= DEAD_MAX ? realloc(server->dead, ncap * sizeof(*server->dead)) : NULL;
+        if (grown == NULL) {
+            /* Nobody is taking them; the pin lease still releases their grants. */
+            if (!server->dead_full_logged)
+                ECT_LOG_W("control: %zu dead consumers not taken; dropping further reports",
+                          server->n_dead);
+            server->dead_full_logged = true;
+            return;
+        }
+        server->dead = grown;
+        server->cap_dead = ncap;
+    }
+    server->dead[server->n_dead++] = *peer;
+}
+
+static void
+server_fd_gone(ect_ctl_server_t *server, size_t fd)
+{
+    if (fd < server->n_fds && server->fds[fd].used) {
+        server_push_dead(server, &server->fds[fd].peer);
+        server->fds[fd].used = false;
+    }
+}
+
+static void
+server_drain_monitor(ect_ctl_server_t *server)
+{
+    uint16_t event;
+    uint32_t value;
+    while (ect__ctl_monitor_read(server->monitor, &event, &value) == 1) {
+        if (event == ZMQ_EVENT_DISCONNECTED) {
+            server->counters.disconnects++;
+            server_fd_gone(server, value);
+        } else if (event & HANDSHAKE_FAILED) {
+            server->counters.handshake_failed++;
+        }
+    }
+}
+
+/* Remember that fd now carries peer. */
+static void
+server_track(ect_ctl_server_t *server, int fd, const ect_ctl_peer_t *peer)
+{
+    if (fd < 0)
+        return;
+    if ((size_t)fd >= server->n_fds) {
+        size_t n = server->n_fds != 0 ? server->n_fds : 64;
+        while (n <= (size_t)fd)
+            n *= 2;
+        void *grown = n <= FD_MAP_MAX ? realloc(server->fds, n * sizeof(*server->fds)) : NULL;
+        if (grown == NULL) {
+            if (!server->fd_map_full_logged)
+                ECT_LOG_W("control: cannot track consumer on fd %d; its death will go unnoticed "
+                          "until its lease lapses",
+                          fd);
+            server->fd_map_full_logged = true;
+            return;
+        }
+        server->fds = grown;
+        memset(server->fds + server->n_fds, 0, (n - server->n_fds) * sizeof(*server->fds));
+        server->n_fds = n;
+    }
+    struct fd_slot *slot = &server->fds[fd];
+    if (slot->used && (slot->peer.len != peer->len || memcmp(slot->peer.id, peer->id, peer->len)))
+        server_push_dead(server, &slot->peer); /* its disconnect event was lost */
+    slot->used = true;
+    slot->peer = *peer;
+}
+
+static void
+server_release_payload(ect_ctl_server_t *server)
+{
+    if (server->payload_live) {
+        zmq_msg_close(&server->payload);
+        server->payload_live = false;
+    }
+}
+
+/* Read one message without waiting: 1 delivered, 0 none, -1 dropped,
+ * -2 the socket failed. */
+static int
+server_read_one(ect_ctl_server_t *server, ect_ctl_peer_t *peer)
+{
+    zmq_msg_t id, delim, *payload = &server->payload;
+    zmq_msg_init(&id);
+    if (zmq_msg_recv(&id, server->router, ZMQ_DONTWAIT) < 0) {
+        int err = zmq_errno();
+        zmq_msg_close(&id);
+        return err == EAGAIN || err == EINTR ? 0 : -2;
+    }
+    /* [identity, "", payload] exactly; anything else is read to its end,
+     * from the last frame received (a frame's "more" flag is what says
+     * whether the message goes on). */
+    zmq_msg_t *last = &id;
+    zmq_msg_init(&delim);
+    zmq_msg_init(payload);
+    if (zmq_msg_more(&id) && zmq_msg_recv(&delim, server->router, 0) >= 0) {
+        last = &delim;
+        if (zmq_msg_more(&delim) && zmq_msg_recv(payload, server->router, 0) >= 0)
+            last = payload;
+    }
+    bool bad = zmq_msg_size(&id) == 0 || zmq_msg_size(&id) > sizeof(peer->id) || last != payload ||
+               zmq_msg_size(&delim) != 0 || zmq_msg_more(payload) ||
+               zmq_msg_size(payload) > ECT_CTL_MAX_MESSAGE;
+    if (bad) {
+        ect__ctl_skip_rest(server->router, last);
+        server->counters.dropped++;
+        ECT_LOG_D("control: dropped a malformed control message (wrong framing or over %u bytes)",
+                  ECT_CTL_MAX_MESSAGE);
+        zmq_msg_close(&id);
+        zmq_msg_close(&delim);
+        zmq_msg_close(payload);
+        return -1;
+    }
+    peer->len = (uint8_t)zmq_msg_size(&id);
+    memcpy(peer->id, zmq_msg_data(&id), peer->len);
+    int fd = zmq_msg_get(payload, ZMQ_SRCFD);
+    zmq_msg_close(&id);
+    zmq_msg_close(&delim);
+    server->payload_live = true;
+    /* Apply any disconnect queued before this message, so a reused fd's
+     * old owner is reported before the fd is given to this one. */
+    server_drain_monitor(server);
+    server_track(server, fd, peer);
+    server->counters.received++;
+    return 1;
+}
+
+ect_status_t
+ect__ctl_server_open(const char *host, uint16_t port, const ect_ctl_security_t *security,
+                     ect_ctl_server_t **server_p)
+{
+    if (host == NULL || server_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "control: NULL host or output");
+    if (*host == '\0' || strlen(host) > ECT_CTL_HOST_MAX)
+        return ect__error(ECT_ERR_INVALID_ARG, "control: bind host must be 1 to %d characters",
+                          ECT_CTL_HOST_MAX);
+    char addr[INET6_ADDRSTRLEN];
+    bool ipv6 = false;
+    ect_status_t st = resolve_bind_host(host, addr, sizeof(addr), &ipv6);
+    if (st != ECT_OK)
+        return st;
+    const char *key_file = security != NULL ? security->server_key_file : NULL;
+    const char *allow_file = security != NULL ? security->allowed_clients_file : NULL;
+    bool curve = key_file != NULL && *key_file != '\0';
+    if (!curve && allow_file != NULL && *allow_file != '\0')
+        return ect__error(ECT_ERR_CONFIG,
+                          "control: an allow-list (%s) needs the producer's key "
+                          "file too: without CURVE there are no client keys",
+                          allow_file);
+    ect_ctl_keys_t keys;
+    if (curve && (st = ect__ctl_keys_load(key_file, false, &keys)) != ECT_OK)
+        return st;
+
+    ect_ctl_server_t *server = calloc(1, sizeof(*server));
+    if (server == NULL) {
+        st = ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
+        goto wipe_keys;
+    }
+    server->ctx = zmq_ctx_new();
+    if (server->ctx == NULL) {
+        st = ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot make a ZeroMQ context");
+        goto free_server;
+    }
+    /* The ZAP handler must be bound before the ROUTER takes a connection. */
+    if (curve && allow_file != NULL && *allow_file != '\0' &&
+        (st = ect__ctl_zap_start(server->ctx, allow_file, &server->zap)) != ECT_OK)
+        goto term_ctx;
+    server->router = zmq_socket(server->ctx, ZMQ_ROUTER);
+    if (server->router == NULL) {
+        st = ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot make the ROUTER socket");
+        goto term_ctx;
+    }
+    if ((st = ect__ctl_set_common_options(server->router, ipv6)) != ECT_OK)
+        goto close_router;
+    if (ect__ctl_set_int(server->router, ZMQ_ROUTER_MANDATORY, 1) != 0) {
+        st = ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot set ZMQ_ROUTER_MANDATORY");
+        goto close_router;
+    }
+    if (curve && (ect__ctl_set_int(server->router, ZMQ_CURVE_SERVER, 1) != 0 ||
+                  zmq_setsockopt(server->router, ZMQ_CURVE_SECRETKEY, keys.secret_key,
+                                 ECT_CTL_Z85_KEY_LEN) != 0)) {
+        st = ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot set the CURVE server key");
+        goto close_router;
+    }
+    if ((st = ect__ctl_monitor_open(server->ctx, server->router, SERVER_EVENTS,
+                                    &server->monitor)) != ECT_OK)
+        goto close_router;
+    char endpoint[INET6_ADDRSTRLEN + 16];
+    const char *lb = ipv6 ? "[" : "", *rb = ipv6 ? "]" : "";
+    if (port == 0)
+        snprintf(endpoint, sizeof(endpoint), "tcp://%s%s%s:*", lb, addr, rb);
+    else
+        snprintf(endpoint, sizeof(endpoint), "tcp://%s%s%s:%u", lb, addr, rb, (unsigned)port);
+    if (zmq_bind(server->router, endpoint) != 0) {
+        st = ect__error(ECT_ERR_TRANSPORT, "control: cannot bind %s (host '%s'): %s", endpoint,
+                        host, zmq_strerror(zmq_errno()));
+        goto close_router;
+    }
+    char last[256];
+    size_t last_len = sizeof(last);
+    const char *colon;
+    if (zmq_getsockopt(server->router, ZMQ_LAST_ENDPOINT, last, &last_len) != 0 ||
+        (colon = strrchr(last, ':')) == NULL || atoi(colon + 1) <= 0 || atoi(colon + 1) > 65535) {
+        st = ect__error(ECT_ERR_INTERNAL, "control: cannot read the bound port of %s", endpoint);
+        goto close_router;
+    }
+    server->port = (uint16_t)atoi(colon + 1);
+    if (curve)
+        ect__ctl_keys_wipe(&keys);
+    ECT_LOG_I("control: producer listening on %s%s", last, curve ? " (CURVE)" : "");
+    *server_p = server;
+    return ECT_OK;
+
+close_router:
+    ect__ctl_close_with_monitor(server->router, server->monitor);
+term_ctx:
+    zmq_ctx_shutdown(server->ctx); /* wakes the ZAP thread */
+    ect__ctl_zap_stop(server->zap);
+    zmq_ctx_term(server->ctx);
+free_server:
+    free(server);
+wipe_keys:
+    if (curve)
+        ect__ctl_keys_wipe(&keys);
+    return st;
+}
+
+uint16_t
+ect__ctl_server_port(const ect_ctl_server_t *server)
+{
+    return server != NULL ? server->port : 0;
+}
+
+ect_status_t
+ect__ctl_server_recv(ect_ctl_server_t *server, int timeout_ms, ect_ctl_peer_t *peer_p,
+                     const void **payload_p, size_t *len_p)
+{
+    if (server == NULL || peer_p == NULL || payload_p == NULL || len_p == NULL || timeout_ms < -1)
+        return ect__error(ECT_ERR_INVALID_ARG, "control: bad argument to server recv");
+    server_release_payload(server);
+    uint64_t deadline = ect__ctl_deadline(timeout_ms);
+    for (;;) {
+        server_drain_monitor(server);
+        ect_ctl_peer_t peer;
+        int r = server_read_one(server, &peer);
+        if (r == 1) {
+            *peer_p = peer;
+            *payload_p = zmq_msg_data(&server->payload);
+            *len_p = zmq_msg_size(&server->payload);
+            return ECT_OK;
+        }
+        if (r == -2)
+            return ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "ROUTER receive failed");
+        if (r == -1)
+            continue;
+        int wait = ect__ctl_ms_left(deadline, timeout_ms);
+        if (wait == 0)
+            return ECT_ERR_TIMEOUT;
+        zmq_pollitem_t items[2] = {{server->router, 0, ZMQ_POLLIN, 0},
+                                   {server->monitor, 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll(items, 2, wait) < 0 && zmq_errno() != EINTR)
+            return ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "poll on the ROUTER failed");
+    }
+}
+
+ect_status_t
+ect__ctl_server_send(ect_ctl_server_t *server, const ect_ctl_peer_t *peer, const void *payload,
+                     size_t len)
+{
+    if (server == NULL || peer == NULL || peer->len == 0 || (payload == NULL && len != 0))
+        return ect__error(ECT_ERR_INVALID_ARG, "control: bad argument to server send");
+    if (len > ECT_CTL_MAX_MESSAGE)
+        return ect__error(ECT_ERR_OVERFLOW, "control: reply of %zu bytes exceeds the %u-byte limit",
+                          len, ECT_CTL_MAX_MESSAGE);
+    /* With ROUTER_MANDATORY the identity frame fails (EHOSTUNREACH) for a
+     * peer that is gone, and EAGAIN for a full queue; the later frames of a
+     * message whose first frame went out always follow it. */
+    if (zmq_send(server->router, peer->id, peer->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        int err = zmq_errno();
+        char hex[40];
+        server->counters.send_failed++;
+        return ect__error(ECT_ERR_TRANSPORT, "control: cannot send to consumer %s: %s",
+                          peer_hex(peer, hex, sizeof(hex)),
+                          err == EHOSTUNREACH ? "it is gone"
+                          : err == EAGAIN     ? "its queue is full"
+                                              : zmq_strerror(err));
+    }
+    if (zmq_send(server->router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(server->router, payload, len, ZMQ_DONTWAIT) < 0) {
+        server->counters.send_failed++;
+        return ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot finish a reply");
+    }
+    server->counters.sent++;
+    return ECT_OK;
+}
+
+size_t
+ect__ctl_server_take_dead_peers(ect_ctl_server_t *server, ect_ctl_peer_t *peers, size_t cap)
+{
+    if (server == NULL || (peers == NULL && cap != 0))
+        return 0;
+    server_drain_monitor(server);
+    size_t n = server->n_dead < cap ? server->n_dead : cap;
+    memcpy(peers, server->dead, n * sizeof(*peers));
+    memmove(server->dead, server->dead + n, (server->n_dead - n) * sizeof(*server->dead));
+    server->n_dead -= n;
+    return n;
+}
+
+void
+ect__ctl_server_counters(const ect_ctl_server_t *server, ect_ctl_counters_t *counters_p)
+{
+    if (server != NULL && counters_p != NULL)
+        *counters_p = server->counters;
+}
+
+void
+ect__ctl_server_close(ect_ctl_server_t *server)
+{
+    if (server == NULL)
+        return;
+    server_release_payload(server);
+    ect__ctl_close_with_monitor(server->router, server->monitor);
+    zmq_ctx_shutdown(server->ctx); /* wakes the ZAP thread, which closes its socket */
+    ect__ctl_zap_stop(server->zap);
+    zmq_ctx_term(server->ctx);
+    free(server->fds);
+    free(server->dead);
+    free(server);
+}
