@@ -661,6 +661,20 @@ ect_loop_default_workload(struct ect_loop_workload *wl)
     };
 }
 
+double
+ect_loop_encode_ms(uint64_t tokens, uint64_t hidden, unsigned encode_work)
+{
+    size_t nbytes = (size_t)(tokens * hidden * 2);
+    uint8_t *buf = malloc(nbytes);
+    if (buf == NULL)
+        return 0.0;
+    uint64_t t0 = now_ns();
+    encode_item(1, encode_work, buf, nbytes);
+    double ms = (double)(now_ns() - t0) / 1e6;
+    free(buf);
+    return ms;
+}
+
 void
 ect_loop_print_summary(const struct ect_loop_workload *wl, const struct ect_loop_summary *s)
 {

@@ -54,6 +54,10 @@ int ect_loop_run(const struct ect_loop_workload *workload, struct ect_loop_summa
  * repeats, sized so the GPU cache drops entries and the CPU tier evicts some. */
 void ect_loop_default_workload(struct ect_loop_workload *workload);
 
+/* Measured cost in ms of the encoder stand-in for one item of tokens rows
+ * of hidden bf16 elements. */
+double ect_loop_encode_ms(uint64_t tokens, uint64_t hidden, unsigned encode_work);
+
 /* Print a summary as a table on stdout. */
 void ect_loop_print_summary(const struct ect_loop_workload *workload,
                             const struct ect_loop_summary *summary);

@@ -2,13 +2,19 @@
  * `ectier demo`: the main job on an embedded workload.  Runs the reference
  * engine loop (examples/engine_loop.c): a scheduler process and two worker
  * processes that offload encoder outputs to the CPU tier and reload them
- * instead of encoding again, every reload checked byte for byte.
+ * instead of encoding again, every reload checked byte for byte.  Then (P2P
+ * builds) a producer and a consumer process on loopback: the consumer pulls
+ * the producer's encodings instead of encoding them (tools/p2p/demo_p2p.c).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "ectier_build_config.h"
 #include "engine_loop.h"
+#if ECT_HAVE_P2P
+#include "p2p/demo_p2p.h"
+#endif
 
 static const char usage[] = "usage: ectier demo [--no-progress]\n"
                             "Runs the reference engine loop on an embedded workload and prints "
@@ -37,5 +43,12 @@ ect_cli_demo(int argc, char **argv)
     ect_loop_print_summary(&wl, &s);
     if (rc != 0)
         return ect_cli_fail("demo", "the engine loop failed");
+#if ECT_HAVE_P2P
+    if (ect_demo_p2p(ect_loop_encode_ms(256, 3584, wl.encode_work)) != 0)
+        return 1;
+#else
+    printf("\npeer-to-peer: not in this build (install libzmq3-dev libucx-dev libmsgpack-dev "
+           "and rebuild)\n");
+#endif
     return 0;
 }

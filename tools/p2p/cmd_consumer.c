@@ -22,11 +22,14 @@
 static const char usage[] =
     "usage: ectier consumer --config JSON|@FILE --model NAME --hidden N --dtype D\n"
     "                       [--engine-version V] --params FILE|- [--verify-pattern]\n"
+    "                       [--local-input]\n"
     "  --params          ec_transfer_params: JSON objects, one per line, or one object\n"
     "  --verify-pattern  check every fetched byte against the test pattern\n"
+    "  --local-input     the requests still carry their media: an item that cannot be\n"
+    "                    fetched falls back to local encoding instead of failing\n"
     "Prints 'ok', or the fallback/failure reason, per item and a summary.\n";
 
-enum item_state { ITEM_WAITING, ITEM_FETCHED, ITEM_FAILED };
+enum item_state { ITEM_WAITING, ITEM_FETCHED, ITEM_FALLBACK, ITEM_FAILED };
 
 struct item {
     char *hash;
@@ -138,7 +141,7 @@ ect_cli_consumer(int argc, char **argv)
 {
     struct ect_cli_instance_args a = {.cmd = "consumer"};
     const char *params_path = NULL;
-    int verify = 0;
+    int verify = 0, local_input = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
@@ -147,6 +150,10 @@ ect_cli_consumer(int argc, char **argv)
         }
         if (strcmp(o, "--verify-pattern") == 0) {
             verify = 1;
+            continue;
+        }
+        if (strcmp(o, "--local-input") == 0) {
+            local_input = 1;
             continue;
         }
         if (i + 1 >= argc)
@@ -226,7 +233,7 @@ ect_cli_consumer(int argc, char **argv)
             if (it->state != ITEM_WAITING)
                 continue;
             ect_mm_feature_t f = {.identifier = it->hash, .mm_hash = it->hash,
-                                  .num_tokens = it->tokens};
+                                  .num_tokens = it->tokens, .has_local_input = local_input};
             ect_request_t req = {.request_id = it->hash, .features = &f, .n_features = 1,
                                  .ec_transfer_params_json = it->params};
             int available = 0;
@@ -236,10 +243,10 @@ ect_cli_consumer(int argc, char **argv)
                 it->latency_ns = now_ns() - it->t_start_ns;
                 waiting--;
             } else if (available) {
-                /* Admitted without a fetch: the engine would encode it here. */
-                it->state = ITEM_FAILED;
+                /* Admitted without a fetch: the engine encodes it here. */
+                it->state = ITEM_FALLBACK;
                 if (it->reason[0] == '\0')
-                    snprintf(it->reason, sizeof(it->reason), "fallback: compute locally");
+                    snprintf(it->reason, sizeof(it->reason), "not fetched");
                 waiting--;
             }
         }
@@ -297,6 +304,8 @@ ect_cli_consumer(int argc, char **argv)
         ect_free(unused);
         if (it->state == ITEM_FETCHED)
             printf("ok %s %.3f ms\n", it->hash, (double)it->latency_ns / 1e6);
+        else if (it->state == ITEM_FALLBACK)
+            printf("fallback %s: %s\n", it->hash, it->reason);
         else
             printf("failed %s: %s\n", it->hash, it->reason);
     }
@@ -310,6 +319,17 @@ ect_cli_consumer(int argc, char **argv)
            n_ok ? (double)lat[(n_ok * 99) / 100 < n_ok ? (n_ok * 99) / 100 : n_ok - 1] / 1e6
                 : 0.0);
     free(lat);
+    ect_metrics_t m;
+    if (ect_scheduler_metrics(in.sched, &m) == ECT_OK)
+        printf("metrics: p2p reads %llu, fallbacks %llu, unavailable %llu, ack timeouts %llu, "
+               "read timeouts %llu, acks ok %llu, nack_missing %llu, nack_incompat %llu, "
+               "nack_version %llu, nack_internal %llu, nack_not_ready %llu\n",
+               (unsigned long long)m.p2p_reads_completed, (unsigned long long)m.p2p_fallbacks,
+               (unsigned long long)m.p2p_unavailable, (unsigned long long)m.p2p_ack_timeouts,
+               (unsigned long long)m.p2p_read_timeouts, (unsigned long long)m.acks_received[0],
+               (unsigned long long)m.acks_received[1], (unsigned long long)m.acks_received[2],
+               (unsigned long long)m.acks_received[3], (unsigned long long)m.acks_received[4],
+               (unsigned long long)m.acks_received[5]);
     rc = n_ok == n && n > 0 ? 0 : 1;
     ect_log_set_sink(NULL, NULL);
 out:

@@ -1,0 +1,388 @@
+/*
+ * Peer-to-peer transfer when things go wrong (issue 4): a save that lands
+ * late (retried, keeping the reserved blocks), an entry evicted between its
+ * announcement and the read, announcement holds, a producer stopped with
+ * SIGSTOP during a read (read timeout, quarantine, settling after SIGCONT),
+ * and a producer killed with SIGKILL during a read, then restarted on the
+ * same port.  Producers that must die run in forked processes.
+ */
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <ectier/ectier.h>
+
+#include "harness.h"
+#include "instance.h"
+#include "pattern.h"
+
+static uint64_t
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void
+open_instance(struct ect_cli_instance *in, const char *role, unsigned long long cpu_bytes,
+              const char *hidden, const char *extra)
+{
+    char cfg[1024];
+    snprintf(cfg, sizeof(cfg),
+             "{\"ec_connector\": \"ectier\", \"ec_role\": \"%s\", \"ec_connector_extra_config\": "
+             "{\"ec_cpu_bytes\": %llu, \"ec_enable_nixl\": true%s%s}}",
+             role, cpu_bytes, extra ? ", " : "", extra ? extra : "");
+    setenv("ECTIER_SIDE_CHANNEL_HOST", "127.0.0.1", 1);
+    if (getenv("ECTIER_SIDE_CHANNEL_PORT") == NULL)
+        setenv("ECTIER_SIDE_CHANNEL_PORT", "0", 1);
+    struct ect_cli_instance_args a = {.cmd = "test", .config = cfg, .model = "m",
+                                      .hidden = hidden, .dtype = "bf16",
+                                      .engine_version = "0.11.0"};
+    CHECK_MSG(ect_cli_instance_open(in, &a, "") == 0, "instance: %s", ect_last_error());
+}
+
+static char *
+announce(struct ect_cli_instance *p, const char *hash, uint64_t tokens)
+{
+    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens};
+    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1};
+    char *params = NULL;
+    CHECK_OK(ect_scheduler_request_finished(p->sched, &req, &params));
+    CHECK(params != NULL);
+    return params;
+}
+
+static void
+save_pattern(struct ect_cli_instance *p, unsigned i, uint64_t tokens, uint64_t block, char hash[65])
+{
+    ect_pattern_mm_hash(i, hash);
+    size_t n = tokens * block;
+    uint8_t *buf = malloc(n);
+    ect_pattern_fill(hash, buf, n);
+    CHECK_OK(ect_cli_instance_save(p, hash, tokens, buf, n));
+    free(buf);
+}
+
+enum outcome { FETCHED, LOCAL, UNAVAILABLE, DEFERRED };
+
+/* One ensure_cache_available call. */
+static enum outcome
+ensure_once(struct ect_cli_instance *c, const char *hash, uint64_t tokens, const char *params,
+            int has_local_input)
+{
+    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens,
+                          .has_local_input = has_local_input};
+    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1,
+                         .ec_transfer_params_json = params};
+    int available = 0;
+    CHECK_OK(ect_scheduler_ensure_cache_available(c->sched, &req, &available));
+    if (available)
+        return ect_scheduler_has_cache_item(c->sched, hash) ? FETCHED : LOCAL;
+    char *ids[4];
+    size_t k = ect_scheduler_take_unavailable_requests(c->sched, ids, 4);
+    int mine = 0;
+    for (size_t i = 0; i < k; i++) {
+        mine |= strcmp(ids[i], hash) == 0;
+        ect_free(ids[i]);
+    }
+    return mine ? UNAVAILABLE : DEFERRED;
+}
+
+static enum outcome
+fetch(struct ect_cli_instance *c, const char *hash, uint64_t tokens, const char *params,
+      int has_local_input, double timeout_s)
+{
+    uint64_t end = now_ns() + (uint64_t)(timeout_s * 1e9);
+    enum outcome o;
+    while ((o = ensure_once(c, hash, tokens, params, has_local_input)) == DEFERRED &&
+           now_ns() < end)
+        usleep(500);
+    return o;
+}
+
+static void
+finish(struct ect_cli_instance *c, const char *hash, uint64_t tokens)
+{
+    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens};
+    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1};
+    char *unused = NULL;
+    CHECK_OK(ect_scheduler_request_finished(c->sched, &req, &unused));
+    ect_free(unused);
+}
+
+static void
+check_loaded(struct ect_cli_instance *c, const char *hash, uint64_t tokens, uint64_t block)
+{
+    size_t n = tokens * block;
+    uint8_t *buf = calloc(1, n);
+    CHECK_OK(ect_cli_instance_load(c, hash, tokens, buf, n));
+    CHECK_EQ_U64(ect_pattern_check(hash, buf, n), n);
+    free(buf);
+}
+
+static ect_metrics_t
+metrics(struct ect_cli_instance *in)
+{
+    ect_metrics_t m;
+    CHECK_OK(ect_scheduler_metrics(in->sched, &m));
+    return m;
+}
+
+static void
+test_not_ready_is_retried_keeping_blocks_until_the_late_save_lands(void)
+{
+    struct ect_cli_instance p, c;
+    open_instance(&p, "ec_producer", 1 << 20, "64", NULL);
+    open_instance(&c, "ec_consumer", 1 << 20, "64", NULL);
+    char hash[65];
+    ect_pattern_mm_hash(7, hash);
+    const uint64_t tokens = 30, block = 128;
+    /* The producer allocates and announces, but its save has not landed. */
+    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens};
+    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1};
+    CHECK_OK(ect_scheduler_update_state_after_alloc(p.sched, &req, 0));
+    ect_step_meta_t *meta;
+    CHECK_OK(ect_scheduler_build_connector_meta(p.sched, &meta));
+    size_t cap = ect_step_meta_encoded_size(meta), len;
+    uint8_t *mb = malloc(cap);
+    CHECK_OK(ect_step_meta_encode(meta, mb, cap, &len));
+    ect_step_meta_destroy(meta);
+    CHECK_OK(ect_worker_bind_metadata(p.worker, mb, len));
+    free(mb);
+    char *params = announce(&p, hash, tokens);
+    /* The consumer keeps asking; it is told NOT_READY and keeps its blocks. */
+    uint64_t end = now_ns() + 400ull * 1000 * 1000;
+    while (now_ns() < end)
+        CHECK_EQ_INT(ensure_once(&c, hash, tokens, params, 0), DEFERRED);
+    ect_metrics_t m = metrics(&c);
+    CHECK_MSG(m.acks_received[5] >= 2, "only %llu NOT_READY acks",
+              (unsigned long long)m.acks_received[5]);
+    CHECK_EQ_U64(m.cache.allocs, 1); /* one reservation across every retry */
+    CHECK_EQ_U64(m.cache.entries_not_ready, 1);
+    CHECK_EQ_U64(m.p2p_fallbacks, 0);
+    /* The save lands late. */
+    uint8_t *payload = malloc(tokens * block);
+    ect_pattern_fill(hash, payload, tokens * block);
+    CHECK_OK(ect_worker_save(p.worker, hash, payload, tokens * block, NULL, NULL));
+    CHECK_OK(ect_worker_get_finished(p.worker));
+    CHECK_OK(ect_worker_wait(p.worker));
+    ect_worker_report_t *rep = NULL;
+    CHECK_OK(ect_worker_take_report(p.worker, &rep));
+    CHECK(rep != NULL);
+    CHECK_OK(ect_scheduler_apply_report(p.sched, rep));
+    ect_worker_report_destroy(rep);
+    ect_worker_clear_metadata(p.worker);
+    CHECK_EQ_INT(fetch(&c, hash, tokens, params, 0, 10), FETCHED);
+    check_loaded(&c, hash, tokens, block);
+    CHECK_EQ_U64(metrics(&c).cache.allocs, 1);
+    finish(&c, hash, tokens);
+    free(payload);
+    ect_free(params);
+    ect_cli_instance_close(&c);
+    ect_cli_instance_close(&p);
+}
+
+static void
+evicted_or_held(int hold)
+{
+    /* 64 blocks: two 30-token entries fit, a third evicts the oldest. */
+    struct ect_cli_instance p, c;
+    open_instance(&p, "ec_producer", 64 * 128, "64",
+                  hold ? "\"announce_lease_s\": 30" : "\"announce_lease_s\": 0");
+    open_instance(&c, "ec_consumer", 1 << 20, "64", NULL);
+    char a[65], b[65], x[65];
+    save_pattern(&p, 1, 30, 128, a);
+    char *params = announce(&p, a, 30);
+    save_pattern(&p, 2, 30, 128, b);
+    ect_pattern_mm_hash(3, x);
+    uint8_t *buf = malloc(30 * 128);
+    ect_pattern_fill(x, buf, 30 * 128);
+    ect_status_t st = ect_cli_instance_save(&p, x, 30, buf, 30 * 128);
+    free(buf);
+    if (hold) {
+        /* The announced entry a is held, so making room for x evicts b. */
+        CHECK_OK(st);
+        CHECK_EQ_INT(fetch(&c, a, 30, params, 0, 10), FETCHED);
+        check_loaded(&c, a, 30, 128);
+    } else {
+        CHECK_OK(st); /* evicted a */
+        CHECK_EQ_INT(fetch(&c, a, 30, params, 0, 10), UNAVAILABLE);
+        CHECK_EQ_U64(metrics(&c).acks_received[1], 1);
+        CHECK_EQ_U64(metrics(&c).cache.entries, 0);
+    }
+    finish(&c, a, 30);
+    ect_free(params);
+    ect_cli_instance_close(&c);
+    ect_cli_instance_close(&p);
+}
+
+static void
+test_entry_evicted_between_announcement_and_read_fails_the_request(void)
+{
+    evicted_or_held(0);
+}
+
+static void
+test_announced_encoding_is_not_evictable(void)
+{
+    evicted_or_held(1);
+}
+
+/* ---- producers in other processes ------------------------------------------ */
+
+#define BIG_HIDDEN "4096" /* 8 KiB blocks */
+#define BIG_BLOCK 8192u
+#define BIG_TOKENS 32768u /* 256 MiB */
+#define BIG_REGION (300ull << 20)
+
+/* Fork a producer that saves entry `index` (tokens rows), writes its
+ * announcement to a pipe and serves until killed. */
+static pid_t
+spawn_producer(unsigned index, uint64_t tokens, char **params_p)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        struct ect_cli_instance p;
+        open_instance(&p, "ec_producer", BIG_REGION, BIG_HIDDEN, "\"transport\": \"ucx\"");
+        char hash[65];
+        save_pattern(&p, index, tokens, BIG_BLOCK, hash);
+        char *params = announce(&p, hash, tokens);
+        size_t n = strlen(params) + 1;
+        if (write(fds[1], params, n) != (ssize_t)n)
+            _exit(3);
+        close(fds[1]);
+        for (;;)
+            pause();
+    }
+    close(fds[1]);
+    char *buf = calloc(1, 4096);
+    size_t got = 0;
+    ssize_t r;
+    while ((r = read(fds[0], buf + got, 4095 - got)) > 0)
+        got += (size_t)r;
+    close(fds[0]);
+    CHECK_MSG(got > 0, "the producer child died before announcing");
+    *params_p = buf;
+    return pid;
+}
+
+static unsigned
+params_port(const char *params)
+{
+    const char *at = strstr(params, "\"peer_port\":");
+    CHECK(at != NULL);
+    return (unsigned)strtoul(at + 12, NULL, 10);
+}
+
+static const char *
+params_hash(const char *params, char out[65])
+{
+    CHECK(sscanf(params, "{\"%64[0-9a-f]\"", out) == 1);
+    return out;
+}
+
+/* Ask until the read has started (the ack arrived). */
+static void
+start_and_wait_for_read(struct ect_cli_instance *c, const char *hash, const char *params)
+{
+    uint64_t end = now_ns() + 10ull * 1000000000ull;
+    while (metrics(c).p2p_reads_started == 0 && now_ns() < end)
+        CHECK_EQ_INT(ensure_once(c, hash, BIG_TOKENS, params, 1), DEFERRED);
+    CHECK_MSG(metrics(c).p2p_reads_started == 1, "the read never started");
+}
+
+static void
+test_producer_stopped_during_read_times_out_quarantines_and_settles(void)
+{
+    setenv("UCX_TLS", "tcp", 1);
+    char *params;
+    pid_t child = spawn_producer(11, BIG_TOKENS, &params);
+    struct ect_cli_instance c;
+    open_instance(&c, "ec_consumer", BIG_REGION, BIG_HIDDEN,
+                  "\"transport\": \"ucx\", \"read_timeout_s\": 1, \"quarantine_s\": 30");
+    char hash[65];
+    params_hash(params, hash);
+    start_and_wait_for_read(&c, hash, params);
+    CHECK(kill(child, SIGSTOP) == 0);
+    /* The read cannot finish: after the read timeout the item falls back,
+     * but its blocks stay fenced (a DMA could still land). */
+    CHECK_EQ_INT(fetch(&c, hash, BIG_TOKENS, params, 1, 15), LOCAL);
+    ect_metrics_t m = metrics(&c);
+    int completed_before_stop = m.p2p_reads_completed == 1;
+    if (!completed_before_stop) {
+        CHECK_EQ_U64(m.p2p_read_timeouts, 1);
+        CHECK_EQ_U64(m.cache.entries_not_ready, 1);
+        CHECK(ect_scheduler_has_pending_push_work(c.sched));
+        /* Once the producer runs again the read settles and the blocks
+         * come back, well before the 30 s quarantine ends. */
+        CHECK(kill(child, SIGCONT) == 0);
+        uint64_t end = now_ns() + 20ull * 1000000000ull;
+        while (metrics(&c).cache.entries_not_ready != 0 && now_ns() < end)
+            usleep(10000);
+        CHECK_EQ_U64(metrics(&c).cache.entries_not_ready, 0);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    CHECK_MSG(!completed_before_stop, "the 256 MiB read finished before SIGSTOP: test inconclusive");
+    finish(&c, hash, BIG_TOKENS);
+    free(params);
+    ect_cli_instance_close(&c);
+}
+
+static void
+test_producer_killed_during_read_falls_back_and_a_restarted_one_serves(void)
+{
+    setenv("UCX_TLS", "tcp", 1);
+    char *params;
+    pid_t child = spawn_producer(21, BIG_TOKENS, &params);
+    struct ect_cli_instance c;
+    open_instance(&c, "ec_consumer", 2 * BIG_REGION, BIG_HIDDEN,
+                  "\"transport\": \"ucx\", \"read_timeout_s\": 2, \"quarantine_s\": 3");
+    char hash[65];
+    params_hash(params, hash);
+    start_and_wait_for_read(&c, hash, params);
+    CHECK(kill(child, SIGKILL) == 0);
+    waitpid(child, NULL, 0);
+    enum outcome o = fetch(&c, hash, BIG_TOKENS, params, 1, 15);
+    CHECK_MSG(o == LOCAL, "outcome %d: the read should fail or time out", o);
+    finish(&c, hash, BIG_TOKENS);
+    /* A new producer on the same port (new UCX worker, new offer): the
+     * consumer reconnects without an extra round trip and keeps serving. */
+    char port[16];
+    snprintf(port, sizeof(port), "%u", params_port(params));
+    setenv("ECTIER_SIDE_CHANNEL_PORT", port, 1);
+    char *params2;
+    pid_t child2 = spawn_producer(22, 1000, &params2);
+    CHECK_EQ_U64(params_port(params2), params_port(params));
+    char hash2[65];
+    params_hash(params2, hash2);
+    o = fetch(&c, hash2, 1000, params2, 0, 15);
+    CHECK_EQ_INT(o, FETCHED);
+    check_loaded(&c, hash2, 1000, BIG_BLOCK);
+    finish(&c, hash2, 1000);
+    kill(child2, SIGKILL);
+    waitpid(child2, NULL, 0);
+    free(params);
+    free(params2);
+    ect_cli_instance_close(&c);
+}
+
+static const struct ect_test_case cases[] = {
+    ECT_CASE(test_not_ready_is_retried_keeping_blocks_until_the_late_save_lands),
+    ECT_CASE(test_entry_evicted_between_announcement_and_read_fails_the_request),
+    ECT_CASE(test_announced_encoding_is_not_evictable),
+    ECT_CASE(test_producer_stopped_during_read_times_out_quarantines_and_settles),
+    ECT_CASE(test_producer_killed_during_read_falls_back_and_a_restarted_one_serves),
+};
+
+int
+main(int argc, char **argv)
+{
+    return ECT_TEST_MAIN(argc, argv, cases);
+}
