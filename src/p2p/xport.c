@@ -463,7 +463,8 @@ choose(ect_xport_client_t *c, struct peer *p, ect_xport_kind_t *kind_p)
         break;
     }
     if (kind != p->logged) {
-        if (kind == ECT_XPORT_UCX && (p->offer.kinds & (1u << ECT_XPORT_SAME_HOST)))
+        if (kind == ECT_XPORT_UCX && c->prefer == ECT_TRANSPORT_AUTO &&
+            (p->offer.kinds & (1u << ECT_XPORT_SAME_HOST)))
             ECT_LOG_I("xport: peer %s: reading over ucx (same-host not usable: %s)", p->key,
                       p->shm_why);
         else

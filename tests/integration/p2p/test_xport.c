@@ -482,5 +482,7 @@ static const struct ect_test_case cases[] = {
 int
 main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], XF_PRODUCER_ARG) == 0)
+        return xf_producer_exec_main(argc, argv);
     return ECT_TEST_MAIN(argc, argv, cases);
 }

@@ -1,14 +1,20 @@
 /*
  * Shared by the data-transport tests (test_xport.c, test_xport_peers.c):
- * a producer in a forked child process that opens a real region, fills it
- * with pseudo-random bytes (never zero), starts a transport server and
- * hands its offer and descriptor back through a pipe, then serves until it
- * is told to stop (or is killed); and a consumer region in the test process.
+ * a producer in its own process that opens a real region, fills it with
+ * pseudo-random bytes (never zero), starts a transport server and hands its
+ * offer and descriptor back through a pipe, then serves until it is told to
+ * stop (or is killed); and a consumer region in the test process.
  *
- * Every region is named "ectt_<case pid>_<n>" by the case's own process
- * before any fork, so the RT_CASE wrapper (region_helpers.h) can check and
- * clean /dev/shm afterwards.  Children are forked before the case creates
- * its own UCX client, so no child inherits a UCX worker.
+ * A producer is the test program itself, forked AND exec'd with
+ * XF_PRODUCER_ARG (each test program's main dispatches to
+ * xf_producer_exec_main): a process forked from one that has used UCX
+ * cannot use UCX (the child lacks UCX's global async thread, so its tcp
+ * listener never accepts), and a restarted producer is a fresh process
+ * anyway.
+ *
+ * Every region is named "ectt_<case pid>_<n>" by the case's own process,
+ * so the RT_CASE wrapper (region_helpers.h) can check and clean /dev/shm
+ * afterwards.
  */
 #ifndef ECT_TESTS_XPORT_FIXTURE_H
 #define ECT_TESTS_XPORT_FIXTURE_H
@@ -144,11 +150,21 @@ xf_read_blob(int fd, size_t *len_p)
     return b;
 }
 
-/* The child: never returns. */
-static inline void
-xf_producer_main(int up, int down, const char *region_name, uint64_t hidden, uint64_t num_blocks,
-                 uint64_t seed, int serve_ucx, int serve_same_host)
+#define XF_PRODUCER_ARG "--xport-test-producer"
+
+/* The producer process (argv: XF_PRODUCER_ARG up_fd down_fd region_name
+ * hidden num_blocks seed serve_ucx serve_same_host).  Reports back through
+ * up_fd, then serves until a byte or end-of-file arrives on down_fd. */
+static inline int
+xf_producer_exec_main(int argc, char **argv)
 {
+    if (argc != 10)
+        return 2;
+    int up = atoi(argv[2]), down = atoi(argv[3]);
+    const char *region_name = argv[4];
+    uint64_t hidden = strtoull(argv[5], NULL, 10), num_blocks = strtoull(argv[6], NULL, 10);
+    uint64_t seed = strtoull(argv[7], NULL, 10);
+    int serve_ucx = atoi(argv[8]), serve_same_host = atoi(argv[9]);
     ect_region_params_t rp;
     xf_region_params(&rp, region_name, hidden, num_blocks);
     ect_region_t *region = NULL;
@@ -176,6 +192,7 @@ xf_producer_main(int up, int down, const char *region_name, uint64_t hidden, uin
         xf_write_blob(up, agent, alen) || xf_write_blob(up, desc, dlen) ||
         xf_write_blob(up, path, strlen(path)))
         _exit(3);
+    close(up);
     char c;
     while (read(down, &c, 1) < 0 && errno == EINTR)
         ;
@@ -184,8 +201,9 @@ xf_producer_main(int up, int down, const char *region_name, uint64_t hidden, uin
     _exit(0);
 }
 
-/* Fork a producer serving a fresh region of num_blocks blocks of hidden x 4
- * bytes named region_name (made by the caller with ect_test_unique_name). */
+/* Start a producer process serving a fresh region of num_blocks blocks of
+ * hidden x 4 bytes named region_name (made by the caller with
+ * ect_test_unique_name). */
 static inline void
 xf_producer_start(struct xf_producer *p, const char *region_name, uint64_t hidden,
                   uint64_t num_blocks, uint64_t seed, int serve_ucx, int serve_same_host)
@@ -193,6 +211,14 @@ xf_producer_start(struct xf_producer *p, const char *region_name, uint64_t hidde
     memset(p, 0, sizeof(*p));
     int up[2], down[2];
     CHECK(pipe(up) == 0 && pipe(down) == 0);
+    char args[7][32];
+    snprintf(args[0], sizeof(args[0]), "%d", up[1]);
+    snprintf(args[1], sizeof(args[1]), "%d", down[0]);
+    snprintf(args[2], sizeof(args[2]), "%llu", (unsigned long long)hidden);
+    snprintf(args[3], sizeof(args[3]), "%llu", (unsigned long long)num_blocks);
+    snprintf(args[4], sizeof(args[4]), "%llu", (unsigned long long)seed);
+    snprintf(args[5], sizeof(args[5]), "%d", serve_ucx);
+    snprintf(args[6], sizeof(args[6]), "%d", serve_same_host);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -200,8 +226,9 @@ xf_producer_start(struct xf_producer *p, const char *region_name, uint64_t hidde
     if (pid == 0) {
         close(up[0]);
         close(down[1]);
-        xf_producer_main(up[1], down[0], region_name, hidden, num_blocks, seed, serve_ucx,
-                         serve_same_host);
+        execl("/proc/self/exe", "xport-producer", XF_PRODUCER_ARG, args[0], args[1], region_name,
+              args[2], args[3], args[4], args[5], args[6], (char *)NULL);
+        _exit(4);
     }
     close(up[1]);
     close(down[0]);
