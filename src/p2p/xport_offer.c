@@ -1,0 +1,295 @@
+/*
+ * Encode and decode the two blobs a producer's OK ack carries: the offer
+ * (agent_metadata, "ECTA") and the region descriptor (mem_descriptor,
+ * "ECTD").  The formats are in xport_internal.h.
+ *
+ * Both come from a peer on the consumer side, so the decoders trust
+ * nothing: every length is checked against the bytes left before it is
+ * used, every count against a fixed bound, the blob must end exactly where
+ * its last field ends, and any violation is ECT_ERR_PEER with a message that
+ * names the field and the offset.  Decoded structs borrow their byte fields
+ * from the blob.
+ *
+ * Pure functions; no locking.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/bytes.h"
+#include "common/error.h"
+#include "p2p/xport_internal.h"
+
+#define AGENT_MAGIC "ECTA"
+#define DESC_MAGIC  "ECTD"
+#define MAGIC_LEN   4u
+
+/* Fixed part of a same-host entry: boot id, dev, ino, data_offset, path_len. */
+#define SAME_HOST_FIXED (ECT_XPORT_BOOT_ID_LEN + 8u + 8u + 8u + 4u)
+#define DESC_FIXED      (MAGIC_LEN + 4u + 8u + 8u + 8u + 4u)
+
+static size_t
+offset_of(const ect_bytes_reader_t *r, const uint8_t *start)
+{
+    return (size_t)(r->p - start);
+}
+
+/* A boot id is the kernel's UUID text: 36 characters of [0-9a-f-]. */
+static int
+boot_id_ok(const uint8_t *s)
+{
+    for (size_t i = 0; i < ECT_XPORT_BOOT_ID_LEN; i++) {
+        uint8_t c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- agent_metadata --------------------------------------------------------- */
+
+static int
+offer_fields_ok(const ect_xport_offer_t *o)
+{
+    if ((o->kinds & ~((1u << ECT_XPORT_UCX) | (1u << ECT_XPORT_SAME_HOST))) != 0 || o->kinds == 0)
+        return 0;
+    if ((o->kinds & (1u << ECT_XPORT_UCX)) && (o->ucx_address == NULL || o->ucx_address_len == 0 ||
+                                               o->ucx_address_len > ECT_XPORT_MAX_UCX_ADDR))
+        return 0;
+    if ((o->kinds & (1u << ECT_XPORT_SAME_HOST)) &&
+        (o->path == NULL || o->path_len == 0 || o->path_len > ECT_XPORT_MAX_PATH ||
+         memchr(o->path, '\0', o->path_len) != NULL ||
+         strlen(o->boot_id) != ECT_XPORT_BOOT_ID_LEN || !boot_id_ok((const uint8_t *)o->boot_id)))
+        return 0;
+    return 1;
+}
+
+ect_status_t
+ect__xport_offer_encode(const ect_xport_offer_t *offer, uint8_t **blob_p, size_t *len_p)
+{
+    if (offer == NULL || blob_p == NULL || len_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "xport offer encode: NULL argument");
+    if (!offer_fields_ok(offer))
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "xport offer encode: no transport, or a field outside the format's "
+                          "bounds (address <= %u bytes, path 1..%u bytes, 36-character boot id)",
+                          ECT_XPORT_MAX_UCX_ADDR, ECT_XPORT_MAX_PATH);
+    int has_ucx = (offer->kinds & (1u << ECT_XPORT_UCX)) != 0;
+    int has_shm = (offer->kinds & (1u << ECT_XPORT_SAME_HOST)) != 0;
+    size_t len = MAGIC_LEN + 8;
+    if (has_ucx)
+        len += 8 + offer->ucx_address_len;
+    if (has_shm)
+        len += 8 + SAME_HOST_FIXED + offer->path_len;
+    uint8_t *blob = malloc(len);
+    if (blob == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "xport offer encode: out of memory");
+    ect_bytes_writer_t w = {blob, blob + len};
+    ect__put_bytes(&w, AGENT_MAGIC, MAGIC_LEN);
+    ect__put_u32(&w, ECT_XPORT_BLOB_VERSION);
+    ect__put_u32(&w, (uint32_t)(has_ucx + has_shm));
+    if (has_ucx) {
+        ect__put_u32(&w, ECT_XPORT_UCX);
+        ect__put_u32(&w, (uint32_t)offer->ucx_address_len);
+        ect__put_bytes(&w, offer->ucx_address, offer->ucx_address_len);
+    }
+    if (has_shm) {
+        ect__put_u32(&w, ECT_XPORT_SAME_HOST);
+        ect__put_u32(&w, (uint32_t)(SAME_HOST_FIXED + offer->path_len));
+        ect__put_bytes(&w, offer->boot_id, ECT_XPORT_BOOT_ID_LEN);
+        ect__put_u64(&w, offer->dev);
+        ect__put_u64(&w, offer->ino);
+        ect__put_u64(&w, offer->data_offset);
+        ect__put_u32(&w, (uint32_t)offer->path_len);
+        ect__put_bytes(&w, offer->path, offer->path_len);
+    }
+    *blob_p = blob;
+    *len_p = len;
+    return ECT_OK;
+}
+
+static ect_status_t
+peer_error(const char *blob_name, const char *what, size_t at)
+{
+    return ect__error(ECT_ERR_PEER, "peer %s: %s (at byte %zu)", blob_name, what, at);
+}
+
+/* The same-host entry's payload (exactly len bytes). */
+static ect_status_t
+decode_same_host(const uint8_t *start, const uint8_t *p, size_t len, ect_xport_offer_t *o)
+{
+    ect_bytes_reader_t r = {p, p + len, 0};
+    if (len < SAME_HOST_FIXED)
+        return peer_error("agent_metadata", "same-host entry shorter than its fixed part",
+                          (size_t)(p - start));
+    const uint8_t *boot = ect__get_bytes(&r, ECT_XPORT_BOOT_ID_LEN);
+    if (!boot_id_ok(boot))
+        return peer_error("agent_metadata", "same-host boot id is not 36 characters of [0-9a-f-]",
+                          (size_t)(boot - start));
+    memcpy(o->boot_id, boot, ECT_XPORT_BOOT_ID_LEN);
+    o->boot_id[ECT_XPORT_BOOT_ID_LEN] = '\0';
+    o->dev = ect__get_u64(&r);
+    o->ino = ect__get_u64(&r);
+    o->data_offset = ect__get_u64(&r);
+    uint32_t path_len = ect__get_u32(&r);
+    if (path_len == 0 || path_len > ECT_XPORT_MAX_PATH)
+        return peer_error("agent_metadata", "same-host path length is 0 or above 4095",
+                          offset_of(&r, start) - 4);
+    if (path_len != ect__remaining(&r))
+        return peer_error("agent_metadata",
+                          "same-host path length disagrees with the entry's length",
+                          offset_of(&r, start) - 4);
+    const uint8_t *path = ect__get_bytes(&r, path_len);
+    if (memchr(path, '\0', path_len) != NULL)
+        return peer_error("agent_metadata", "same-host path contains a NUL byte",
+                          (size_t)(path - start));
+    o->path = (const char *)path;
+    o->path_len = path_len;
+    return ECT_OK;
+}
+
+ect_status_t
+ect__xport_offer_decode(const void *blob, size_t len, ect_xport_offer_t *offer_p)
+{
+    if (offer_p == NULL || (blob == NULL && len != 0))
+        return ect__error(ECT_ERR_INVALID_ARG, "xport offer decode: NULL argument");
+    if (len == 0)
+        return ect__error(ECT_ERR_PEER, "peer agent_metadata is empty (not an ectier producer?)");
+    if (len > ECT_XPORT_MAX_BLOB)
+        return ect__error(ECT_ERR_PEER, "peer agent_metadata is %zu bytes; at most %u allowed", len,
+                          ECT_XPORT_MAX_BLOB);
+    const uint8_t *start = blob;
+    ect_bytes_reader_t r = {start, start + len, 0};
+    const uint8_t *magic = ect__get_bytes(&r, MAGIC_LEN);
+    if (magic == NULL || memcmp(magic, AGENT_MAGIC, MAGIC_LEN) != 0)
+        return peer_error("agent_metadata", "bad magic (expected \"ECTA\")", 0);
+    uint32_t version = ect__get_u32(&r);
+    if (r.failed)
+        return peer_error("agent_metadata", "truncated before the version", offset_of(&r, start));
+    if (version != ECT_XPORT_BLOB_VERSION)
+        return ect__error(ECT_ERR_PEER, "peer agent_metadata has version %u; this build reads %u",
+                          version, ECT_XPORT_BLOB_VERSION);
+    uint32_t n = ect__get_u32(&r);
+    if (r.failed)
+        return peer_error("agent_metadata", "truncated before the entry count",
+                          offset_of(&r, start));
+    if (n == 0 || n > ECT_XPORT_MAX_ENTRIES)
+        return ect__error(ECT_ERR_PEER, "peer agent_metadata has %u entries; 1..%u allowed", n,
+                          ECT_XPORT_MAX_ENTRIES);
+    ect_xport_offer_t o;
+    memset(&o, 0, sizeof(o));
+    unsigned seen = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        size_t at = offset_of(&r, start);
+        uint32_t kind = ect__get_u32(&r);
+        uint32_t elen = ect__get_u32(&r);
+        if (r.failed)
+            return peer_error("agent_metadata", "truncated entry header", at);
+        if (elen > ect__remaining(&r))
+            return peer_error("agent_metadata", "entry length runs past the end", at + 4);
+        const uint8_t *payload = ect__get_bytes(&r, elen);
+        if (kind == ECT_XPORT_UCX || kind == ECT_XPORT_SAME_HOST) {
+            if (seen & (1u << kind))
+                return peer_error("agent_metadata", "a transport is offered twice", at);
+            seen |= 1u << kind;
+        }
+        if (kind == ECT_XPORT_UCX) {
+            if (elen == 0 || elen > ECT_XPORT_MAX_UCX_ADDR)
+                return peer_error("agent_metadata", "UCX address length is 0 or above 16384",
+                                  at + 4);
+            o.ucx_address = payload;
+            o.ucx_address_len = elen;
+        } else if (kind == ECT_XPORT_SAME_HOST) {
+            ect_status_t st = decode_same_host(start, payload, elen, &o);
+            if (st != ECT_OK)
+                return st;
+        }
+        /* Other kinds: a newer producer's transport; skipped. */
+    }
+    if (ect__remaining(&r) != 0)
+        return peer_error("agent_metadata", "trailing bytes after the last entry",
+                          offset_of(&r, start));
+    if (seen == 0)
+        return ect__error(ECT_ERR_PEER, "peer agent_metadata offers no transport this build knows");
+    o.kinds = seen;
+    *offer_p = o;
+    return ECT_OK;
+}
+
+/* ---- mem_descriptor --------------------------------------------------------- */
+
+ect_status_t
+ect__xport_desc_encode(const ect_xport_desc_t *desc, uint8_t **blob_p, size_t *len_p)
+{
+    if (desc == NULL || blob_p == NULL || len_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "xport descriptor encode: NULL argument");
+    if (desc->rkey_len > ECT_XPORT_MAX_RKEY || (desc->rkey_len != 0 && desc->rkey == NULL))
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "xport descriptor encode: remote key of %zu bytes (at most %u)",
+                          desc->rkey_len, ECT_XPORT_MAX_RKEY);
+    size_t len = DESC_FIXED + desc->rkey_len;
+    uint8_t *blob = malloc(len);
+    if (blob == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "xport descriptor encode: out of memory");
+    ect_bytes_writer_t w = {blob, blob + len};
+    ect__put_bytes(&w, DESC_MAGIC, MAGIC_LEN);
+    ect__put_u32(&w, ECT_XPORT_BLOB_VERSION);
+    ect__put_u64(&w, desc->base);
+    ect__put_u64(&w, desc->block_size);
+    ect__put_u64(&w, desc->num_blocks);
+    ect__put_u32(&w, (uint32_t)desc->rkey_len);
+    if (desc->rkey_len != 0)
+        ect__put_bytes(&w, desc->rkey, desc->rkey_len);
+    *blob_p = blob;
+    *len_p = len;
+    return ECT_OK;
+}
+
+ect_status_t
+ect__xport_desc_decode(const void *blob, size_t len, ect_xport_desc_t *desc_p)
+{
+    if (desc_p == NULL || (blob == NULL && len != 0))
+        return ect__error(ECT_ERR_INVALID_ARG, "xport descriptor decode: NULL argument");
+    if (len == 0)
+        return ect__error(ECT_ERR_PEER, "peer mem_descriptor is empty (not an ectier producer?)");
+    if (len > ECT_XPORT_MAX_BLOB)
+        return ect__error(ECT_ERR_PEER, "peer mem_descriptor is %zu bytes; at most %u allowed", len,
+                          ECT_XPORT_MAX_BLOB);
+    const uint8_t *start = blob;
+    ect_bytes_reader_t r = {start, start + len, 0};
+    const uint8_t *magic = ect__get_bytes(&r, MAGIC_LEN);
+    if (magic == NULL || memcmp(magic, DESC_MAGIC, MAGIC_LEN) != 0)
+        return peer_error("mem_descriptor", "bad magic (expected \"ECTD\")", 0);
+    uint32_t version = ect__get_u32(&r);
+    if (r.failed)
+        return peer_error("mem_descriptor", "truncated before the version", offset_of(&r, start));
+    if (version != ECT_XPORT_BLOB_VERSION)
+        return ect__error(ECT_ERR_PEER, "peer mem_descriptor has version %u; this build reads %u",
+                          version, ECT_XPORT_BLOB_VERSION);
+    ect_xport_desc_t d;
+    memset(&d, 0, sizeof(d));
+    d.base = ect__get_u64(&r);
+    d.block_size = ect__get_u64(&r);
+    d.num_blocks = ect__get_u64(&r);
+    uint32_t rkey_len = ect__get_u32(&r);
+    if (r.failed)
+        return peer_error("mem_descriptor", "truncated in the fixed fields", offset_of(&r, start));
+    if (d.block_size == 0 || d.num_blocks == 0)
+        return ect__error(ECT_ERR_PEER,
+                          "peer mem_descriptor has block size %llu and %llu blocks; both must be "
+                          "non-zero",
+                          (unsigned long long)d.block_size, (unsigned long long)d.num_blocks);
+    if (d.num_blocks > UINT64_MAX / d.block_size ||
+        d.base > UINT64_MAX - d.block_size * d.num_blocks)
+        return ect__error(ECT_ERR_PEER,
+                          "peer mem_descriptor: base + %llu blocks of %llu bytes overflows",
+                          (unsigned long long)d.num_blocks, (unsigned long long)d.block_size);
+    if (rkey_len > ECT_XPORT_MAX_RKEY)
+        return peer_error("mem_descriptor", "remote key longer than 4096 bytes", DESC_FIXED - 4);
+    if (rkey_len != ect__remaining(&r))
+        return peer_error("mem_descriptor", "remote key length disagrees with the blob's length",
+                          DESC_FIXED - 4);
+    d.rkey = rkey_len != 0 ? ect__get_bytes(&r, rkey_len) : NULL;
+    d.rkey_len = rkey_len;
+    *desc_p = d;
+    return ECT_OK;
+}

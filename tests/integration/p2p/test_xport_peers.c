@@ -1,0 +1,481 @@
+/*
+ * The data transports' per-peer behaviour on real processes: producer
+ * restarts (new process, same peer key, new offer), a producer SIGKILLed in
+ * the middle of a large UCX read, same-host offers that must not be used
+ * (other boot, path outside the region directory, wrong inode, a symlink)
+ * and the fallback to UCX, the endpoint and mapping cache, forgetting a
+ * peer, detached reads, and the choice being logged and counted.
+ */
+#include "xport_fixture.h"
+
+#define NB 64
+
+static const uint64_t REMOTE[] = {5, 6, 7, 1, 60, 61, 30};
+static const ect_run_t LOCAL[] = {{10, 4}, {40, 3}};
+#define N_REMOTE (sizeof(REMOTE) / sizeof(REMOTE[0]))
+#define N_LOCAL  (sizeof(LOCAL) / sizeof(LOCAL[0]))
+
+/* Read REMOTE into LOCAL from p under peer key; expect kind and DONE. */
+static void
+read_ok(struct xf_consumer *c, const struct xf_producer *p, const char *key, const uint8_t *agent,
+        size_t agent_len, ect_xport_kind_t expect)
+{
+    ect_xport_read_t *r;
+    ect_xport_kind_t kind;
+    CHECK_OK(ect__xport_read_start(c->client, key, agent, agent_len, p->desc, p->desc_len, REMOTE,
+                                   N_REMOTE, LOCAL, N_LOCAL, &r, &kind));
+    CHECK_EQ_INT(kind, expect);
+    CHECK_EQ_INT(xf_wait(c, r, 20), ECT_XPORT_READ_DONE);
+    ect__xport_read_release(c->client, r);
+    xf_check_landed(c, p, REMOTE, N_REMOTE, LOCAL, N_LOCAL);
+}
+
+static void
+names(char *a, char *b, char *d)
+{
+    ect_test_unique_name(a, 64, "ectt_");
+    ect_test_unique_name(b, 64, "ectt_");
+    if (d != NULL)
+        ect_test_unique_name(d, 64, "ectt_");
+}
+
+/* ---- restarts ----------------------------------------------------------------------- */
+
+static void
+restart_case(ect_transport_t prefer, ect_xport_kind_t expect)
+{
+    xf_ucx_env("tcp");
+    char a[64], b[64], cname[64];
+    names(a, b, cname);
+    struct xf_producer first, second;
+    xf_producer_start(&first, a, XF_HIDDEN, NB, 1001, 1, 1);
+
+    CHECK_OK(first.status);
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, XF_HIDDEN, NB, prefer, NULL);
+    read_ok(&c, &first, "10.0.0.1:5601", first.agent, first.agent_len, expect);
+    char first_path[512];
+    snprintf(first_path, sizeof(first_path), "%s", first.path);
+    xf_producer_stop(&first);
+
+    /* A new process answers on the same host:port with a new offer. */
+    xf_producer_start(&second, b, XF_HIDDEN, NB, 2002, 1, 1);
+    CHECK_OK(second.status);
+    read_ok(&c, &second, "10.0.0.1:5601", second.agent, second.agent_len, expect);
+    ect_xport_counters_t k;
+    ect__xport_client_counters(c.client, &k);
+    CHECK_EQ_U64(k.peer_restarts, 1);
+    CHECK_EQ_U64(k.reads[expect], 2);
+    CHECK_EQ_U64(k.failures, 0);
+    /* The old mapping was dropped, so the old region file is gone. */
+    CHECK_MSG(!rt_exists(first_path), "%s still exists after the restart", first_path);
+    /* Same bytes again: no new restart. */
+    read_ok(&c, &second, "10.0.0.1:5601", second.agent, second.agent_len, expect);
+    ect__xport_client_counters(c.client, &k);
+    CHECK_EQ_U64(k.peer_restarts, 1);
+    xf_consumer_close(&c);
+    xf_producer_stop(&second);
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_producer_restart_over_ucx_is_noticed_counted_and_read_works)
+{
+    restart_case(ECT_TRANSPORT_UCX, ECT_XPORT_UCX);
+}
+
+RT_CASE(test_producer_restart_over_same_host_is_noticed_counted_and_read_works)
+{
+    restart_case(ECT_TRANSPORT_AUTO, ECT_XPORT_SAME_HOST);
+}
+
+/* ---- a producer killed mid-read ------------------------------------------------------- */
+
+/* 64 KiB blocks (16384 x 4 bytes); 2048 of them = 128 MiB. */
+#define BIG_HIDDEN 16384u
+#define BIG_NB     2048u
+
+static void
+killed_mid_read(const char *tls)
+{
+    xf_ucx_env(tls);
+    char pname[64], cname[64];
+    names(pname, cname, NULL);
+    struct xf_producer p;
+    xf_producer_start(&p, pname, BIG_HIDDEN, BIG_NB, 9, 1, 0);
+    CHECK_OK(p.status);
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, BIG_HIDDEN, BIG_NB, ECT_TRANSPORT_UCX, NULL);
+    uint64_t *remote = malloc(BIG_NB * sizeof(*remote));
+    CHECK(remote != NULL);
+    /* Eight 16 MiB segments, so several gets are in flight. */
+    for (uint64_t i = 0; i < BIG_NB; i++)
+        remote[i] = (i / 256 % 2 ? i - 256 : i + 256) % BIG_NB;
+    ect_run_t all = {0, BIG_NB};
+    ect_xport_read_t *r;
+    CHECK_OK(ect__xport_read_start(c.client, "h:9", p.agent, p.agent_len, p.desc, p.desc_len,
+                                   remote, BIG_NB, &all, 1, &r, NULL));
+    /* Kill the producer while the gets are in flight. */
+    CHECK_EQ_INT(ect__xport_read_poll(c.client, r), ECT_XPORT_READ_PENDING);
+    uint64_t t0 = ect__now_ns();
+    xf_producer_kill(&p);
+    ect_xport_read_state_t s = xf_wait(&c, r, 30);
+    double waited = (double)(ect__now_ns() - t0) / 1e9;
+    fprintf(stderr, "read after SIGKILL: %s after %.3f s\n",
+            s == ECT_XPORT_READ_FAILED ? "FAILED"
+            : s == ECT_XPORT_READ_DONE ? "DONE"
+                                       : "PENDING",
+            waited);
+    /* UCX's error handling (mode PEER) ends the gets of a dead producer:
+     * tcp sees the reset connection at once. */
+    CHECK_EQ_INT(s, ECT_XPORT_READ_FAILED);
+    CHECK_MSG(waited < 10.0, "FAILED only after %.3f s", waited);
+    ect__xport_read_release(c.client, r);
+    ect_xport_counters_t k;
+    ect__xport_client_counters(c.client, &k);
+    CHECK_EQ_U64(k.failures, 1);
+    CHECK_EQ_U64(k.reads[ECT_XPORT_UCX], 0);
+
+    /* The same (dead) offer again: a new endpoint, which fails too, either
+     * at once or through the read; nothing hangs. */
+    ect_status_t st = ect__xport_read_start(c.client, "h:9", p.agent, p.agent_len, p.desc,
+                                            p.desc_len, remote, 1, &all, 0, &r, NULL);
+    CHECK_STATUS(st, ECT_ERR_PEER); /* 1 index for 0 local blocks */
+    ect_run_t one = {0, 1};
+    st = ect__xport_read_start(c.client, "h:9", p.agent, p.agent_len, p.desc, p.desc_len, remote, 1,
+                               &one, 1, &r, NULL);
+    if (st == ECT_OK) {
+        CHECK_EQ_INT(xf_wait(&c, r, 30), ECT_XPORT_READ_FAILED);
+        ect__xport_read_release(c.client, r);
+    } else {
+        CHECK_STATUS(st, ECT_ERR_TRANSPORT);
+    }
+    free(remote);
+    xf_consumer_close(&c);
+    xf_producer_stop(&p);
+    /* The producer's reaper removes its region once the holder is gone. */
+    char path[512];
+    rt_path(path, sizeof(path), RT_SHM, pname);
+    CHECK(rt_wait_gone(path, 5000));
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_producer_killed_during_large_ucx_tcp_read_fails_the_read)
+{
+    killed_mid_read("tcp");
+}
+
+RT_CASE(test_producer_killed_during_large_ucx_default_read_fails_the_read)
+{
+    killed_mid_read(NULL);
+}
+
+/* ---- same-host offers that must not be used ------------------------------------------------ */
+
+enum bad_offer { OTHER_BOOT, OUTSIDE_DIR, WRONG_INODE, THROUGH_SYMLINK, DOT_DOT };
+
+/* The producer's offer with its same-host entry altered. */
+static uint8_t *
+altered_offer(const struct xf_producer *p, enum bad_offer how, const char *link_path, size_t *len_p)
+{
+    ect_xport_offer_t o;
+    CHECK_OK(ect__xport_offer_decode(p->agent, p->agent_len, &o));
+    CHECK(o.kinds & (1u << ECT_XPORT_SAME_HOST));
+    char path[600];
+    switch (how) {
+    case OTHER_BOOT:
+        o.boot_id[0] = o.boot_id[0] == 'a' ? 'b' : 'a';
+        break;
+    case OUTSIDE_DIR:
+        /* The producer's file really is there; our region_dir is not. */
+        break;
+    case WRONG_INODE:
+        o.ino += 1;
+        break;
+    case THROUGH_SYMLINK:
+        snprintf(path, sizeof(path), "%s", link_path);
+        o.path = path;
+        o.path_len = strlen(path);
+        break;
+    case DOT_DOT:
+        snprintf(path, sizeof(path), "/dev/shm/../shm/%s", strrchr(p->path, '/') + 1);
+        o.path = path;
+        o.path_len = strlen(path);
+        break;
+    }
+    uint8_t *blob;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, len_p));
+    return blob;
+}
+
+static void
+bad_same_host_offer(enum bad_offer how, const char *expect_why)
+{
+    xf_ucx_env("tcp");
+    char pname[64], cname[64], lname[64], dir[256] = "", link_path[512] = "";
+    names(pname, cname, lname);
+    struct xf_producer p;
+    xf_producer_start(&p, pname, XF_HIDDEN, NB, 4242, 1, 1);
+    CHECK_OK(p.status);
+    if (how == OUTSIDE_DIR)
+        rt_make_dir(dir, sizeof(dir));
+    if (how == THROUGH_SYMLINK) {
+        snprintf(link_path, sizeof(link_path), RT_SHM "/%s.mmap", lname);
+        CHECK(symlink(p.path, link_path) == 0);
+    }
+    size_t alen;
+    uint8_t *agent = altered_offer(&p, how, link_path, &alen);
+    struct xf_log log;
+    xf_log_capture(&log);
+
+    /* auto: falls back to UCX, says why, and the bytes are right. */
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_AUTO, dir[0] ? dir : NULL);
+    read_ok(&c, &p, "h:1", agent, alen, ECT_XPORT_UCX);
+    CHECK_EQ_INT(xf_log_count(&log, "peer h:1: reading over ucx (same-host not usable"), 1);
+    CHECK_EQ_INT(xf_log_count(&log, expect_why), 1);
+    ect_xport_counters_t k;
+    ect__xport_client_counters(c.client, &k);
+    CHECK_EQ_U64(k.reads[ECT_XPORT_UCX], 1);
+    CHECK_EQ_U64(k.reads[ECT_XPORT_SAME_HOST], 0);
+    xf_consumer_close(&c);
+
+    /* same_host only: refused, nothing written. */
+    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_SAME_HOST, dir[0] ? dir : NULL);
+    ect_xport_read_t *r;
+    CHECK_STATUS(ect__xport_read_start(c.client, "h:1", agent, alen, p.desc, p.desc_len, REMOTE,
+                                       N_REMOTE, LOCAL, N_LOCAL, &r, NULL),
+                 ECT_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(ect_last_error(), expect_why);
+    xf_check_untouched(&c);
+    xf_consumer_close(&c);
+
+    ect_log_set_sink(NULL, NULL);
+    free(agent);
+    if (link_path[0])
+        unlink(link_path);
+    if (dir[0])
+        rt_remove_dir(dir);
+    xf_producer_stop(&p);
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_same_host_offer_from_another_boot_falls_back_to_ucx)
+{
+    bad_same_host_offer(OTHER_BOOT, "another host or boot");
+}
+
+RT_CASE(test_same_host_offer_outside_our_region_dir_falls_back_to_ucx)
+{
+    bad_same_host_offer(OUTSIDE_DIR, "is not a file directly inside");
+}
+
+RT_CASE(test_same_host_offer_with_wrong_inode_falls_back_to_ucx)
+{
+    bad_same_host_offer(WRONG_INODE, "another file than the producer's");
+}
+
+RT_CASE(test_same_host_offer_through_a_symlink_falls_back_to_ucx)
+{
+    bad_same_host_offer(THROUGH_SYMLINK, "not a regular file");
+}
+
+RT_CASE(test_same_host_offer_with_dot_dot_path_falls_back_to_ucx)
+{
+    bad_same_host_offer(DOT_DOT, "is not a file directly inside");
+}
+
+/* ---- cache, forget, detach, logging ---------------------------------------------------------- */
+
+RT_CASE(test_transport_choice_is_logged_once_per_peer_and_counted)
+{
+    xf_ucx_env("tcp");
+    char pname[64], qname[64], cname[64];
+    names(pname, qname, cname);
+    struct xf_producer p, q;
+    xf_producer_start(&p, pname, XF_HIDDEN, NB, 31, 1, 1);
+    xf_producer_start(&q, qname, XF_HIDDEN, NB, 32, 1, 0);
+    CHECK_OK(p.status);
+    CHECK_OK(q.status);
+    struct xf_log log;
+    xf_log_capture(&log);
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_AUTO, NULL);
+    read_ok(&c, &p, "p:1", p.agent, p.agent_len, ECT_XPORT_SAME_HOST);
+    read_ok(&c, &p, "p:1", p.agent, p.agent_len, ECT_XPORT_SAME_HOST);
+    read_ok(&c, &q, "q:1", q.agent, q.agent_len, ECT_XPORT_UCX);
+    read_ok(&c, &q, "q:1", q.agent, q.agent_len, ECT_XPORT_UCX);
+    read_ok(&c, &q, "q:1", q.agent, q.agent_len, ECT_XPORT_UCX);
+    CHECK_EQ_INT(xf_log_count(&log, "peer p:1: reading over same_host"), 1);
+    CHECK_EQ_INT(xf_log_count(&log, "peer q:1: reading over ucx"), 1);
+    ect_xport_counters_t k;
+    ect__xport_client_counters(c.client, &k);
+    CHECK_EQ_U64(k.reads[ECT_XPORT_SAME_HOST], 2);
+    CHECK_EQ_U64(k.reads[ECT_XPORT_UCX], 3);
+    CHECK_EQ_U64(k.bytes[ECT_XPORT_SAME_HOST], 2 * N_REMOTE * XF_BLOCK);
+    CHECK_EQ_U64(k.bytes[ECT_XPORT_UCX], 3 * N_REMOTE * XF_BLOCK);
+    CHECK_EQ_U64(k.reads[ECT_XPORT_NONE], 0);
+    xf_consumer_close(&c);
+    ect_log_set_sink(NULL, NULL);
+    xf_producer_stop(&q);
+    xf_producer_stop(&p);
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_add_remote_peer_endpoint_is_cached_per_peer)
+{
+    /* Two keys for one producer: each gets its own endpoint (one choice
+     * logged per key), and repeated reads on a key reuse it. */
+    xf_ucx_env("tcp");
+    char pname[64], cname[64];
+    names(pname, cname, NULL);
+    struct xf_producer p;
+    xf_producer_start(&p, pname, XF_HIDDEN, NB, 41, 1, 0);
+    CHECK_OK(p.status);
+    struct xf_log log;
+    xf_log_capture(&log);
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_UCX, NULL);
+    for (int i = 0; i < 3; i++) {
+        read_ok(&c, &p, "a:1", p.agent, p.agent_len, ECT_XPORT_UCX);
+        read_ok(&c, &p, "b:1", p.agent, p.agent_len, ECT_XPORT_UCX);
+    }
+    CHECK_EQ_INT(xf_log_count(&log, "peer a:1: reading over ucx"), 1);
+    CHECK_EQ_INT(xf_log_count(&log, "peer b:1: reading over ucx"), 1);
+    CHECK_EQ_INT(xf_log_count(&log, "restarted"), 0);
+    CHECK_EQ_INT(xf_log_count(&log, "reconnecting"), 0);
+    ect_xport_counters_t k;
+    ect__xport_client_counters(c.client, &k);
+    CHECK_EQ_U64(k.peer_restarts, 0);
+    CHECK_EQ_U64(k.reads[ECT_XPORT_UCX], 6);
+    xf_consumer_close(&c);
+    ect_log_set_sink(NULL, NULL);
+    xf_producer_stop(&p);
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_remove_remote_peer_forget_is_safe_and_reconnects)
+{
+    xf_ucx_env("tcp");
+    char pname[64], cname[64];
+    names(pname, cname, NULL);
+    struct xf_producer p;
+    xf_producer_start(&p, pname, BIG_HIDDEN, 256, 51, 1, 0);
+    CHECK_OK(p.status);
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, BIG_HIDDEN, 256, ECT_TRANSPORT_UCX, NULL);
+    ect__xport_client_forget_peer(c.client, "never:seen");
+    uint64_t remote[256];
+    for (int i = 0; i < 256; i++)
+        remote[i] = 255 - (uint64_t)i;
+    ect_run_t all = {0, 256};
+    ect_xport_read_t *r;
+    CHECK_OK(ect__xport_read_start(c.client, "h:1", p.agent, p.agent_len, p.desc, p.desc_len,
+                                   remote, 256, &all, 1, &r, NULL));
+    /* Forgotten while its read is in flight: the read still completes. */
+    ect__xport_client_forget_peer(c.client, "h:1");
+    CHECK_EQ_INT(xf_wait(&c, r, 30), ECT_XPORT_READ_DONE);
+    ect__xport_read_release(c.client, r);
+    xf_check_landed(&c, &p, remote, 256, &all, 1);
+    /* And the next read makes a new endpoint; it is not a restart. */
+    for (int i = 0; i < 256; i++)
+        remote[i] = (uint64_t)i;
+    CHECK_OK(ect__xport_read_start(c.client, "h:1", p.agent, p.agent_len, p.desc, p.desc_len,
+                                   remote, 256, &all, 1, &r, NULL));
+    CHECK_EQ_INT(xf_wait(&c, r, 30), ECT_XPORT_READ_DONE);
+    ect__xport_read_release(c.client, r);
+    xf_check_landed(&c, &p, remote, 256, &all, 1);
+    ect_xport_counters_t k;
+    ect__xport_client_counters(c.client, &k);
+    CHECK_EQ_U64(k.peer_restarts, 0);
+    CHECK_EQ_U64(k.reads[ECT_XPORT_UCX], 2);
+    xf_consumer_close(&c);
+    xf_producer_stop(&p);
+    rt_check_no_leftovers();
+}
+
+static void
+detached_read_lands_before_destroy(ect_transport_t prefer)
+{
+    xf_ucx_env("tcp");
+    char pname[64], cname[64];
+    names(pname, cname, NULL);
+    struct xf_producer p;
+    xf_producer_start(&p, pname, BIG_HIDDEN, 256, 61, 1, 1);
+    CHECK_OK(p.status);
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, BIG_HIDDEN, 256, prefer, NULL);
+    uint64_t remote[256];
+    for (int i = 0; i < 256; i++)
+        remote[i] = (uint64_t)(i * 7 % 256); /* 7 is coprime with 256 */
+    ect_run_t all = {0, 256};
+    ect_xport_read_t *r;
+    CHECK_OK(ect__xport_read_start(c.client, "h:1", p.agent, p.agent_len, p.desc, p.desc_len,
+                                   remote, 256, &all, 1, &r, NULL));
+    /* Released at once, most likely still PENDING: detached, not aborted. */
+    ect__xport_read_release(c.client, r);
+    /* Destroy waits for it, so afterwards every byte is there. */
+    ect__xport_client_destroy(c.client);
+    c.client = NULL;
+    xf_check_landed(&c, &p, remote, 256, &all, 1);
+    ect_region_close(c.region);
+    xf_producer_stop(&p);
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_released_pending_ucx_read_is_detached_and_lands_before_destroy)
+{
+    detached_read_lands_before_destroy(ECT_TRANSPORT_UCX);
+}
+
+RT_CASE(test_released_pending_same_host_read_is_detached_and_lands_before_destroy)
+{
+    detached_read_lands_before_destroy(ECT_TRANSPORT_SAME_HOST);
+}
+
+RT_CASE(test_same_host_mapping_keeps_a_stopped_producers_file_until_forgotten)
+{
+    xf_ucx_env("tcp");
+    char pname[64], cname[64];
+    names(pname, cname, NULL);
+    struct xf_producer p;
+    xf_producer_start(&p, pname, XF_HIDDEN, NB, 71, 0, 1);
+    CHECK_OK(p.status);
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_AUTO, NULL);
+    read_ok(&c, &p, "h:1", p.agent, p.agent_len, ECT_XPORT_SAME_HOST);
+    char path[512];
+    snprintf(path, sizeof(path), "%s", p.path);
+    xf_producer_stop(&p);
+    /* Our shared lock keeps it (the reader of a mapping must not lose it). */
+    CHECK(rt_exists(path));
+    ect__xport_client_forget_peer(c.client, "h:1");
+    CHECK(rt_wait_gone(path, 5000));
+    xf_consumer_close(&c);
+    rt_check_no_leftovers();
+}
+
+static const struct ect_test_case cases[] = {
+    ECT_CASE(test_producer_restart_over_ucx_is_noticed_counted_and_read_works),
+    ECT_CASE(test_producer_restart_over_same_host_is_noticed_counted_and_read_works),
+    ECT_CASE(test_producer_killed_during_large_ucx_tcp_read_fails_the_read),
+    ECT_CASE(test_producer_killed_during_large_ucx_default_read_fails_the_read),
+    ECT_CASE(test_same_host_offer_from_another_boot_falls_back_to_ucx),
+    ECT_CASE(test_same_host_offer_outside_our_region_dir_falls_back_to_ucx),
+    ECT_CASE(test_same_host_offer_with_wrong_inode_falls_back_to_ucx),
+    ECT_CASE(test_same_host_offer_through_a_symlink_falls_back_to_ucx),
+    ECT_CASE(test_same_host_offer_with_dot_dot_path_falls_back_to_ucx),
+    ECT_CASE(test_transport_choice_is_logged_once_per_peer_and_counted),
+    ECT_CASE(test_add_remote_peer_endpoint_is_cached_per_peer),
+    ECT_CASE(test_remove_remote_peer_forget_is_safe_and_reconnects),
+    ECT_CASE(test_released_pending_ucx_read_is_detached_and_lands_before_destroy),
+    ECT_CASE(test_released_pending_same_host_read_is_detached_and_lands_before_destroy),
+    ECT_CASE(test_same_host_mapping_keeps_a_stopped_producers_file_until_forgotten),
+};
+
+int
+main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], XF_PRODUCER_ARG) == 0)
+        return xf_producer_exec_main(argc, argv);
+    return ECT_TEST_MAIN(argc, argv, cases);
+}

@@ -1,0 +1,571 @@
+/*
+ * The data transports' blobs (src/p2p/xport_offer.c): the offer
+ * (agent_metadata, "ECTA") and the region descriptor (mem_descriptor,
+ * "ECTD") round-trip, and every malformed blob a peer could send is
+ * ECT_ERR_PEER: truncation at every offset, bad magic and version, absurd
+ * counts and lengths, duplicates, trailing bytes, and every single-byte
+ * corruption decodes or fails cleanly (the sanitizer builds catch an
+ * overrun).
+ *
+ * Counterpart of the seed's unit/test_data.py "accessors and mem-descriptor
+ * round trip" (test_offer_and_descriptor_round_trip_*).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "p2p/xport_internal.h"
+
+#include "harness.h"
+
+static const char BOOT[] = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+static const char PATH[] = "/dev/shm/ectier_inst_dp0.mmap";
+static const uint8_t ADDR[] = {0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99};
+static const uint8_t RKEY[] = {0xa1, 0xb2, 0xc3, 0xd4, 0xe5};
+
+static ect_xport_offer_t
+sample_offer(unsigned kinds)
+{
+    ect_xport_offer_t o;
+    memset(&o, 0, sizeof(o));
+    o.kinds = kinds;
+    o.ucx_address = ADDR;
+    o.ucx_address_len = sizeof(ADDR);
+    memcpy(o.boot_id, BOOT, sizeof(BOOT));
+    o.path = PATH;
+    o.path_len = strlen(PATH);
+    o.dev = 0x1234567890abcdefull;
+    o.ino = 4242;
+    o.data_offset = 4096;
+    return o;
+}
+
+static const unsigned BOTH = (1u << ECT_XPORT_UCX) | (1u << ECT_XPORT_SAME_HOST);
+
+static ect_xport_desc_t
+sample_desc(void)
+{
+    ect_xport_desc_t d = {.base = 0x7f0000001000ull,
+                          .block_size = 7168,
+                          .num_blocks = 1000,
+                          .rkey = RKEY,
+                          .rkey_len = sizeof(RKEY)};
+    return d;
+}
+
+static void
+put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void
+put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* ---- round trips --------------------------------------------------------------- */
+
+static void
+test_offer_and_descriptor_round_trip_with_both_transports(void)
+{
+    ect_xport_offer_t o = sample_offer(BOTH);
+    uint8_t *blob;
+    size_t len;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
+    ect_xport_offer_t back;
+    CHECK_OK(ect__xport_offer_decode(blob, len, &back));
+    CHECK_EQ_INT(back.kinds, BOTH);
+    CHECK_EQ_U64(back.ucx_address_len, sizeof(ADDR));
+    CHECK(memcmp(back.ucx_address, ADDR, sizeof(ADDR)) == 0);
+    /* Borrowed from the blob, not copied. */
+    CHECK((const uint8_t *)back.ucx_address >= blob &&
+          (const uint8_t *)back.ucx_address < blob + len);
+    CHECK_STR_EQ(back.boot_id, BOOT);
+    CHECK_EQ_U64(back.path_len, strlen(PATH));
+    CHECK(memcmp(back.path, PATH, strlen(PATH)) == 0);
+    CHECK_EQ_U64(back.dev, o.dev);
+    CHECK_EQ_U64(back.ino, o.ino);
+    CHECK_EQ_U64(back.data_offset, o.data_offset);
+    CHECK(memcmp(blob, "ECTA", 4) == 0);
+    free(blob);
+
+    ect_xport_desc_t d = sample_desc(), dback;
+    CHECK_OK(ect__xport_desc_encode(&d, &blob, &len));
+    CHECK(memcmp(blob, "ECTD", 4) == 0);
+    CHECK_OK(ect__xport_desc_decode(blob, len, &dback));
+    CHECK_EQ_U64(dback.base, d.base);
+    CHECK_EQ_U64(dback.block_size, d.block_size);
+    CHECK_EQ_U64(dback.num_blocks, d.num_blocks);
+    CHECK_EQ_U64(dback.rkey_len, sizeof(RKEY));
+    CHECK(memcmp(dback.rkey, RKEY, sizeof(RKEY)) == 0);
+    free(blob);
+}
+
+static void
+test_offer_and_descriptor_round_trip_with_one_transport(void)
+{
+    for (unsigned kind = ECT_XPORT_UCX; kind <= ECT_XPORT_SAME_HOST; kind++) {
+        ect_xport_offer_t o = sample_offer(1u << kind), back;
+        uint8_t *blob;
+        size_t len;
+        CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
+        CHECK_OK(ect__xport_offer_decode(blob, len, &back));
+        CHECK_EQ_INT(back.kinds, 1u << kind);
+        if (kind == ECT_XPORT_UCX)
+            CHECK(back.path == NULL && back.boot_id[0] == '\0');
+        else
+            CHECK(back.ucx_address == NULL && back.path_len == strlen(PATH));
+        free(blob);
+    }
+    /* A same-host-only producer sends a descriptor without a key. */
+    ect_xport_desc_t d = sample_desc(), back;
+    d.rkey = NULL;
+    d.rkey_len = 0;
+    uint8_t *blob;
+    size_t len;
+    CHECK_OK(ect__xport_desc_encode(&d, &blob, &len));
+    CHECK_OK(ect__xport_desc_decode(blob, len, &back));
+    CHECK(back.rkey == NULL && back.rkey_len == 0);
+    free(blob);
+}
+
+static void
+test_encode_refuses_fields_outside_the_format(void)
+{
+    uint8_t *blob = NULL;
+    size_t len = 0;
+    ect_xport_offer_t o = sample_offer(0);
+    CHECK_STATUS(ect__xport_offer_encode(&o, &blob, &len), ECT_ERR_INVALID_ARG);
+    o = sample_offer(1u << 5);
+    CHECK_STATUS(ect__xport_offer_encode(&o, &blob, &len), ECT_ERR_INVALID_ARG);
+    o = sample_offer(BOTH);
+    o.ucx_address_len = ECT_XPORT_MAX_UCX_ADDR + 1;
+    CHECK_STATUS(ect__xport_offer_encode(&o, &blob, &len), ECT_ERR_INVALID_ARG);
+    o = sample_offer(BOTH);
+    o.path_len = 0;
+    CHECK_STATUS(ect__xport_offer_encode(&o, &blob, &len), ECT_ERR_INVALID_ARG);
+    o = sample_offer(BOTH);
+    o.boot_id[3] = 'Z';
+    CHECK_STATUS(ect__xport_offer_encode(&o, &blob, &len), ECT_ERR_INVALID_ARG);
+    ect_xport_desc_t d = sample_desc();
+    d.rkey_len = ECT_XPORT_MAX_RKEY + 1;
+    CHECK_STATUS(ect__xport_desc_encode(&d, &blob, &len), ECT_ERR_INVALID_ARG);
+    /* Nothing was handed out. */
+    CHECK(blob == NULL && len == 0);
+}
+
+/* ---- truncation ---------------------------------------------------------------- */
+
+static void
+test_offer_truncated_at_every_offset_is_peer_error(void)
+{
+    ect_xport_offer_t o = sample_offer(BOTH), out;
+    memset(&out, 0x5c, sizeof(out));
+    uint8_t *blob;
+    size_t len;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
+    for (size_t cut = 0; cut < len; cut++) {
+        /* An exact-size copy, so a read past the end is a sanitizer error. */
+        uint8_t *part = malloc(cut ? cut : 1);
+        memcpy(part, blob, cut);
+        CHECK_MSG(ect__xport_offer_decode(part, cut, &out) == ECT_ERR_PEER,
+                  "offer cut at %zu of %zu decoded", cut, len);
+        free(part);
+    }
+    /* The output is written only on success. */
+    CHECK_EQ_U64(out.dev, 0x5c5c5c5c5c5c5c5cull);
+    free(blob);
+}
+
+static void
+test_descriptor_truncated_at_every_offset_is_peer_error(void)
+{
+    ect_xport_desc_t d = sample_desc(), out;
+    uint8_t *blob;
+    size_t len;
+    CHECK_OK(ect__xport_desc_encode(&d, &blob, &len));
+    for (size_t cut = 0; cut < len; cut++) {
+        uint8_t *part = malloc(cut ? cut : 1);
+        memcpy(part, blob, cut);
+        CHECK_MSG(ect__xport_desc_decode(part, cut, &out) == ECT_ERR_PEER,
+                  "descriptor cut at %zu of %zu decoded", cut, len);
+        free(part);
+    }
+    free(blob);
+}
+
+/* ---- malformed offers ------------------------------------------------------------- */
+
+/* Encode the sample offer, let edit change it, and expect ECT_ERR_PEER
+ * with a message containing what. */
+static void
+expect_offer_refused(unsigned kinds, void (*edit)(uint8_t *blob, size_t *len), const char *what)
+{
+    ect_xport_offer_t o = sample_offer(kinds), out;
+    uint8_t *blob;
+    size_t len;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
+    uint8_t *big = calloc(1, len + 64);
+    memcpy(big, blob, len);
+    free(blob);
+    edit(big, &len);
+    CHECK_STATUS(ect__xport_offer_decode(big, len, &out), ECT_ERR_PEER);
+    CHECK_CONTAINS(ect_last_error(), what);
+    free(big);
+}
+
+/* Offsets in an offer of one UCX entry (sizeof(ADDR) bytes) and then the
+ * same-host entry. */
+enum {
+    OFF_VERSION = 4,
+    OFF_COUNT = 8,
+    OFF_E0_KIND = 12,
+    OFF_E0_LEN = 16,
+    OFF_E0_DATA = 20,
+    OFF_E1_KIND = OFF_E0_DATA + sizeof(ADDR),
+    OFF_E1_LEN = OFF_E1_KIND + 4,
+    OFF_E1_DATA = OFF_E1_LEN + 4,
+    OFF_E1_PATHLEN = OFF_E1_DATA + 36 + 24,
+    OFF_E1_PATH = OFF_E1_PATHLEN + 4,
+};
+
+static void
+edit_magic(uint8_t *b, size_t *len)
+{
+    (void)len;
+    b[0] = 'X';
+}
+static void
+edit_version(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_VERSION, 2);
+}
+static void
+edit_zero_entries(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_COUNT, 0);
+}
+static void
+edit_many_entries(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_COUNT, 0xffffffffu);
+}
+static void
+edit_more_entries_than_bytes(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_COUNT, 3);
+}
+static void
+edit_entry_len_past_end(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_E0_LEN, 0x7fffffffu);
+}
+static void
+edit_entry_len_wraps(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_E0_LEN, 0xffffffffu);
+}
+static void
+edit_ucx_len_zero(uint8_t *b, size_t *len)
+{
+    /* A zero-length UCX entry followed by the rest as trailing bytes. */
+    put_u32(b + OFF_E0_LEN, 0);
+    put_u32(b + OFF_COUNT, 1);
+    *len = OFF_E0_DATA;
+}
+static void
+edit_duplicate_kind(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_E1_KIND, ECT_XPORT_UCX);
+}
+static void
+edit_trailing(uint8_t *b, size_t *len)
+{
+    (void)b;
+    *len += 3;
+}
+static void
+edit_boot_id(uint8_t *b, size_t *len)
+{
+    (void)len;
+    b[OFF_E1_DATA + 5] = 'G';
+}
+static void
+edit_path_nul(uint8_t *b, size_t *len)
+{
+    (void)len;
+    b[OFF_E1_PATH + 3] = '\0';
+}
+static void
+edit_path_len_zero(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_E1_PATHLEN, 0);
+}
+static void
+edit_path_len_huge(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_E1_PATHLEN, 0xfffffff0u);
+}
+static void
+edit_path_len_short(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_E1_PATHLEN, 3);
+}
+static void
+edit_shm_entry_short(uint8_t *b, size_t *len)
+{
+    /* The same-host entry claims 10 bytes and the blob ends there. */
+    put_u32(b + OFF_E1_LEN, 10);
+    *len = OFF_E1_DATA + 10;
+}
+static void
+edit_only_unknown(uint8_t *b, size_t *len)
+{
+    put_u32(b + OFF_COUNT, 1);
+    put_u32(b + OFF_E0_KIND, 77);
+    *len = OFF_E0_DATA + sizeof(ADDR);
+}
+
+static void
+test_offer_with_bad_magic_or_version_is_peer_error(void)
+{
+    expect_offer_refused(BOTH, edit_magic, "magic");
+    expect_offer_refused(BOTH, edit_version, "version 2");
+}
+
+static void
+test_offer_with_absurd_counts_and_lengths_is_peer_error(void)
+{
+    expect_offer_refused(BOTH, edit_zero_entries, "0 entries");
+    expect_offer_refused(BOTH, edit_many_entries, "entries");
+    expect_offer_refused(BOTH, edit_more_entries_than_bytes, "truncated");
+    expect_offer_refused(BOTH, edit_entry_len_past_end, "past the end");
+    expect_offer_refused(BOTH, edit_entry_len_wraps, "past the end");
+    expect_offer_refused(BOTH, edit_ucx_len_zero, "UCX address length");
+    expect_offer_refused(BOTH, edit_path_len_zero, "path length");
+    expect_offer_refused(BOTH, edit_path_len_huge, "path length");
+    expect_offer_refused(BOTH, edit_path_len_short, "disagrees");
+    expect_offer_refused(BOTH, edit_shm_entry_short, "shorter than its fixed part");
+}
+
+static void
+test_offer_with_bad_fields_is_peer_error(void)
+{
+    expect_offer_refused(BOTH, edit_duplicate_kind, "twice");
+    expect_offer_refused(BOTH, edit_trailing, "trailing");
+    expect_offer_refused(BOTH, edit_boot_id, "boot id");
+    expect_offer_refused(BOTH, edit_path_nul, "NUL");
+    expect_offer_refused(BOTH, edit_only_unknown, "no transport");
+}
+
+static void
+test_offer_entry_of_unknown_kind_is_skipped(void)
+{
+    /* A newer producer's extra transport between two known ones. */
+    uint8_t blob[256];
+    size_t n = 0;
+    memcpy(blob, "ECTA", 4);
+    put_u32(blob + 4, 1);
+    put_u32(blob + 8, 2);
+    n = 12;
+    put_u32(blob + n, 9); /* unknown kind, 5 bytes */
+    put_u32(blob + n + 4, 5);
+    memcpy(blob + n + 8, "hello", 5);
+    n += 13;
+    put_u32(blob + n, ECT_XPORT_UCX);
+    put_u32(blob + n + 4, sizeof(ADDR));
+    memcpy(blob + n + 8, ADDR, sizeof(ADDR));
+    n += 8 + sizeof(ADDR);
+    ect_xport_offer_t o;
+    CHECK_OK(ect__xport_offer_decode(blob, n, &o));
+    CHECK_EQ_INT(o.kinds, 1u << ECT_XPORT_UCX);
+    CHECK(memcmp(o.ucx_address, ADDR, sizeof(ADDR)) == 0);
+}
+
+static void
+test_empty_or_oversized_blobs_are_peer_errors(void)
+{
+    ect_xport_offer_t o;
+    ect_xport_desc_t d;
+    CHECK_STATUS(ect__xport_offer_decode(NULL, 0, &o), ECT_ERR_PEER);
+    CHECK_CONTAINS(ect_last_error(), "empty");
+    CHECK_STATUS(ect__xport_desc_decode(NULL, 0, &d), ECT_ERR_PEER);
+    uint8_t *big = calloc(1, ECT_XPORT_MAX_BLOB + 1);
+    memcpy(big, "ECTA", 4);
+    CHECK_STATUS(ect__xport_offer_decode(big, ECT_XPORT_MAX_BLOB + 1, &o), ECT_ERR_PEER);
+    CHECK_CONTAINS(ect_last_error(), "at most");
+    memcpy(big, "ECTD", 4);
+    CHECK_STATUS(ect__xport_desc_decode(big, ECT_XPORT_MAX_BLOB + 1, &d), ECT_ERR_PEER);
+    free(big);
+    /* The other blob's magic is not accepted either. */
+    uint8_t *blob;
+    size_t len;
+    ect_xport_desc_t sd = sample_desc();
+    CHECK_OK(ect__xport_desc_encode(&sd, &blob, &len));
+    CHECK_STATUS(ect__xport_offer_decode(blob, len, &o), ECT_ERR_PEER);
+    free(blob);
+}
+
+/* ---- malformed descriptors ----------------------------------------------------------- */
+
+enum { D_VERSION = 4, D_BASE = 8, D_BS = 16, D_NB = 24, D_RKEYLEN = 32, D_RKEY = 36 };
+
+static void
+expect_desc_refused(void (*edit)(uint8_t *blob, size_t *len), const char *what)
+{
+    ect_xport_desc_t d = sample_desc(), out;
+    uint8_t *blob;
+    size_t len;
+    CHECK_OK(ect__xport_desc_encode(&d, &blob, &len));
+    CHECK_EQ_U64(len, D_RKEY + sizeof(RKEY));
+    uint8_t *big = calloc(1, len + 64);
+    memcpy(big, blob, len);
+    free(blob);
+    edit(big, &len);
+    CHECK_STATUS(ect__xport_desc_decode(big, len, &out), ECT_ERR_PEER);
+    CHECK_CONTAINS(ect_last_error(), what);
+    free(big);
+}
+
+static void
+dedit_magic(uint8_t *b, size_t *len)
+{
+    (void)len;
+    memcpy(b, "ECTA", 4);
+}
+static void
+dedit_version(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + D_VERSION, 0);
+}
+static void
+dedit_bs_zero(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u64(b + D_BS, 0);
+}
+static void
+dedit_nb_zero(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u64(b + D_NB, 0);
+}
+static void
+dedit_size_overflow(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u64(b + D_NB, 1ull << 62);
+}
+static void
+dedit_base_overflow(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u64(b + D_BASE, ~0ull - 4096);
+}
+static void
+dedit_rkey_huge(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + D_RKEYLEN, 0xffffffffu);
+}
+static void
+dedit_rkey_long(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + D_RKEYLEN, sizeof(RKEY) + 1);
+}
+static void
+dedit_trailing(uint8_t *b, size_t *len)
+{
+    (void)b;
+    *len += 1;
+}
+
+static void
+test_descriptor_with_bad_fields_is_peer_error(void)
+{
+    expect_desc_refused(dedit_magic, "magic");
+    expect_desc_refused(dedit_version, "version 0");
+    expect_desc_refused(dedit_bs_zero, "non-zero");
+    expect_desc_refused(dedit_nb_zero, "non-zero");
+    expect_desc_refused(dedit_size_overflow, "overflows");
+    expect_desc_refused(dedit_base_overflow, "overflows");
+    expect_desc_refused(dedit_rkey_huge, "longer than 4096");
+    expect_desc_refused(dedit_rkey_long, "disagrees");
+    expect_desc_refused(dedit_trailing, "disagrees");
+}
+
+/* ---- corruption ------------------------------------------------------------------------ */
+
+static void
+test_every_single_byte_corruption_decodes_or_fails_cleanly(void)
+{
+    ect_xport_offer_t o = sample_offer(BOTH), out;
+    ect_xport_desc_t d = sample_desc(), dout;
+    uint8_t *ob, *db;
+    size_t olen, dlen;
+    CHECK_OK(ect__xport_offer_encode(&o, &ob, &olen));
+    CHECK_OK(ect__xport_desc_encode(&d, &db, &dlen));
+    static const uint8_t values[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff};
+    unsigned refused = 0;
+    for (int which = 0; which < 2; which++) {
+        uint8_t *src = which ? db : ob;
+        size_t len = which ? dlen : olen;
+        uint8_t *copy = malloc(len);
+        for (size_t i = 0; i < len; i++)
+            for (size_t v = 0; v < sizeof(values); v++) {
+                memcpy(copy, src, len);
+                copy[i] = values[v];
+                ect_status_t st = which ? ect__xport_desc_decode(copy, len, &dout)
+                                        : ect__xport_offer_decode(copy, len, &out);
+                CHECK_MSG(st == ECT_OK || st == ECT_ERR_PEER, "byte %zu = %u gave status %d", i,
+                          values[v], (int)st);
+                refused += st == ECT_ERR_PEER;
+                /* Whatever decodes stays inside the blob it came from. */
+                if (st == ECT_OK && !which && out.path != NULL)
+                    CHECK((const uint8_t *)out.path + out.path_len <= copy + len);
+                if (st == ECT_OK && which && dout.rkey != NULL)
+                    CHECK(dout.rkey + dout.rkey_len <= copy + len);
+            }
+        free(copy);
+    }
+    /* Corrupting magic, counts and lengths must be noticed. */
+    CHECK(refused > 20);
+    free(ob);
+    free(db);
+}
+
+static const struct ect_test_case cases[] = {
+    ECT_CASE(test_offer_and_descriptor_round_trip_with_both_transports),
+    ECT_CASE(test_offer_and_descriptor_round_trip_with_one_transport),
+    ECT_CASE(test_encode_refuses_fields_outside_the_format),
+    ECT_CASE(test_offer_truncated_at_every_offset_is_peer_error),
+    ECT_CASE(test_descriptor_truncated_at_every_offset_is_peer_error),
+    ECT_CASE(test_offer_with_bad_magic_or_version_is_peer_error),
+    ECT_CASE(test_offer_with_absurd_counts_and_lengths_is_peer_error),
+    ECT_CASE(test_offer_with_bad_fields_is_peer_error),
+    ECT_CASE(test_offer_entry_of_unknown_kind_is_skipped),
+    ECT_CASE(test_empty_or_oversized_blobs_are_peer_errors),
+    ECT_CASE(test_descriptor_with_bad_fields_is_peer_error),
+    ECT_CASE(test_every_single_byte_corruption_decodes_or_fails_cleanly),
+};
+
+int
+main(int argc, char **argv)
+{
+    return ECT_TEST_MAIN(argc, argv, cases);
+}
