@@ -437,6 +437,8 @@ ect__ctl_server_take_dead_peers(ect_ctl_server_t *server, ect_ctl_peer_t *peers,
         return 0;
     server_drain_monitor(server);
     size_t n = server->n_dead < cap ? server->n_dead : cap;
+    if (n == 0)
+        return 0; /* server->dead may still be NULL */
     memcpy(peers, server->dead, n * sizeof(*peers));
     memmove(server->dead, server->dead + n, (server->n_dead - n) * sizeof(*server->dead));
     server->n_dead -= n;
