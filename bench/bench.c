@@ -6,8 +6,12 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "ectier_build_config.h"
 
 static const struct ect_bench benches[] = {
+#if ECT_HAVE_P2P
+    {"control", "control-plane round trip vs bare ZeroMQ DEALER/ROUTER", ect_bench_control},
+#endif
     {NULL, NULL, NULL},
 };
 

@@ -13,6 +13,9 @@ struct ect_bench {
     int (*run)(int argc, char **argv);
 };
 
+/* The benchmarks, one per bench/bench_<name>.c (bench/p2p/ in P2P builds). */
+int ect_bench_control(int argc, char **argv);
+
 /* Print one result row: "<what>  <value> <unit>  ceiling <c> <unit>  ratio <r> (target <t>)". */
 void ect_bench_row(const char *what, double value, double ceiling, const char *unit, double target);
 
