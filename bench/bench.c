@@ -6,6 +6,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "ectier_build_config.h"
 
 static const struct ect_bench benches[] = {
     {"cache", "cache ops at 1K vs 1M entries; runs per entry after 1M random ops", ect_bench_cache},
@@ -13,6 +14,9 @@ static const struct ect_bench benches[] = {
     {"cuda", "CUDA copy engine: save/load vs one pinned copy; overlap with compute",
      ect_bench_cuda},
     {"region", "first copies into a region with and without pre-fault", ect_bench_region},
+#if ECT_HAVE_P2P
+    {"control", "control-plane round trip vs bare ZeroMQ DEALER/ROUTER", ect_bench_control},
+#endif
     {NULL, NULL, NULL},
 };
 

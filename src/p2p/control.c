@@ -1,35 +1,29 @@
 /*
- * The control plane's sockets (control.h, SPEC §8.3): the producer's ROUTER
- * and the consumer's pool of DEALERs, with framing rules, liveness and
- * optional CURVE (keys and the ZAP handler live in control_curve.c).
+ * The producer's half of the control plane (control.h, SPEC §8.3): one
+ * ROUTER with the frame rules and dead-consumer detection.  The consumer's
+ * DEALER pool is control_client.c; helpers both use, control_socket.c;
+ * CURVE keys and the ZAP handler, control_curve.c.
  *
  * Dead consumers.  libzmq 4.3 without the draft API has no ROUTER_NOTIFY,
  * so the ROUTER's socket monitor reports disconnects by file descriptor and
  * each delivered message tells its source fd (ZMQ_SRCFD).  The server keeps
- * fd -> identity for every connection that has sent something, and turns a
- * DISCONNECTED(fd) event into that identity on the dead list, forgetting
- * the fd.  fd reuse: libzmq emits DISCONNECTED before it closes the fd, so
- * the event is queued before any new connection can get that number; the
+ * fd -> identity for every connection that has sent a well-framed message,
+ * and turns a DISCONNECTED(fd) event into that identity on the dead list,
+ * forgetting the fd.  Heartbeats on the ROUTER (4 s timeout) turn a frozen
+ * or unreachable consumer into such a disconnect too.
+ *
+ * fd reuse.  libzmq emits DISCONNECTED before it closes the fd, so the
+ * event is queued before any new connection can get that number; the
  * monitor is drained before a message's fd is recorded, so the old owner is
- * reported first.  If an event was lost anyway (the monitor pipe full), a
- * message that shows a new identity on a known fd reports the old one.  The
- * residual race: a peer that set its own routing id and reconnects at once
- * may be reported dead for its old connection while the new one is alive;
- * with libzmq's generated ids (what our DEALERs use) a new connection is a
- * new identity, so that cannot mislead.
+ * reported first.  If an event was lost anyway (the monitor's queue full),
+ * a message that shows a new identity on a known fd reports the old one.
+ * Residual race: a consumer that sets its own routing id and reconnects at
+ * once is reported dead for its old connection while the new one lives
+ * (its grants are released early, which is safe).  With libzmq's generated
+ * ids, which our DEALERs use, a new connection is a new identity, so a
+ * report always means that connection is gone.
  *
- * Producers that are down.  DEALERs use ZMQ_IMMEDIATE, so nothing queues
- * for a producer that is not connected and a request never lands minutes
- * late on a restarted one.  Only while the first connection is being made
- * do messages wait in the pool (ECT_CTL_CONNECT_WAIT_MS at most): a
- * request sent just after the first use of a producer is the common case
- * and must not fail.  Per-peer state, driven by the monitor:
- *     CONNECTING --handshake--> UP --disconnect--> DOWN --handshake--> UP
- *     CONNECTING --refused/handshake failed/timeout--> DOWN
- * Entering DOWN drops waiting messages (send_failed) and flags the peer for
- * take_dead_peers.
- *
- * Locking: none.  Each object is used by one thread at a time (control.h);
+ * Locking: none.  The server is used by one thread at a time (control.h);
  * the ZAP thread shares nothing mutable with it.
  */
 #include <arpa/inet.h>
@@ -48,7 +42,7 @@
 #include "p2p/control_curve.h"
 #include "p2p/control_socket.h"
 
-#define FD_MAP_MAX (1 << 20)
+#define FD_MAP_MAX (1 << 16) /* slots of ~260 bytes; fds are small, dense numbers */
 #define DEAD_MAX   65536
 
 #define HANDSHAKE_FAILED                                                                           \
@@ -437,6 +431,8 @@ ect__ctl_server_take_dead_peers(ect_ctl_server_t *server, ect_ctl_peer_t *peers,
         return 0;
     server_drain_monitor(server);
     size_t n = server->n_dead < cap ? server->n_dead : cap;
+    if (n == 0)
+        return 0; /* server->dead may still be NULL */
     memcpy(peers, server->dead, n * sizeof(*peers));
     memmove(server->dead, server->dead + n, (server->n_dead - n) * sizeof(*server->dead));
     server->n_dead -= n;

@@ -44,8 +44,9 @@
  * the sender its connection. */
 #define ECT_CTL_HARD_MAX_FRAME (2u * ECT_CTL_MAX_MESSAGE)
 #define ECT_CTL_HOST_MAX       255
-/* How long a consumer holds messages for a producer whose first connection
- * is still being made, before dropping them and reporting it dead. */
+/* How long a consumer's new DEALER may take to complete its first
+ * handshake before the producer is reported dead and what was queued for it
+ * is discarded. */
 #define ECT_CTL_CONNECT_WAIT_MS 2000
 
 typedef struct ect_ctl_security {
@@ -144,9 +145,9 @@ ect_status_t ect__ctl_client_recv(ect_ctl_client_t *client, int timeout_ms, char
 
 /* Producers whose DEALER saw a disconnect since the last call: up to cap
  * (host, port) pairs written; returns how many.  The pool entry stays (its
- * DEALER renewed, reconnecting by itself) until ect__ctl_client_remove.  A producer is
- * reported once per loss: when a live connection drops, or when its first
- * connection attempt fails (refused, handshake refused, timed out); not
+ * DEALER renewed, reconnecting by itself) until ect__ctl_client_remove.  A
+ * producer is reported once per loss: when a live connection drops, or when
+ * its first connection fails (refused, handshake refused, timed out); not
  * again for each failed retry, and again only after it was reachable. */
 size_t ect__ctl_client_take_dead_peers(ect_ctl_client_t *client,
                                        char (*hosts)[ECT_CTL_HOST_MAX + 1], uint16_t *ports,

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <zmq.h>
 
@@ -447,6 +448,14 @@ ect__ctl_client_recv(ect_ctl_client_t *client, int timeout_ms, char *host_out, u
                 continue;
             client->items[n_items++] = (zmq_pollitem_t){peer->dealer, 0, ZMQ_POLLIN, 0};
             client->items[n_items++] = (zmq_pollitem_t){peer->monitor, 0, ZMQ_POLLIN, 0};
+        }
+        if (n_items == 0) {
+            /* No socket to wait on (an empty pool, or a DEALER being
+             * renewed): sleep in slices, so a "forever" wait stays one. */
+            int ms = wait < 0 || wait > 100 ? 100 : wait;
+            struct timespec nap = {0, (long)ms * 1000000L};
+            nanosleep(&nap, NULL);
+            continue;
         }
         if (zmq_poll(client->items, n_items, wait) < 0 && zmq_errno() != EINTR)
             return ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "poll on the DEALERs failed");

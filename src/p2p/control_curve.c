@@ -26,11 +26,10 @@
 #include "p2p/control.h"
 #include "p2p/control_curve.h"
 
-#define LINE_MAX_LEN  4096
-#define ALLOW_MAX     65536
-#define ZAP_ENDPOINT  "inproc://zeromq.zap.01"
-#define ZAP_FRAMES    7  /* version, request id, domain, address, identity, mechanism, key */
-#define CURVE_KEY_LEN 32 /* bytes of a decoded key */
+#define LINE_MAX_LEN 4096
+#define ALLOW_MAX    65536
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define ZAP_FRAMES   7 /* version, request id, domain, address, identity, mechanism, key */
 
 static const char z85_alphabet[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                    ".-:+=^!/*?&<>()[]{}@%$#";
@@ -45,7 +44,7 @@ ect__ctl_z85_key_valid(const char *text)
             return false;
     /* Every 5-character group must also decode to a value below 2^32;
      * zmq_z85_decode refuses the ones that do not. */
-    uint8_t raw[CURVE_KEY_LEN];
+    uint8_t raw[ECT_CTL_CURVE_KEY_BYTES];
     bool ok = zmq_z85_decode(raw, text) != NULL;
     explicit_bzero(raw, sizeof(raw));
     return ok;
@@ -363,18 +362,21 @@ struct ect_ctl_zap {
     void *rep;
     pthread_t thread;
     char *path;
-    uint8_t (*keys)[CURVE_KEY_LEN];
+    uint8_t (*keys)[ECT_CTL_CURVE_KEY_BYTES];
     size_t n_keys;
 };
 
-static ect_status_t
-load_allow_list(ect_ctl_zap_t *zap, const char *path)
+ect_status_t
+ect__ctl_allow_list_load(const char *path, uint8_t (**keys_p)[ECT_CTL_CURVE_KEY_BYTES], size_t *n_p)
 {
+    if (keys_p == NULL || n_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "control: NULL allow-list output");
     struct line_reader r;
     ect_status_t st = reader_open(&r, path, false);
     if (st != ECT_OK)
         return st;
-    size_t cap = 0;
+    uint8_t(*keys)[ECT_CTL_CURVE_KEY_BYTES] = NULL;
+    size_t n = 0, cap = 0;
     char *line;
     int got;
     while ((got = reader_next(&r, &line)) == 1) {
@@ -385,32 +387,38 @@ load_allow_list(ect_ctl_zap_t *zap, const char *path)
                             path, r.lineno, ECT_CTL_Z85_KEY_LEN);
             goto out;
         }
-        if (zap->n_keys == ALLOW_MAX) {
+        if (n == ALLOW_MAX) {
             st = ect__error(ECT_ERR_CONFIG, "control: %s:%u: more than %d keys", path, r.lineno,
                             ALLOW_MAX);
             goto out;
         }
-        if (zap->n_keys == cap) {
+        if (n == cap) {
             size_t ncap = cap != 0 ? cap * 2 : 16;
-            void *grown = realloc(zap->keys, ncap * CURVE_KEY_LEN);
+            void *grown = realloc(keys, ncap * ECT_CTL_CURVE_KEY_BYTES);
             if (grown == NULL) {
                 st = ect__error(ECT_ERR_NO_MEMORY, "control: allow-list %s: out of memory", path);
                 goto out;
             }
-            zap->keys = grown;
+            keys = grown;
             cap = ncap;
         }
-        zmq_z85_decode(zap->keys[zap->n_keys++], line);
+        zmq_z85_decode(keys[n++], line);
     }
     if (got < 0)
         st = (ect_status_t)got;
-    else if (zap->n_keys == 0)
+    else if (n == 0)
         st = ect__error(ECT_ERR_CONFIG,
                         "control: allow-list %s lists no key, so it would refuse every consumer",
                         path);
 out:
     reader_close(&r);
-    return st;
+    if (st != ECT_OK) {
+        free(keys);
+        return st;
+    }
+    *keys_p = keys;
+    *n_p = n;
+    return ECT_OK;
 }
 
 static bool
@@ -418,11 +426,11 @@ zap_allowed(const ect_ctl_zap_t *zap, zmq_msg_t *mechanism, zmq_msg_t *key)
 {
     if (zmq_msg_size(mechanism) != 5 || memcmp(zmq_msg_data(mechanism), "CURVE", 5) != 0)
         return false;
-    if (zmq_msg_size(key) != CURVE_KEY_LEN)
+    if (zmq_msg_size(key) != ECT_CTL_CURVE_KEY_BYTES)
         return false;
     const void *k = zmq_msg_data(key);
     for (size_t i = 0; i < zap->n_keys; i++)
-        if (memcmp(zap->keys[i], k, CURVE_KEY_LEN) == 0)
+        if (memcmp(zap->keys[i], k, ECT_CTL_CURVE_KEY_BYTES) == 0)
             return true;
     return false;
 }
@@ -500,7 +508,7 @@ ect__ctl_zap_start(void *zmq_ctx, const char *path, ect_ctl_zap_t **zap_p)
     ect_ctl_zap_t *zap = calloc(1, sizeof(*zap));
     if (zap == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
-    ect_status_t st = load_allow_list(zap, path);
+    ect_status_t st = ect__ctl_allow_list_load(path, &zap->keys, &zap->n_keys);
     if (st != ECT_OK)
         goto free_zap;
     zap->path = strdup(path);

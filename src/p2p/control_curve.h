@@ -23,10 +23,13 @@
 #define ECT_P2P_CONTROL_CURVE_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include <ectier/status.h>
 
-#define ECT_CTL_Z85_KEY_LEN 40
+#define ECT_CTL_Z85_KEY_LEN     40
+#define ECT_CTL_CURVE_KEY_BYTES 32 /* a decoded key */
 
 typedef struct ect_ctl_keys {
     char public_key[ECT_CTL_Z85_KEY_LEN + 1];
@@ -47,6 +50,14 @@ void ect__ctl_keys_wipe(ect_ctl_keys_t *keys);
 
 /* True when text is exactly ECT_CTL_Z85_KEY_LEN characters of Z85. */
 bool ect__ctl_z85_key_valid(const char *text);
+
+/* Load the allow-list at path (borrowed): *keys_p gets the *n_p decoded
+ * keys (owned by the caller: free()).  Returns ECT_OK; ECT_ERR_CONFIG
+ * (unreadable, a line that is not a key, more than 65536 keys, or no key at
+ * all, naming the file and line); ECT_ERR_NO_MEMORY.  Outputs are written
+ * only on success.  Thread safety: safe. */
+ect_status_t ect__ctl_allow_list_load(const char *path, uint8_t (**keys_p)[ECT_CTL_CURVE_KEY_BYTES],
+                                      size_t *n_p);
 
 typedef struct ect_ctl_zap ect_ctl_zap_t;
 

@@ -33,11 +33,11 @@ ect__ctl_set_common_options(void *sock, bool ipv6)
 {
     int64_t max_frame = ECT_CTL_HARD_MAX_FRAME;
     if (ect__ctl_set_int(sock, ZMQ_LINGER, 0) != 0 ||
-        ect__ctl_set_int(sock, ZMQ_HEARTBEAT_IVL, ECT_CTL_HEARTBEAT_IVL_MS) ||
-        ect__ctl_set_int(sock, ZMQ_HEARTBEAT_TIMEOUT, ECT_CTL_HEARTBEAT_TIMEOUT_MS) ||
-        ect__ctl_set_int(sock, ZMQ_HEARTBEAT_TTL, ECT_CTL_HEARTBEAT_TTL_MS) ||
-        ect__ctl_set_int(sock, ZMQ_SNDHWM, QUEUE_HWM) ||
-        ect__ctl_set_int(sock, ZMQ_RCVHWM, QUEUE_HWM) ||
+        ect__ctl_set_int(sock, ZMQ_HEARTBEAT_IVL, ECT_CTL_HEARTBEAT_IVL_MS) != 0 ||
+        ect__ctl_set_int(sock, ZMQ_HEARTBEAT_TIMEOUT, ECT_CTL_HEARTBEAT_TIMEOUT_MS) != 0 ||
+        ect__ctl_set_int(sock, ZMQ_HEARTBEAT_TTL, ECT_CTL_HEARTBEAT_TTL_MS) != 0 ||
+        ect__ctl_set_int(sock, ZMQ_SNDHWM, QUEUE_HWM) != 0 ||
+        ect__ctl_set_int(sock, ZMQ_RCVHWM, QUEUE_HWM) != 0 ||
         zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max_frame, sizeof(max_frame)) != 0 ||
         ect__ctl_set_int(sock, ZMQ_IPV6, ipv6 ? 1 : 0) != 0)
         return ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot set socket options");
@@ -54,18 +54,24 @@ ect__ctl_monitor_open(void *ctx, void *sock, int events, void **pair_p)
              __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
     if (zmq_socket_monitor(sock, endpoint, events) != 0)
         return ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot monitor a socket");
+    int err;
     void *pair = zmq_socket(ctx, ZMQ_PAIR);
-    if (pair == NULL)
+    if (pair == NULL) {
+        err = zmq_errno();
         goto disable;
-    if (ect__ctl_set_int(pair, ZMQ_LINGER, 0) != 0 || zmq_connect(pair, endpoint) != 0)
+    }
+    if (ect__ctl_set_int(pair, ZMQ_LINGER, 0) != 0 || zmq_connect(pair, endpoint) != 0) {
+        err = zmq_errno();
         goto close_pair;
+    }
     *pair_p = pair;
     return ECT_OK;
 close_pair:
     zmq_close(pair);
 disable:
     zmq_socket_monitor(sock, NULL, 0);
-    return ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot connect a socket monitor");
+    return ect__error(ECT_ERR_TRANSPORT, "control: cannot connect a socket monitor: %s",
+                      zmq_strerror(err));
 }
 
 /* The order matters (seed: close_with_monitor_disables_then_closes_both):
