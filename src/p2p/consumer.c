@@ -114,6 +114,13 @@ send_request(ect_consumer_t *c, struct xfer *x)
     ect_status_t st = ect_wire_encode_req(&req, &c->out);
     if (st == ECT_OK)
         st = ect__ctl_client_send(c->ctl, x->host, x->port, c->out.data, c->out.len);
+    if (st == ECT_ERR_TRANSPORT) {
+        /* The pool remembers this producer as unreachable.  It may have
+         * restarted (same port, new process): connect afresh once; if it is
+         * really gone, the ack timeout ends the wait. */
+        ect__ctl_client_remove(c->ctl, x->host, x->port);
+        st = ect__ctl_client_send(c->ctl, x->host, x->port, c->out.data, c->out.len);
+    }
     return st;
 }
 

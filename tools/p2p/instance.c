@@ -80,7 +80,11 @@ ect_cli_instance_open(struct ect_cli_instance *in, const struct ect_cli_instance
         return ect_cli_usage_error(a->cmd, usage, "--dtype: %s", ect_last_error());
     if (ect_geometry_init(hidden, dtype, in->cfg.cpu_bytes, &in->geom) != ECT_OK)
         return ect_cli_fail(a->cmd, "%s", ect_last_error());
-    snprintf(in->instance_id, sizeof(in->instance_id), "%s%d", a->cmd, (int)getpid());
+    /* Unique per instance, so two instances in one process (tests) never
+     * share a region. */
+    static unsigned serial;
+    snprintf(in->instance_id, sizeof(in->instance_id), "%s%d-%u", a->cmd, (int)getpid(),
+             __atomic_fetch_add(&serial, 1, __ATOMIC_RELAXED));
     ect_scheduler_params_t sp = {.config = &in->cfg,
                                  .geometry = &in->geom,
                                  .instance_id = in->instance_id,
