@@ -655,7 +655,7 @@ ect_loop_default_workload(struct ect_loop_workload *wl)
         .hidden_dim = 3584,                  /* Qwen2-VL-7B: 7 KiB rows in bf16 */
         .cpu_bytes = 32ull << 20,            /* about 28 of the 48 images: evictions */
         .gpu_cache_tokens = 12 * MAX_TOKENS, /* one step's worst case: a dozen images */
-        .encode_work = 6,
+        .encode_work = 30,             /* ~17 ms per 256-token item: a small ViT */
         .tp_size = 2,
         .show_progress = isatty(STDERR_FILENO),
     };

@@ -23,10 +23,10 @@
 #include "p2p/transport.h"
 #include "proto/wire.h"
 
-#define IDLE_POLL_MS 20
-#define BUSY_POLL_MS 1
+#define IDLE_POLL_MS   20
+#define BUSY_POLL_MS   1
 #define RETRY_FIRST_NS (20ull * 1000 * 1000)
-#define RETRY_MAX_NS (500ull * 1000 * 1000)
+#define RETRY_MAX_NS   (500ull * 1000 * 1000)
 
 enum xfer_state {
     X_WAITING_ACK,
@@ -47,6 +47,7 @@ struct xfer {
     uint64_t retry_delay_ns;
     uint64_t t_start_ns;
     ect_xport_read_t *read;
+    ect_xport_kind_t kind; /* of the read in flight */
     char reason[160];
     int cancelled; /* quarantined on cancel: no failure to report */
 };
@@ -69,7 +70,8 @@ struct ect_consumer {
     pthread_mutex_t lock;
     ect_strmap_t xfers; /* key -> struct xfer */
     size_t n_reading;
-    ect_metrics_t m; /* only the p2p fields are used */
+    size_t n_ucx_reading; /* UCX reads progress only when polled: poll without sleeping */
+    ect_metrics_t m;      /* only the p2p fields are used */
 
     ect_wire_buf_t out; /* session thread only */
 };
@@ -135,6 +137,15 @@ send_done(ect_consumer_t *c, const struct xfer *x)
                   x->host, (unsigned)x->port, x->mm_hash);
 }
 
+/* A read stops being actively progressed (done, failed or quarantined). */
+static void
+leave_reading(ect_consumer_t *c, struct xfer *x)
+{
+    if (x->kind == ECT_XPORT_UCX)
+        c->n_ucx_reading--;
+    x->kind = ECT_XPORT_NONE;
+}
+
 /* ---- acks ------------------------------------------------------------------ */
 
 struct find_ctx {
@@ -181,8 +192,10 @@ start_read_locked(ect_consumer_t *c, struct xfer *x, const ect_xfer_ack_t *ack)
     ECT_LOG_D("consumer: reading '%s' from %s over %s", x->mm_hash, peer,
               ect__xport_kind_str(kind));
     x->state = X_READING;
+    x->kind = kind;
     x->deadline_ns = ect__now_ns() + c->read_timeout_ns;
     c->n_reading++;
+    c->n_ucx_reading += kind == ECT_XPORT_UCX;
     c->m.p2p_reads_started++;
 }
 
@@ -215,8 +228,8 @@ handle_ack(ect_consumer_t *c, const char *host, uint16_t port, const void *paylo
         /* Announced but not saved yet: ask again soon, keeping the blocks. */
         x->state = X_RETRY;
         x->deadline_ns = ect__now_ns() + x->retry_delay_ns;
-        x->retry_delay_ns = x->retry_delay_ns * 2 < RETRY_MAX_NS ? x->retry_delay_ns * 2
-                                                                  : RETRY_MAX_NS;
+        x->retry_delay_ns =
+            x->retry_delay_ns * 2 < RETRY_MAX_NS ? x->retry_delay_ns * 2 : RETRY_MAX_NS;
         c->m.p2p_retries++;
     } else {
         fail_locked(c, x, "%s", ect_wire_status_str(ack.status));
@@ -264,10 +277,12 @@ step_xfer(ect_strmap_node_t *node, void *user)
             ect__xport_read_release(c->xport, x->read);
             x->read = NULL;
             c->n_reading--;
+            leave_reading(c, x);
             c->m.p2p_transport_errors++;
             fail_locked(c, x, "%s", "the read failed");
         } else if (s->now >= x->deadline_ns) {
             /* An unabortable DMA may still land: fence the blocks. */
+            leave_reading(c, x);
             x->state = X_QUARANTINED;
             x->deadline_ns = s->now + c->quarantine_ns;
             snprintf(x->reason, sizeof(x->reason), "read timed out");
@@ -278,8 +293,8 @@ step_xfer(ect_strmap_node_t *node, void *user)
         break;
     }
     case X_QUARANTINED: {
-        ect_xport_read_state_t rs = x->read != NULL ? ect__xport_read_poll(c->xport, x->read)
-                                                    : ECT_XPORT_READ_FAILED;
+        ect_xport_read_state_t rs =
+            x->read != NULL ? ect__xport_read_poll(c->xport, x->read) : ECT_XPORT_READ_FAILED;
         if ((rs != ECT_XPORT_READ_PENDING || s->now >= x->deadline_ns) && s->n_settled < 64)
             s->settled[s->n_settled++] = x;
         break;
@@ -299,6 +314,7 @@ step_locked(ect_consumer_t *c)
         ect__xport_read_release(c->xport, x->read);
         x->read = NULL;
         c->n_reading--;
+        leave_reading(c, x);
         if (ect_cache_mark_ready(c->cache, x->key) != ECT_OK)
             ect__log_last_error(ECT_LOG_WARN, "consumer: a landed read");
         c->m.p2p_reads_completed++;
@@ -354,14 +370,13 @@ session_thread(void *arg)
     ect_consumer_t *c = arg;
     while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&c->lock);
-        int busy = c->n_reading > 0;
+        int wait_ms = c->n_ucx_reading > 0 ? 0 : c->n_reading > 0 ? BUSY_POLL_MS : IDLE_POLL_MS;
         pthread_mutex_unlock(&c->lock);
         char host[ECT_CTL_HOST_MAX + 1];
         uint16_t port;
         const void *payload;
         size_t len;
-        ect_status_t st = ect__ctl_client_recv(c->ctl, busy ? 0 : IDLE_POLL_MS, host, &port,
-                                               &payload, &len);
+        ect_status_t st = ect__ctl_client_recv(c->ctl, wait_ms, host, &port, &payload, &len);
         if (st == ECT_OK)
             handle_ack(c, host, port, payload, len);
         char dead_hosts[8][ECT_CTL_HOST_MAX + 1];
@@ -421,6 +436,7 @@ ect__consumer_fetch(ect_consumer_t *c, const char *key, const char *mm_hash, con
      * IDLE_POLL_MS otherwise) by the retry path. */
     x->state = X_RETRY;
     x->deadline_ns = 0;
+    ect__ctl_client_wake(c->ctl);
 out:
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -434,8 +450,8 @@ ect__consumer_state(ect_consumer_t *c, const char *key)
     ect_fetch_state_t st = ECT_FETCH_NONE;
     if (node != NULL) {
         struct xfer *x = node->value;
-        st = x->state == X_FAILED || (x->state == X_QUARANTINED && !x->cancelled &&
-                                      x->reason[0] != '\0')
+        st = x->state == X_FAILED ||
+                     (x->state == X_QUARANTINED && !x->cancelled && x->reason[0] != '\0')
                  ? ECT_FETCH_FAILED
                  : ECT_FETCH_PENDING;
     }
@@ -474,6 +490,7 @@ ect__consumer_cancel(ect_consumer_t *c, const char *key)
     if (node != NULL) {
         struct xfer *x = node->value;
         if (x->state == X_READING) {
+            leave_reading(c, x);
             x->state = X_QUARANTINED;
             x->cancelled = 1;
             x->deadline_ns = ect__now_ns() + c->quarantine_ns;

@@ -153,6 +153,11 @@ size_t ect__ctl_client_take_dead_peers(ect_ctl_client_t *client,
                                        char (*hosts)[ECT_CTL_HOST_MAX + 1], uint16_t *ports,
                                        size_t cap);
 
+/* Make a recv that is waiting (in another thread) return ECT_ERR_TIMEOUT at
+ * once, so its thread can act on new work.  The only client function that
+ * may be called from any thread. */
+void ect__ctl_client_wake(ect_ctl_client_t *client);
+
 /* Close and forget the DEALER for (host, port).  ECT_ERR_NOT_FOUND if none. */
 ect_status_t ect__ctl_client_remove(ect_ctl_client_t *client, const char *host, uint16_t port);
 

@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <zmq.h>
@@ -69,7 +71,8 @@ struct ect_ctl_client {
     ect_ctl_keys_t keys; /* kept (secret too) to key each new DEALER; wiped on destroy */
     struct ctl_peer **peers;
     size_t n_peers, cap_peers;
-    zmq_pollitem_t *items; /* 2 per peer: DEALER, monitor */
+    zmq_pollitem_t *items; /* 2 per peer (DEALER, monitor), then the wake fd */
+    int wake_fd;           /* eventfd: ect__ctl_client_wake interrupts a recv */
     size_t next_read;      /* where the next read starts, so no producer starves */
     zmq_msg_t payload;     /* the last delivered payload; kept until the next recv */
     bool payload_live;
@@ -230,7 +233,7 @@ grow_pool(ect_ctl_client_t *client)
     if (peers == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
     client->peers = peers;
-    zmq_pollitem_t *items = realloc(client->items, 2 * ncap * sizeof(*items));
+    zmq_pollitem_t *items = realloc(client->items, (2 * ncap + 1) * sizeof(*items));
     if (items == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
     client->items = items;
@@ -277,6 +280,12 @@ ect__ctl_client_create(const ect_ctl_security_t *security, ect_ctl_client_t **cl
             goto free_client;
         client->curve = true;
     }
+    client->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    client->items = malloc(sizeof(*client->items));
+    if (client->wake_fd < 0 || client->items == NULL) {
+        st = ect__error_errno(ECT_ERR_IO, "control: cannot make the client's wake-up eventfd");
+        goto free_client;
+    }
     client->ctx = zmq_ctx_new();
     if (client->ctx == NULL) {
         st = ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot make a ZeroMQ context");
@@ -285,6 +294,9 @@ ect__ctl_client_create(const ect_ctl_security_t *security, ect_ctl_client_t **cl
     *client_p = client;
     return ECT_OK;
 free_client:
+    if (client->wake_fd >= 0)
+        close(client->wake_fd);
+    free(client->items);
     ect__ctl_keys_wipe(&client->keys);
     free(client);
     return st;
@@ -449,16 +461,19 @@ ect__ctl_client_recv(ect_ctl_client_t *client, int timeout_ms, char *host_out, u
             client->items[n_items++] = (zmq_pollitem_t){peer->dealer, 0, ZMQ_POLLIN, 0};
             client->items[n_items++] = (zmq_pollitem_t){peer->monitor, 0, ZMQ_POLLIN, 0};
         }
-        if (n_items == 0) {
-            /* No socket to wait on (an empty pool, or a DEALER being
-             * renewed): sleep in slices, so a "forever" wait stays one. */
-            int ms = wait < 0 || wait > 100 ? 100 : wait;
-            struct timespec nap = {0, (long)ms * 1000000L};
-            nanosleep(&nap, NULL);
-            continue;
-        }
+        /* Without a DEALER to wait on (an empty pool, or one being renewed),
+         * wait in slices, so a "forever" wait stays one. */
+        if (n_items == 0 && (wait < 0 || wait > 100))
+            wait = 100;
+        client->items[n_items++] = (zmq_pollitem_t){NULL, client->wake_fd, ZMQ_POLLIN, 0};
         if (zmq_poll(client->items, n_items, wait) < 0 && zmq_errno() != EINTR)
             return ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "poll on the DEALERs failed");
+        if (client->items[n_items - 1].revents & ZMQ_POLLIN) {
+            uint64_t v;
+            if (read(client->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                ECT_LOG_D("control: reading the wake-up eventfd: %s", strerror(errno));
+            return ECT_ERR_TIMEOUT; /* woken: the caller has work */
+        }
     }
 }
 
@@ -505,11 +520,20 @@ ect__ctl_client_counters(const ect_ctl_client_t *client, ect_ctl_counters_t *cou
 }
 
 void
+ect__ctl_client_wake(ect_ctl_client_t *client)
+{
+    uint64_t one = 1;
+    if (client != NULL && write(client->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        ECT_LOG_D("control: writing the wake-up eventfd: %s", strerror(errno));
+}
+
+void
 ect__ctl_client_destroy(ect_ctl_client_t *client)
 {
     if (client == NULL)
         return;
     release_payload(client);
+    close(client->wake_fd);
     for (size_t i = 0; i < client->n_peers; i++)
         peer_close(client, client->peers[i]);
     zmq_ctx_term(client->ctx);

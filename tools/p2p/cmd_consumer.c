@@ -192,7 +192,8 @@ ect_cli_consumer(int argc, char **argv)
     struct item *items = NULL;
     size_t n = 0;
     uint64_t block = in.geom.block_size_bytes;
-    cJSON *whole = cJSON_Parse(text);
+    /* Whole input as one object only if nothing follows it. */
+    cJSON *whole = cJSON_ParseWithOpts(text, NULL, 1);
     if (whole != NULL) {
         if (add_items(whole, &items, &n, block) != 0)
             rc = ect_cli_fail("consumer", "--params: not a JSON object of ec_transfer_params");
