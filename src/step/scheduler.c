@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "common/strmap.h"
 #include "step/instance_region.h"
+#include "step/scheduler_hooks.h"
 
 struct load_rec {
     char *key;
@@ -483,4 +484,15 @@ ect_scheduler_metrics(ect_scheduler_t *s, ect_metrics_t *metrics_p)
         *metrics_p = s->m;
     pthread_mutex_unlock(&s->lock);
     return st;
+}
+
+ect_cache_t *
+ect__scheduler_cache(ect_scheduler_t *s)
+{
+    if (s == NULL)
+        return NULL;
+    pthread_mutex_lock(&s->lock);
+    ect_cache_t *cache = s->cache;
+    pthread_mutex_unlock(&s->lock);
+    return cache;
 }
