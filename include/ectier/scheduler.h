@@ -83,7 +83,10 @@ ECT_API void ect_scheduler_destroy(ect_scheduler_t *scheduler);
 
 /* Consumer: 1 if identifier has a ready entry in the CPU tier (the engine
  * loads it instead of encoding), else 0.  Counts a hit or a miss.  0 for a
- * producer-only instance or after shutdown. */
+ * producer-only instance or after shutdown.  A hit pins the entry until the
+ * next ect_scheduler_build_connector_meta, so that no save queued in the
+ * same step (for an item the engine allocates earlier) can evict it before
+ * update_state_after_alloc queues its load. */
 ECT_API int ect_scheduler_has_cache_item(ect_scheduler_t *scheduler, const char *identifier);
 
 /* Consumer: may the request be admitted this step?  *available_p = 1 when

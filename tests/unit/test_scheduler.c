@@ -585,6 +585,41 @@ test_shutdown_disables_roles_and_cleans_region(void)
 /* ---- beyond the seed's list ---------------------------------------------- */
 
 static void
+test_hit_is_not_evicted_before_its_load_is_queued(void)
+{
+    struct fx fx;
+    fx_open(&fx, ECT_ROLE_BOTH, 2, 1);
+    sh_store_only(fx.s, "X", 1); /* the oldest ready entry */
+    sh_store_only(fx.s, "Z", 1);
+    /* The engine asks about every item of a request first, then allocates
+     * them in item order: Y (encoded, saved) comes before X (a hit). */
+    ect_mm_feature_t f[2] = {{.identifier = "Y", .num_tokens = 1},
+                             {.identifier = "X", .num_tokens = 1}};
+    ect_request_t r = {.request_id = "r", .features = f, .n_features = 2};
+    CHECK(!ect_scheduler_has_cache_item(fx.s, "Y"));
+    CHECK(ect_scheduler_has_cache_item(fx.s, "X"));
+    CHECK_OK(ect_scheduler_update_state_after_alloc(fx.s, &r, 0));
+    CHECK_OK(ect_scheduler_update_state_after_alloc(fx.s, &r, 1));
+    ect_step_meta_t *m = sh_step(fx.s);
+    /* The engine will not encode X: its load must be there. */
+    CHECK_MSG(sh_find_load(m, "X") != NULL, "X was a hit but is not loaded");
+    CHECK(ect_step_meta_find_save(m, "Y") != NULL);
+    CHECK(cached(fx.s, "X"));
+    CHECK(!cached(fx.s, "Z")); /* Y took Z's block */
+    sh_report_save(fx.s, "Y", SH_SAVED);
+    sh_report_load(fx.s, sh_find_load(m, "X")->transfer_id);
+    ect_step_meta_destroy(m);
+    /* A hit that the engine then does not schedule holds nothing past the
+     * step: X is evictable again once the step is built. */
+    CHECK(ect_scheduler_has_cache_item(fx.s, "X"));
+    CHECK_EQ_U64(cache_stats(fx.s).pins, 1);
+    ect_step_meta_destroy(sh_step(fx.s));
+    CHECK_EQ_U64(cache_stats(fx.s).pins, 0);
+    CHECK(!ect_scheduler_has_pending_push_work(fx.s));
+    fx_close(&fx);
+}
+
+static void
 test_has_pending_push_work_false_when_idle(void)
 {
     struct fx fx;
@@ -1085,6 +1120,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_has_pending_push_work_tracks_inflight_save),
     ECT_CASE(test_has_pending_push_work_tracks_inflight_load),
     ECT_CASE(test_shutdown_disables_roles_and_cleans_region),
+    ECT_CASE(test_hit_is_not_evicted_before_its_load_is_queued),
     ECT_CASE(test_has_pending_push_work_false_when_idle),
     ECT_CASE(test_malformed_report_changes_nothing),
     ECT_CASE(test_failed_save_report_discards_the_entry),
