@@ -6,9 +6,10 @@
  * batch is remembered in `inflight` (in submission order) with the keys or
  * transfer ids it completes; take_report polls them and reports only what
  * has landed.  Items that end without a copy (a save dropped by
- * clear_metadata, loads of an aborted start_load) go straight into `carry`,
- * which the next take_report hands over, so every bound load is reported
- * exactly once and no save is left silently unreported.
+ * clear_metadata, a save of the step that the engine never made or that was
+ * refused, loads of an aborted start_load) go straight into `carry`, which
+ * the next take_report hands over, so every bound load is reported exactly
+ * once by every rank, and every bound save exactly once by the save rank.
  *
  * The plan, the batch records and their arrays are reused across steps.
  */
@@ -186,6 +187,17 @@ ect_worker_clear_metadata(ect_worker_t *w)
                   w->n_save_keys);
         fail_queued_saves(w);
     }
+    /* Saves of the step that this rank never queued (the engine did not
+     * encode the item, or ect_worker_save refused it) end as failed: the
+     * scheduler then frees their blocks instead of keeping a not-ready entry,
+     * and its pending push work, forever. */
+    if (w->save_rank)
+        for (size_t i = 0; i < ect_step_meta_n_saves(w->meta); i++) {
+            const char *key = ect_step_meta_save(w->meta, i)->key;
+            if (ect__strmap_find(&w->saved_this_step, key) == NULL &&
+                ect_worker_report_add_failed_save(w->carry, key) != ECT_OK)
+                ect__log_last_error(ECT_LOG_ERROR, "worker");
+        }
     /* Loads never started are still reported so their pins are released. */
     if (!w->loads_started)
         for (size_t i = 0; i < ect_step_meta_n_loads(w->meta); i++)

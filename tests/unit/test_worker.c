@@ -302,7 +302,13 @@ test_saves_raises_when_allocated_blocks_too_small(void)
     CHECK_OK(ect_worker_get_finished(fx.w));
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 0);
     CHECK(all_bytes(block(&fx, 0), 16 * SH_BLOCK, POISON)); /* no truncated copy */
+    /* The entry never got its bytes: the scheduler must hear it failed. */
     ect_worker_clear_metadata(fx.w);
+    ect_worker_report_t *r = land(fx.w);
+    CHECK(r != NULL);
+    CHECK_EQ_U64(count_failed(r, "h"), 1);
+    CHECK_EQ_U64(ect_worker_report_n_saves(r), 0);
+    ect_worker_report_destroy(r);
     free(src);
     ect_step_meta_destroy(m);
     fx_close(&fx);
@@ -375,6 +381,36 @@ test_save_twice_in_a_step_is_refused(void)
     ect_worker_clear_metadata(fx.w);
     CHECK_OK(ect_worker_take_report(fx.w, &r));
     CHECK(r == NULL);
+    free(src);
+    ect_step_meta_destroy(m);
+    fx_close(&fx);
+}
+
+/* A save the step names but the engine never makes (the item was not
+ * encoded after all, or its save was refused) is reported as failed when
+ * the step ends, so the scheduler frees its blocks. */
+static void
+test_saves_never_made_are_reported_failed(void)
+{
+    struct fx fx;
+    fx_open(&fx, 0, 0, 0);
+    ect_step_meta_t *m = meta_new();
+    ect_run_t ra[] = {{0, 1}}, rb[] = {{1, 1}};
+    CHECK_OK(ect_step_meta_add_save(m, "made", ra, 1));
+    CHECK_OK(ect_step_meta_add_save(m, "never", rb, 1));
+    bind(fx.w, m);
+    unsigned char *src = payload(SH_BLOCK, 9);
+    CHECK_OK(ect_worker_save(fx.w, "made", src, SH_BLOCK, NULL, NULL));
+    CHECK_OK(ect_worker_get_finished(fx.w));
+    ect_worker_clear_metadata(fx.w);
+    ect_worker_report_t *r = land(fx.w);
+    CHECK(r != NULL);
+    CHECK_EQ_U64(count_saves(r, "made"), 1);
+    CHECK_EQ_U64(count_failed(r, "made"), 0);
+    CHECK_EQ_U64(count_failed(r, "never"), 1);
+    CHECK_EQ_U64(count_saves(r, "never"), 0);
+    CHECK(all_bytes(block(&fx, 1), SH_BLOCK, POISON));
+    ect_worker_report_destroy(r);
     free(src);
     ect_step_meta_destroy(m);
     fx_close(&fx);
@@ -842,6 +878,39 @@ test_create_fails_cleanly_on_bad_params(void)
     ect_worker_destroy(NULL);
 }
 
+/* ---- with the scheduler --------------------------------------------------- */
+
+/* A save the worker refuses (payload larger than its blocks) must not leave
+ * the scheduler's entry not-ready forever: its blocks come back and the
+ * instance goes idle. */
+static void
+test_refused_save_frees_the_scheduler_entry(void)
+{
+    struct fx fx;
+    fx_open(&fx, 0, 0, 0);
+    ect_scheduler_t *s = sh_scheduler(&fx.in, 1);
+    sh_alloc(s, "h", 2);
+    ect_step_meta_t *m = sh_step(s);
+    bind(fx.w, m);
+    unsigned char *src = payload(3 * SH_BLOCK, 15);
+    CHECK_STATUS(ect_worker_save(fx.w, "h", src, 3 * SH_BLOCK, NULL, NULL), ECT_ERR_OVERFLOW);
+    CHECK_OK(ect_worker_get_finished(fx.w));
+    ect_worker_clear_metadata(fx.w);
+    ect_worker_report_t *r = land(fx.w);
+    CHECK(r != NULL);
+    sh_send_report(s, r);
+    ect_worker_report_destroy(r);
+    ect_metrics_t mt = sh_metrics(s);
+    CHECK_EQ_U64(mt.saves_failed, 1);
+    CHECK_EQ_U64(mt.cache.entries, 0);
+    CHECK_EQ_U64(mt.cache.free_blocks, 16);
+    CHECK(!ect_scheduler_has_pending_push_work(s));
+    ect_scheduler_destroy(s);
+    free(src);
+    ect_step_meta_destroy(m);
+    fx_close(&fx);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_saves_writes_to_assigned_blocks_exact_fit),
     ECT_CASE(test_saves_writes_to_assigned_blocks_partial_last_block),
@@ -850,6 +919,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_saves_raises_when_allocated_blocks_too_small),
     ECT_CASE(test_saves_batches_multiple_hashes),
     ECT_CASE(test_save_twice_in_a_step_is_refused),
+    ECT_CASE(test_saves_never_made_are_reported_failed),
     ECT_CASE(test_saves_queued_but_not_submitted_are_reported_failed),
     ECT_CASE(test_loads_copies_with_correct_shape_dtype_and_bytes),
     ECT_CASE(test_loads_noop_when_loads_is_empty),
@@ -864,6 +934,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_blocks_outside_the_region_bind_nothing),
     ECT_CASE(test_destroy_waits_for_copies_in_flight),
     ECT_CASE(test_create_fails_cleanly_on_bad_params),
+    ECT_CASE(test_refused_save_frees_the_scheduler_entry),
 };
 
 int
