@@ -436,6 +436,13 @@ ect_loop_run(const struct ect_loop_workload *wl, struct ect_loop_summary *summar
         fprintf(stderr, "engine_loop: scheduler: %s\n", ect_last_error());
         return 1;
     }
+    /* A worker that dies closes its pipe: writing to it must fail with
+     * EPIPE (the loop then stops cleanly) instead of killing the scheduler
+     * with SIGPIPE before it can report and clean up.  The workers inherit
+     * this too, should the scheduler die first. */
+    struct sigaction ignore_pipe = {.sa_handler = SIG_IGN}, old_pipe;
+    sigemptyset(&ignore_pipe.sa_mask);
+    sigaction(SIGPIPE, &ignore_pipe, &old_pipe);
 
     int to_worker[MAX_TP], from_worker[MAX_TP];
     pid_t pids[MAX_TP];
@@ -625,6 +632,7 @@ stop_workers:
     free(freed.data);
     free(reply.data);
     free(reports.data);
+    sigaction(SIGPIPE, &old_pipe, NULL);
     return rc;
 }
 

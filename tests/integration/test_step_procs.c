@@ -16,6 +16,7 @@
  * scheduler stays consistent meanwhile: its other entries, saves and
  * evictions work, and the pinned entry is never evicted under a load.
  */
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -422,9 +423,99 @@ test_sigkill_of_a_worker_mid_step_leaves_the_load_pinned(void)
     sh_check_gone(in.path);
 }
 
+/* ---- the reference engine loop with a worker killed ----------------------- */
+
+/* Live (not zombie) children of parent, from /proc. */
+static size_t
+children_of(pid_t parent, pid_t *out, size_t cap)
+{
+    DIR *d = opendir("/proc");
+    CHECK(d != NULL);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        char *rp = strrchr(buf, ')');
+        char state;
+        int ppid;
+        if (rp == NULL || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
+            continue;
+        if (ppid == (int)parent && state != 'Z' && n < cap)
+            out[n++] = (pid_t)atoi(e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+static void
+test_demo_fails_cleanly_when_a_worker_is_killed(void)
+{
+    int out[2];
+    CHECK(pipe(out) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t demo = fork();
+    CHECK(demo >= 0);
+    if (demo == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        dup2(out[1], STDERR_FILENO);
+        close(out[0]);
+        close(out[1]);
+        execl(ECT_CLI_PATH, "ectier", "demo", "--no-progress", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    /* Catch it while its two workers run, and kill one mid-run. */
+    pid_t kids[4];
+    size_t n = 0;
+    for (int polls = 0; polls < 20000 && n < 2; polls++) {
+        int st;
+        CHECK_MSG(waitpid(demo, &st, WNOHANG) == 0, "the demo ended before its workers were seen");
+        n = children_of(demo, kids, 4);
+        if (n < 2)
+            nanosleep(&(struct timespec){0, 200 * 1000}, NULL);
+    }
+    CHECK_EQ_U64(n, 2);
+    CHECK(kill(demo, SIGSTOP) == 0);
+    CHECK_EQ_U64(children_of(demo, kids, 4), 2);
+    CHECK(kill(kids[1], SIGKILL) == 0);
+    CHECK(kill(demo, SIGCONT) == 0);
+
+    static char text[65536];
+    size_t len = 0;
+    ssize_t got;
+    while ((got = read(out[0], text + len, sizeof(text) - 1 - len)) > 0 ||
+           (got < 0 && errno == EINTR))
+        if (got > 0)
+            len += (size_t)got;
+    text[len] = '\0';
+    close(out[0]);
+    int st;
+    CHECK(waitpid(demo, &st, 0) == demo);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1,
+              "the demo should fail with exit status 1, not %s %d:\n%s",
+              WIFSIGNALED(st) ? "signal" : "status",
+              WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), text);
+    CHECK_CONTAINS(text, "the engine loop failed");
+    CHECK_EQ_U64(children_of(demo, kids, 4), 0);
+    char path[128];
+    snprintf(path, sizeof(path), "/dev/shm/ectier_loop%d_dp0.mmap", (int)demo);
+    sh_check_gone(path);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_load_needs_both_ranks_reports_across_processes),
     ECT_CASE(test_sigkill_of_a_worker_mid_step_leaves_the_load_pinned),
+    ECT_CASE(test_demo_fails_cleanly_when_a_worker_is_killed),
 };
 
 int
