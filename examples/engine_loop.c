@@ -133,6 +133,10 @@ struct msg {
 static void
 msg_put(struct msg *m, const void *src, size_t n)
 {
+    /* An empty part (no items to encode, an empty report) may come with a
+     * NULL pointer, which memcpy must never see, even for 0 bytes. */
+    if (n == 0)
+        return;
     if (m->len + n > m->cap) {
         size_t cap = m->cap ? m->cap : 256;
         while (cap < m->len + n)
