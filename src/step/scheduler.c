@@ -270,14 +270,18 @@ queue_save_locked(ect_scheduler_t *s, const char *key, uint64_t n_blocks)
     if ((st = ensure_step(s)) != ECT_OK ||
         (st = entry_runs(s->cache, key, &runs, &n_runs)) != ECT_OK)
         goto err_discard;
-    if ((st = ect_step_meta_add_save(s->step, key, runs, n_runs)) != ECT_OK)
-        goto err_runs;
+    /* Track the save before the step names it: once it is in the step a
+     * worker will write into its blocks, so they must not be freed. */
     if ((st = ect__strmap_put(&s->saves_in_flight, key, NULL, NULL)) != ECT_OK)
-        goto err_runs; /* the step already names it: the worker's report will be ignored */
+        goto err_runs;
+    if ((st = ect_step_meta_add_save(s->step, key, runs, n_runs)) != ECT_OK)
+        goto err_untrack;
     free(runs);
     s->m.saves_queued++;
     return ECT_OK;
 
+err_untrack:
+    ect__strmap_remove(&s->saves_in_flight, key, NULL);
 err_runs:
     free(runs);
 err_discard:
@@ -310,15 +314,19 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
     rec->remaining = s->load_reports;
     if ((st = entry_runs(s->cache, key, &runs, &n_runs)) != ECT_OK)
         goto err_rec;
-    if ((st = ect_step_meta_add_load(s->step, key, tid, runs, n_runs)) != ECT_OK)
-        goto err_runs;
+    /* Track the load (and so keep its pin) before the step names it: once
+     * it is in the step, workers read its blocks. */
     if ((st = ect__strmap_put(&s->loads_in_flight, tk, rec, NULL)) != ECT_OK)
         goto err_runs;
+    if ((st = ect_step_meta_add_load(s->step, key, tid, runs, n_runs)) != ECT_OK)
+        goto err_untrack;
     free(runs);
     s->next_tid++;
     s->m.loads_queued++;
     return ECT_OK;
 
+err_untrack:
+    ect__strmap_remove(&s->loads_in_flight, tk, NULL);
 err_runs:
     free(runs);
 err_rec:

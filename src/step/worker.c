@@ -312,10 +312,8 @@ ect_worker_save(ect_worker_t *w, const char *key, const void *src, size_t nbytes
         return ECT_OK;
     if (ect__strmap_find(&w->saved_this_step, key) != NULL)
         return ect__error(ECT_ERR_EXISTS, "worker save: '%s' was already saved this step", key);
-    ect_status_t st = ect__copy_plan_add(&w->save_plan, ECT_COPY_SAVE, &w->view, it->runs,
-                                         it->n_runs, (void *)src, nbytes);
-    if (st != ECT_OK)
-        return st;
+    /* Everything that can fail before the plan grows: a save that is
+     * refused must leave no copy behind (its blocks may be freed). */
     if (w->n_save_keys == w->cap_save_keys) {
         size_t cap = w->cap_save_keys ? w->cap_save_keys * 2 : 8;
         char **grown = realloc(w->save_keys, cap * sizeof(*grown));
@@ -325,10 +323,16 @@ ect_worker_save(ect_worker_t *w, const char *key, const void *src, size_t nbytes
         w->cap_save_keys = cap;
     }
     char *copy = strdup(key);
-    if (copy == NULL || (st = ect__strmap_put(&w->saved_this_step, key, NULL, NULL)) != ECT_OK) {
-        free(copy);
-        return copy == NULL ? ect__error(ECT_ERR_NO_MEMORY, "worker save: out of memory") : st;
-    }
+    if (copy == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "worker save: out of memory");
+    ect_status_t st = ect__strmap_put(&w->saved_this_step, key, NULL, NULL);
+    if (st != ECT_OK)
+        goto err_copy;
+    /* Last, as it cannot be undone; it changes nothing when it fails. */
+    st = ect__copy_plan_add(&w->save_plan, ECT_COPY_SAVE, &w->view, it->runs, it->n_runs,
+                            (void *)src, nbytes);
+    if (st != ECT_OK)
+        goto err_untrack;
     w->save_keys[w->n_save_keys++] = copy;
     w->save_bytes += nbytes;
     if (w->n_save_keys == 1)
@@ -336,6 +340,13 @@ ect_worker_save(ect_worker_t *w, const char *key, const void *src, size_t nbytes
     if (queued_p != NULL)
         *queued_p = 1;
     return ECT_OK;
+
+err_untrack:
+    /* Not saved: clear_metadata reports it as failed. */
+    ect__strmap_remove(&w->saved_this_step, key, NULL);
+err_copy:
+    free(copy);
+    return st;
 }
 
 ect_status_t
