@@ -63,7 +63,10 @@ typedef struct ect_scheduler_params {
     const char *instance_id;        /* names the region when config.region_name is "" */
     unsigned dp_rank;               /* data-parallel rank (region name) */
     /* Reports each load needs before its pin is released: tp_size * pcp_size
-     * when the workers are separate processes, else 1.  0 means 1. */
+     * when the workers are separate processes, else 1.  0 means 1.  Load
+     * pins have no lease: a rank that dies without reporting leaves its
+     * loads pinned until shutdown (a dead worker is fatal for an instance,
+     * as in the engines). */
     unsigned load_reports;
     const char *region_dir;     /* NULL = "/dev/shm" */
     const char *engine_version; /* P2P compatibility hash; NULL = "" */
