@@ -19,6 +19,7 @@
 #include <ectier/ectier.h>
 
 #include "harness.h"
+#include "step/scheduler_hooks.h"
 
 #define SH_HIDDEN 16u
 #define SH_BLOCK  64u /* SH_HIDDEN x 4-byte float32 */
@@ -103,6 +104,39 @@ sh_check_gone(const char *path)
     for (int ms = 0; ms < 5000 && sh_exists(path); ms += 5)
         nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     CHECK_MSG(!sh_exists(path), "%s is still in /dev/shm", path);
+}
+
+/* A scheduler over a fresh instance (region reaper on, so a failing case
+ * leaves nothing behind either). */
+struct sh_fx {
+    struct sh_instance in;
+    ect_scheduler_t *s;
+};
+
+static inline void
+sh_fx_open(struct sh_fx *fx, ect_role_t role, uint64_t num_blocks, unsigned load_reports)
+{
+    sh_instance_init(&fx->in, role, num_blocks, true);
+    fx->s = sh_scheduler(&fx->in, load_reports);
+    CHECK_MSG(sh_exists(fx->in.path), "no region file %s", fx->in.path);
+}
+
+static inline void
+sh_fx_close(struct sh_fx *fx)
+{
+    ect_scheduler_destroy(fx->s);
+    fx->s = NULL;
+    sh_check_gone(fx->in.path);
+}
+
+/* Whether key has a ready entry, observed without touching it
+ * (has_cache_item would pin a hit until the step is built). */
+static inline int
+sh_cached(ect_scheduler_t *s, const char *key)
+{
+    ect_cache_entry_t e;
+    return ect_cache_get(ect__scheduler_cache(s), key, &e) == ECT_OK &&
+           e.state != ECT_ENTRY_NOT_READY;
 }
 
 /* update_state_after_alloc for a one-item request. */

@@ -20,7 +20,6 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "step/scheduler_hooks.h"
 #include "step_helpers.h"
 
 #define MSG_STEP    0u
@@ -293,14 +292,6 @@ stop_worker(struct proc *p)
     close(p->up);
 }
 
-static int
-cached(ect_scheduler_t *s, const char *key)
-{
-    ect_cache_entry_t e;
-    return ect_cache_get(ect__scheduler_cache(s), key, &e) == ECT_OK &&
-           e.state != ECT_ENTRY_NOT_READY;
-}
-
 /* Save "img" (3 blocks) through a step on both ranks. */
 static void
 save_img(ect_scheduler_t *s, struct proc *procs)
@@ -311,7 +302,7 @@ save_img(ect_scheduler_t *s, struct proc *procs)
     run_step(s, procs, 2, rep);
     CHECK(rep[0].len > 0);       /* rank 0 saved */
     CHECK_EQ_U64(rep[1].len, 0); /* rank 1 had nothing to report */
-    CHECK(cached(s, "img"));
+    CHECK(sh_cached(s, "img"));
     free_replies(rep, 2);
 }
 
@@ -399,7 +390,7 @@ test_sigkill_of_a_worker_mid_step_leaves_the_load_pinned(void)
     CHECK_EQ_U64(mt.cache.entries_pinned, 1);
     CHECK_EQ_U64(mt.loads_completed, 0);
     CHECK(ect_scheduler_has_pending_push_work(s));
-    CHECK(cached(s, "img"));
+    CHECK(sh_cached(s, "img"));
 
     /* Consistent otherwise: the surviving rank saves a new item, and a save
      * that would need the pinned blocks is skipped rather than evicting
@@ -408,13 +399,13 @@ test_sigkill_of_a_worker_mid_step_leaves_the_load_pinned(void)
     struct reply one;
     run_step(s, procs, 1, &one);
     free_replies(&one, 1);
-    CHECK(cached(s, "other"));
+    CHECK(sh_cached(s, "other"));
     sh_alloc(s, "huge", 14);
     m = sh_step(s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 0);
     ect_step_meta_destroy(m);
     CHECK_EQ_U64(sh_metrics(s).saves_skipped_full, 1);
-    CHECK(cached(s, "img"));
+    CHECK(sh_cached(s, "img"));
     CHECK_EQ_U64(sh_metrics(s).cache.pins, 1);
 
     /* Tearing down releases everything: nothing stays in /dev/shm. */
