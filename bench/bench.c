@@ -14,6 +14,7 @@ static const struct ect_bench benches[] = {
     {"cuda", "CUDA copy engine: save/load vs one pinned copy; overlap with compute",
      ect_bench_cuda},
     {"region", "first copies into a region with and without pre-fault", ect_bench_region},
+    {"step", "scheduler+worker save/load steps of 1-32 MiB entries vs memcpy", ect_bench_step},
 #if ECT_HAVE_P2P
     {"control", "control-plane round trip vs bare ZeroMQ DEALER/ROUTER", ect_bench_control},
 #endif

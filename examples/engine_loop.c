@@ -133,6 +133,10 @@ struct msg {
 static void
 msg_put(struct msg *m, const void *src, size_t n)
 {
+    /* An empty part (no items to encode, an empty report) may come with a
+     * NULL pointer, which memcpy must never see, even for 0 bytes. */
+    if (n == 0)
+        return;
     if (m->len + n > m->cap) {
         size_t cap = m->cap ? m->cap : 256;
         while (cap < m->len + n)
@@ -436,6 +440,13 @@ ect_loop_run(const struct ect_loop_workload *wl, struct ect_loop_summary *summar
         fprintf(stderr, "engine_loop: scheduler: %s\n", ect_last_error());
         return 1;
     }
+    /* A worker that dies closes its pipe: writing to it must fail with
+     * EPIPE (the loop then stops cleanly) instead of killing the scheduler
+     * with SIGPIPE before it can report and clean up.  The workers inherit
+     * this too, should the scheduler die first. */
+    struct sigaction ignore_pipe = {.sa_handler = SIG_IGN}, old_pipe;
+    sigemptyset(&ignore_pipe.sa_mask);
+    sigaction(SIGPIPE, &ignore_pipe, &old_pipe);
 
     int to_worker[MAX_TP], from_worker[MAX_TP];
     pid_t pids[MAX_TP];
@@ -625,6 +636,7 @@ stop_workers:
     free(freed.data);
     free(reply.data);
     free(reports.data);
+    sigaction(SIGPIPE, &old_pipe, NULL);
     return rc;
 }
 
@@ -655,7 +667,7 @@ ect_loop_default_workload(struct ect_loop_workload *wl)
         .hidden_dim = 3584,                  /* Qwen2-VL-7B: 7 KiB rows in bf16 */
         .cpu_bytes = 32ull << 20,            /* about 28 of the 48 images: evictions */
         .gpu_cache_tokens = 12 * MAX_TOKENS, /* one step's worst case: a dozen images */
-        .encode_work = 30,             /* ~17 ms per 256-token item: a small ViT */
+        .encode_work = 30,                   /* ~17 ms per 256-token item: a small ViT */
         .tp_size = 2,
         .show_progress = isatty(STDERR_FILENO),
     };

@@ -32,4 +32,3 @@ ect_cli_fail(const char *cmd, const char *fmt, ...)
     fprintf(stderr, "\n");
     return 1;
 }
-

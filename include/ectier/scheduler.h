@@ -63,7 +63,10 @@ typedef struct ect_scheduler_params {
     const char *instance_id;        /* names the region when config.region_name is "" */
     unsigned dp_rank;               /* data-parallel rank (region name) */
     /* Reports each load needs before its pin is released: tp_size * pcp_size
-     * when the workers are separate processes, else 1.  0 means 1. */
+     * when the workers are separate processes, else 1.  0 means 1.  Load
+     * pins have no lease: a rank that dies without reporting leaves its
+     * loads pinned until shutdown (a dead worker is fatal for an instance,
+     * as in the engines). */
     unsigned load_reports;
     const char *region_dir;     /* NULL = "/dev/shm" */
     const char *engine_version; /* P2P compatibility hash; NULL = "" */
@@ -83,7 +86,10 @@ ECT_API void ect_scheduler_destroy(ect_scheduler_t *scheduler);
 
 /* Consumer: 1 if identifier has a ready entry in the CPU tier (the engine
  * loads it instead of encoding), else 0.  Counts a hit or a miss.  0 for a
- * producer-only instance or after shutdown. */
+ * producer-only instance or after shutdown.  A hit pins the entry until the
+ * next ect_scheduler_build_connector_meta, so that no save queued in the
+ * same step (for an item the engine allocates earlier) can evict it before
+ * update_state_after_alloc queues its load. */
 ECT_API int ect_scheduler_has_cache_item(ect_scheduler_t *scheduler, const char *identifier);
 
 /* Consumer: may the request be admitted this step?  *available_p = 1 when

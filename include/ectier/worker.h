@@ -63,7 +63,8 @@ ECT_API void ect_worker_destroy(ect_worker_t *worker);
 ECT_API int ect_worker_is_save_rank(const ect_worker_t *worker);
 
 /* Bind this step's metadata (the bytes of ect_step_meta_encode).  Every load
- * it names will be reported exactly once by this worker.  Returns ECT_OK,
+ * it names will be reported exactly once by this worker, and (on the save
+ * rank) every save it names, as saved or as failed.  Returns ECT_OK,
  * ECT_ERR_STATE (metadata already bound), ECT_ERR_PARSE / ECT_ERR_OVERFLOW
  * (malformed bytes, blocks outside the region: nothing is bound). */
 ECT_API ect_status_t ect_worker_bind_metadata(ect_worker_t *worker, const void *bytes, size_t len);
@@ -71,8 +72,11 @@ ECT_API ect_status_t ect_worker_bind_metadata(ect_worker_t *worker, const void *
 /* The bound metadata (borrowed until clear), or NULL. */
 ECT_API const ect_step_meta_t *ect_worker_metadata(const ect_worker_t *worker);
 
-/* Forget the bound metadata (saves not submitted by get_finished are
- * dropped and reported as failed).  No-op when nothing is bound. */
+/* Forget the bound metadata.  On the save rank, saves not submitted by
+ * get_finished, and saves of the step that were never made (not called, or
+ * refused), are reported as failed, so the scheduler frees their blocks.
+ * Loads never started are reported as done (the engine did not use them).
+ * No-op when nothing is bound. */
 ECT_API void ect_worker_clear_metadata(ect_worker_t *worker);
 
 /* Where a load goes: return engine memory for n_tokens x hidden elements

@@ -43,8 +43,7 @@ typedef struct ect_consumer_params {
     const char *compat_hash;        /* 64 hex, copied */
 } ect_consumer_params_t;
 
-ect_status_t ect__consumer_start(const ect_consumer_params_t *params,
-                                 ect_consumer_t **consumer_p);
+ect_status_t ect__consumer_start(const ect_consumer_params_t *params, ect_consumer_t **consumer_p);
 
 /* Stop the thread; transfers still reading are waited for up to their
  * deadline (their DMA may still land), then every tracked entry is freed. */
@@ -69,8 +68,7 @@ ect_fetch_state_t ect__consumer_state(ect_consumer_t *consumer, const char *key)
 /* Consume the failure of key: returns 1 (and the reason in buf) if there was
  * one.  The transfer is forgotten, except a quarantined one, whose blocks
  * stay fenced until it settles. */
-int ect__consumer_take_failure(ect_consumer_t *consumer, const char *key, char *reason,
-                               size_t cap);
+int ect__consumer_take_failure(ect_consumer_t *consumer, const char *key, char *reason, size_t cap);
 
 /* Give up on key (its request's defer budget ran out): a transfer waiting
  * for an ack or retrying is dropped and its blocks freed; one reading is

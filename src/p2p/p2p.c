@@ -55,10 +55,10 @@ ect__p2p_create(const ect__p2p_params_t *params, struct ect__p2p **p2p_p)
     p->cache = params->cache;
     ect__strmap_init(&p->items);
     char compat[65];
-    ect_status_t st = ect_compat_hash(params->engine_version ? params->engine_version : "",
-                                      params->model_name ? params->model_name : "",
-                                      ect_dtype_torch_name(p->geom.dtype),
-                                      p->geom.block_size_bytes, compat);
+    ect_status_t st =
+        ect_compat_hash(params->engine_version ? params->engine_version : "",
+                        params->model_name ? params->model_name : "",
+                        ect_dtype_torch_name(p->geom.dtype), p->geom.block_size_bytes, compat);
     if (st != ECT_OK)
         goto err_free;
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
@@ -66,14 +66,14 @@ ect__p2p_create(const ect__p2p_params_t *params, struct ect__p2p **p2p_p)
         goto err_free;
     }
     if (ect_role_produces(p->cfg.role)) {
-        ect_producer_params_t pp = {params->config, params->geometry, params->cache,
-                                    params->region, compat};
+        ect_producer_params_t pp = {params->config, params->geometry, params->cache, params->region,
+                                    compat};
         if ((st = ect__producer_start(&pp, &p->producer)) != ECT_OK)
             goto err_mutex;
     }
     if (ect_role_consumes(p->cfg.role)) {
-        ect_consumer_params_t cp = {params->config, params->geometry, params->cache,
-                                    params->region, compat};
+        ect_consumer_params_t cp = {params->config, params->geometry, params->cache, params->region,
+                                    compat};
         if ((st = ect__consumer_start(&cp, &p->consumer)) != ECT_OK)
             goto err_producer;
     }

@@ -22,7 +22,7 @@
 #include "p2p/transport.h"
 #include "proto/wire.h"
 
-#define POLL_MS 20
+#define POLL_MS  20
 #define SWEEP_NS (100ull * 1000 * 1000)
 
 struct grant {
@@ -247,8 +247,7 @@ static void
 send_nack(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *req,
           ect_xfer_status_t status)
 {
-    ect_xfer_ack_t ack = {.mm_hash = req->mm_hash, .status = status,
-                          .session_id = req->session_id};
+    ect_xfer_ack_t ack = {.mm_hash = req->mm_hash, .status = status, .session_id = req->session_id};
     if (ect_wire_status_is_expected(status))
         ECT_LOG_I("producer: %s for '%s'", ect_wire_status_str(status), req->mm_hash);
     else
@@ -288,8 +287,10 @@ entry_blocks(ect_producer_t *p, const char *key, size_t *n_p)
     for (size_t i = 0; i < n_runs; i++)
         total += p->runs[i].count;
     if (total > ECT_WIRE_MAX_BLOCKS)
-        return ect__error(ECT_ERR_OVERFLOW, "producer: entry '%s' has %zu blocks, the wire "
-                          "carries at most %u", key, total, ECT_WIRE_MAX_BLOCKS);
+        return ect__error(ECT_ERR_OVERFLOW,
+                          "producer: entry '%s' has %zu blocks, the wire "
+                          "carries at most %u",
+                          key, total, ECT_WIRE_MAX_BLOCKS);
     if (total > p->blocks_cap) {
         uint64_t *b = realloc(p->blocks, total * sizeof(*b));
         if (b == NULL)
@@ -554,8 +555,7 @@ feature_metadata(const ect_mm_feature_t *f)
         return cJSON_CreateObject();
     cJSON *m = cJSON_Parse(f->metadata_json);
     if (m == NULL || !cJSON_IsObject(m)) {
-        ECT_LOG_W("producer: metadata of '%s' is not a JSON object; announcing {}",
-                  f->identifier);
+        ECT_LOG_W("producer: metadata of '%s' is not a JSON object; announcing {}", f->identifier);
         cJSON_Delete(m);
         return cJSON_CreateObject();
     }
@@ -581,8 +581,7 @@ ect__producer_announce(ect_producer_t *p, const ect_request_t *req, char **param
         int held = ect_cache_get(p->cache, f->identifier, &e) == ECT_OK;
         uint64_t hold_id = 0;
         if (held && p->announce_lease_ns > 0 &&
-            ect_cache_hold(p->cache, f->identifier, now + p->announce_lease_ns, &hold_id) !=
-                ECT_OK)
+            ect_cache_hold(p->cache, f->identifier, now + p->announce_lease_ns, &hold_id) != ECT_OK)
             held = 0;
         if (item == NULL) {
             st = ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory announcing");

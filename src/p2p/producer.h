@@ -36,8 +36,7 @@ typedef struct ect_producer_params {
     const char *compat_hash;        /* 64 hex, copied */
 } ect_producer_params_t;
 
-ect_status_t ect__producer_start(const ect_producer_params_t *params,
-                                 ect_producer_t **producer_p);
+ect_status_t ect__producer_start(const ect_producer_params_t *params, ect_producer_t **producer_p);
 
 /* Stop the thread, release every grant and hold, close the sockets. */
 void ect__producer_stop(ect_producer_t *producer);

@@ -60,13 +60,13 @@ const char *ect__xport_kind_str(ect_xport_kind_t kind);
 typedef struct ect_xport_server ect_xport_server_t;
 
 typedef struct ect_xport_server_params {
-    void *data;               /* the region's block 0 (borrowed for the server's life) */
+    void *data; /* the region's block 0 (borrowed for the server's life) */
     uint64_t block_size;
     uint64_t num_blocks;
-    const char *region_path;  /* same-host: the region file */
-    uint64_t data_offset;     /* same-host: file offset of block 0 */
-    int serve_ucx;            /* offer UCX */
-    int serve_same_host;      /* offer the same-host path */
+    const char *region_path; /* same-host: the region file */
+    uint64_t data_offset;    /* same-host: file offset of block 0 */
+    int serve_ucx;           /* offer UCX */
+    int serve_same_host;     /* offer the same-host path */
 } ect_xport_server_params_t;
 
 /* Start serving: map the region with UCX (if asked), start the progress
@@ -93,12 +93,12 @@ void ect__xport_server_stop(ect_xport_server_t *server);
 typedef struct ect_xport_client ect_xport_client_t;
 
 typedef struct ect_xport_client_params {
-    void *data;              /* our region's block 0 (borrowed) */
-    uint64_t block_size;     /* must equal the producer's */
+    void *data;          /* our region's block 0 (borrowed) */
+    uint64_t block_size; /* must equal the producer's */
     uint64_t num_blocks;
-    ect_transport_t prefer;  /* config `transport`: auto, ucx or same_host */
-    const char *region_dir;  /* same-host: the only directory a peer's file may be in
-                                (NULL = "/dev/shm") */
+    ect_transport_t prefer; /* config `transport`: auto, ucx or same_host */
+    const char *region_dir; /* same-host: the only directory a peer's file may be in
+                               (NULL = "/dev/shm") */
 } ect_xport_client_params_t;
 
 ect_status_t ect__xport_client_create(const ect_xport_client_params_t *params,
@@ -150,8 +150,7 @@ typedef struct ect_xport_counters {
     uint64_t peer_restarts;
 } ect_xport_counters_t;
 
-void ect__xport_client_counters(const ect_xport_client_t *client,
-                                ect_xport_counters_t *counters_p);
+void ect__xport_client_counters(const ect_xport_client_t *client, ect_xport_counters_t *counters_p);
 
 /* Wait for (or detach) every read, close endpoints and mappings.  NULL is a
  * no-op. */

@@ -48,8 +48,7 @@ ect_status_t ect__p2p_announce(struct ect__p2p *p2p, const ect_request_t *reques
                                char **params_json_p);
 
 /* Consumer: the P2P part of ensure_cache_available (SPEC §8.5). */
-ect_status_t ect__p2p_ensure(struct ect__p2p *p2p, const ect_request_t *request,
-                             int *available_p);
+ect_status_t ect__p2p_ensure(struct ect__p2p *p2p, const ect_request_t *request, int *available_p);
 
 /* Consumer: a request ended; forget its defer budgets. */
 void ect__p2p_request_finished(struct ect__p2p *p2p, const ect_request_t *request);

@@ -10,7 +10,12 @@
  *   - a transfer id in loads_in_flight holds exactly one pin on its entry,
  *     released when its last expected report arrives; the id is removed
  *     before the unpin, so a replayed or late report finds nothing;
- *   - transfer ids are unique and increasing (never reused).
+ *   - transfer ids are unique and increasing (never reused);
+ *   - a key in hit_pins holds exactly one pin on its entry, taken when
+ *     has_cache_item answered "hit" and released by the next
+ *     build_connector_meta: the engine will not encode that item, so no
+ *     save of the same step may evict it before update_state_after_alloc
+ *     queues its load.
  * One mutex guards everything; the cache has its own lock and is also used
  * by the P2P threads.
  */
@@ -27,6 +32,7 @@
 #include "common/strmap.h"
 #include "step/instance_region.h"
 #include "step/p2p_hooks.h"
+#include "step/scheduler_hooks.h"
 
 struct load_rec {
     char *key;
@@ -47,6 +53,7 @@ struct ect_scheduler {
     uint64_t next_tid;
     ect_strmap_t saves_in_flight; /* key -> NULL */
     ect_strmap_t loads_in_flight; /* transfer id (hex) -> struct load_rec */
+    ect_strmap_t hit_pins;        /* key -> NULL: hits of this step, pinned */
     ect_metrics_t m;
     struct ect__p2p *p2p; /* NULL unless config.p2p_enabled */
 };
@@ -81,6 +88,7 @@ ect_scheduler_create(const ect_scheduler_params_t *params, ect_scheduler_t **sch
     s->consumer = ect_role_consumes(s->cfg.role);
     ect__strmap_init(&s->saves_in_flight);
     ect__strmap_init(&s->loads_in_flight);
+    ect__strmap_init(&s->hit_pins);
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
         st = ect__error(ECT_ERR_INTERNAL, "scheduler: cannot create its mutex");
         goto err_free;
@@ -143,6 +151,7 @@ shutdown_locked(ect_scheduler_t *s)
     ect__strmap_cleanup(&s->saves_in_flight);
     ect__strmap_each(&s->loads_in_flight, free_load_rec, NULL);
     ect__strmap_cleanup(&s->loads_in_flight);
+    ect__strmap_cleanup(&s->hit_pins);
     /* Keep the final counters readable after shutdown. */
     ect_cache_stats(s->cache, &s->m.cache);
     ect_cache_destroy(s->cache);
@@ -181,6 +190,19 @@ ect_scheduler_has_cache_item(ect_scheduler_t *s, const char *identifier)
     if (s->consumer) {
         ect_cache_entry_t e;
         hit = ect_cache_get(s->cache, identifier, &e) == ECT_OK && e.state != ECT_ENTRY_NOT_READY;
+        /* The engine will load this item instead of encoding it, but it
+         * allocates the step's items in its own order: pin the entry until
+         * the step is built, so that a save queued for an earlier item of
+         * the step cannot evict it before its load is queued.  If it cannot
+         * be protected, answer "miss": encoding again is always safe. */
+        if (hit && ect__strmap_find(&s->hit_pins, identifier) == NULL) {
+            if (ect_cache_pin(s->cache, identifier) != ECT_OK)
+                hit = 0;
+            else if (ect__strmap_put(&s->hit_pins, identifier, NULL, NULL) != ECT_OK) {
+                ect_cache_unpin(s->cache, identifier);
+                hit = 0;
+            }
+        }
         if (hit)
             s->m.hits++;
         else
@@ -268,14 +290,18 @@ queue_save_locked(ect_scheduler_t *s, const char *key, uint64_t n_blocks)
     if ((st = ensure_step(s)) != ECT_OK ||
         (st = entry_runs(s->cache, key, &runs, &n_runs)) != ECT_OK)
         goto err_discard;
-    if ((st = ect_step_meta_add_save(s->step, key, runs, n_runs)) != ECT_OK)
-        goto err_runs;
+    /* Track the save before the step names it: once it is in the step a
+     * worker will write into its blocks, so they must not be freed. */
     if ((st = ect__strmap_put(&s->saves_in_flight, key, NULL, NULL)) != ECT_OK)
-        goto err_runs; /* the step already names it: the worker's report will be ignored */
+        goto err_runs;
+    if ((st = ect_step_meta_add_save(s->step, key, runs, n_runs)) != ECT_OK)
+        goto err_untrack;
     free(runs);
     s->m.saves_queued++;
     return ECT_OK;
 
+err_untrack:
+    ect__strmap_remove(&s->saves_in_flight, key, NULL);
 err_runs:
     free(runs);
 err_discard:
@@ -308,15 +334,19 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
     rec->remaining = s->load_reports;
     if ((st = entry_runs(s->cache, key, &runs, &n_runs)) != ECT_OK)
         goto err_rec;
-    if ((st = ect_step_meta_add_load(s->step, key, tid, runs, n_runs)) != ECT_OK)
-        goto err_runs;
+    /* Track the load (and so keep its pin) before the step names it: once
+     * it is in the step, workers read its blocks. */
     if ((st = ect__strmap_put(&s->loads_in_flight, tk, rec, NULL)) != ECT_OK)
         goto err_runs;
+    if ((st = ect_step_meta_add_load(s->step, key, tid, runs, n_runs)) != ECT_OK)
+        goto err_untrack;
     free(runs);
     s->next_tid++;
     s->m.loads_queued++;
     return ECT_OK;
 
+err_untrack:
+    ect__strmap_remove(&s->loads_in_flight, tk, NULL);
 err_runs:
     free(runs);
 err_rec:
@@ -350,6 +380,14 @@ ect_scheduler_update_state_after_alloc(ect_scheduler_t *s, const ect_request_t *
     return st;
 }
 
+static void
+release_hit_pin(ect_strmap_node_t *node, void *user)
+{
+    ect_scheduler_t *s = user;
+    if (ect_cache_unpin(s->cache, node->key) != ECT_OK)
+        ect__log_last_error(ECT_LOG_WARN, "scheduler: end of step");
+}
+
 ect_status_t
 ect_scheduler_build_connector_meta(ect_scheduler_t *s, ect_step_meta_t **meta_p)
 {
@@ -357,8 +395,13 @@ ect_scheduler_build_connector_meta(ect_scheduler_t *s, ect_step_meta_t **meta_p)
         return ect__error(ECT_ERR_INVALID_ARG, "build_connector_meta: NULL argument");
     pthread_mutex_lock(&s->lock);
     ect_status_t st = ECT_OK;
-    if (!s->shut_down)
+    if (!s->shut_down) {
+        /* The step's hits are loading now (their loads hold their own pins)
+         * or were not scheduled after all: either way the step is over. */
+        ect__strmap_each(&s->hit_pins, release_hit_pin, s);
+        ect__strmap_cleanup(&s->hit_pins);
         st = ect_cache_expire_holds(s->cache, ect__now_ns(), NULL);
+    }
     ect_step_meta_t *meta = s->step;
     s->step = NULL;
     pthread_mutex_unlock(&s->lock);
@@ -516,4 +559,15 @@ ect_scheduler_metrics(ect_scheduler_t *s, ect_metrics_t *metrics_p)
     }
     pthread_mutex_unlock(&s->lock);
     return st;
+}
+
+ect_cache_t *
+ect__scheduler_cache(ect_scheduler_t *s)
+{
+    if (s == NULL)
+        return NULL;
+    pthread_mutex_lock(&s->lock);
+    ect_cache_t *cache = s->cache;
+    pthread_mutex_unlock(&s->lock);
+    return cache;
 }

@@ -6,9 +6,10 @@
  * batch is remembered in `inflight` (in submission order) with the keys or
  * transfer ids it completes; take_report polls them and reports only what
  * has landed.  Items that end without a copy (a save dropped by
- * clear_metadata, loads of an aborted start_load) go straight into `carry`,
- * which the next take_report hands over, so every bound load is reported
- * exactly once and no save is left silently unreported.
+ * clear_metadata, a save of the step that the engine never made or that was
+ * refused, loads of an aborted start_load) go straight into `carry`, which
+ * the next take_report hands over, so every bound load is reported exactly
+ * once by every rank, and every bound save exactly once by the save rank.
  *
  * The plan, the batch records and their arrays are reused across steps.
  */
@@ -186,6 +187,17 @@ ect_worker_clear_metadata(ect_worker_t *w)
                   w->n_save_keys);
         fail_queued_saves(w);
     }
+    /* Saves of the step that this rank never queued (the engine did not
+     * encode the item, or ect_worker_save refused it) end as failed: the
+     * scheduler then frees their blocks instead of keeping a not-ready entry,
+     * and its pending push work, forever. */
+    if (w->save_rank)
+        for (size_t i = 0; i < ect_step_meta_n_saves(w->meta); i++) {
+            const char *key = ect_step_meta_save(w->meta, i)->key;
+            if (ect__strmap_find(&w->saved_this_step, key) == NULL &&
+                ect_worker_report_add_failed_save(w->carry, key) != ECT_OK)
+                ect__log_last_error(ECT_LOG_ERROR, "worker");
+        }
     /* Loads never started are still reported so their pins are released. */
     if (!w->loads_started)
         for (size_t i = 0; i < ect_step_meta_n_loads(w->meta); i++)
@@ -300,10 +312,8 @@ ect_worker_save(ect_worker_t *w, const char *key, const void *src, size_t nbytes
         return ECT_OK;
     if (ect__strmap_find(&w->saved_this_step, key) != NULL)
         return ect__error(ECT_ERR_EXISTS, "worker save: '%s' was already saved this step", key);
-    ect_status_t st = ect__copy_plan_add(&w->save_plan, ECT_COPY_SAVE, &w->view, it->runs,
-                                         it->n_runs, (void *)src, nbytes);
-    if (st != ECT_OK)
-        return st;
+    /* Everything that can fail before the plan grows: a save that is
+     * refused must leave no copy behind (its blocks may be freed). */
     if (w->n_save_keys == w->cap_save_keys) {
         size_t cap = w->cap_save_keys ? w->cap_save_keys * 2 : 8;
         char **grown = realloc(w->save_keys, cap * sizeof(*grown));
@@ -313,10 +323,16 @@ ect_worker_save(ect_worker_t *w, const char *key, const void *src, size_t nbytes
         w->cap_save_keys = cap;
     }
     char *copy = strdup(key);
-    if (copy == NULL || (st = ect__strmap_put(&w->saved_this_step, key, NULL, NULL)) != ECT_OK) {
-        free(copy);
-        return copy == NULL ? ect__error(ECT_ERR_NO_MEMORY, "worker save: out of memory") : st;
-    }
+    if (copy == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "worker save: out of memory");
+    ect_status_t st = ect__strmap_put(&w->saved_this_step, key, NULL, NULL);
+    if (st != ECT_OK)
+        goto err_copy;
+    /* Last, as it cannot be undone; it changes nothing when it fails. */
+    st = ect__copy_plan_add(&w->save_plan, ECT_COPY_SAVE, &w->view, it->runs, it->n_runs,
+                            (void *)src, nbytes);
+    if (st != ECT_OK)
+        goto err_untrack;
     w->save_keys[w->n_save_keys++] = copy;
     w->save_bytes += nbytes;
     if (w->n_save_keys == 1)
@@ -324,6 +340,13 @@ ect_worker_save(ect_worker_t *w, const char *key, const void *src, size_t nbytes
     if (queued_p != NULL)
         *queued_p = 1;
     return ECT_OK;
+
+err_untrack:
+    /* Not saved: clear_metadata reports it as failed. */
+    ect__strmap_remove(&w->saved_this_step, key, NULL);
+err_copy:
+    free(copy);
+    return st;
 }
 
 ect_status_t

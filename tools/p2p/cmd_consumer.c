@@ -112,7 +112,8 @@ add_items(cJSON *obj, struct item **items, size_t *n, uint64_t block)
         it->params = cJSON_PrintUnformatted(one);
         cJSON_Delete(one);
         const cJSON *size = cJSON_GetObjectItemCaseSensitive(e, "size_bytes");
-        if (!cJSON_IsObject(e) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "peer_host"))) {
+        if (!cJSON_IsObject(e) ||
+            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "peer_host"))) {
             it->state = ITEM_FAILED;
             snprintf(it->reason, sizeof(it->reason), "not announced with an address");
         } else if (!cJSON_IsNumber(size) || size->valuedouble <= 0 ||
@@ -200,8 +201,7 @@ ect_cli_consumer(int argc, char **argv)
         cJSON_Delete(whole);
     } else {
         unsigned line_no = 0;
-        for (char *line = strtok(text, "\n"); line != NULL && rc == 0;
-             line = strtok(NULL, "\n")) {
+        for (char *line = strtok(text, "\n"); line != NULL && rc == 0; line = strtok(NULL, "\n")) {
             line_no++;
             if (strspn(line, " \t\r") == strlen(line) || strcmp(line, "ready") == 0)
                 continue;
@@ -233,9 +233,13 @@ ect_cli_consumer(int argc, char **argv)
             struct item *it = &items[i];
             if (it->state != ITEM_WAITING)
                 continue;
-            ect_mm_feature_t f = {.identifier = it->hash, .mm_hash = it->hash,
-                                  .num_tokens = it->tokens, .has_local_input = local_input};
-            ect_request_t req = {.request_id = it->hash, .features = &f, .n_features = 1,
+            ect_mm_feature_t f = {.identifier = it->hash,
+                                  .mm_hash = it->hash,
+                                  .num_tokens = it->tokens,
+                                  .has_local_input = local_input};
+            ect_request_t req = {.request_id = it->hash,
+                                 .features = &f,
+                                 .n_features = 1,
                                  .ec_transfer_params_json = it->params};
             int available = 0;
             ect_scheduler_ensure_cache_available(in.sched, &req, &available);
@@ -297,8 +301,8 @@ ect_cli_consumer(int argc, char **argv)
                     t_last = it->t_start_ns + it->latency_ns;
             }
         }
-        ect_mm_feature_t f = {.identifier = it->hash, .mm_hash = it->hash,
-                              .num_tokens = it->tokens};
+        ect_mm_feature_t f = {
+            .identifier = it->hash, .mm_hash = it->hash, .num_tokens = it->tokens};
         ect_request_t req = {.request_id = it->hash, .features = &f, .n_features = 1};
         char *unused = NULL;
         ect_scheduler_request_finished(in.sched, &req, &unused);
@@ -315,10 +319,8 @@ ect_cli_consumer(int argc, char **argv)
     printf("summary: %zu items, %zu fetched%s, %zu failed, %.1f MiB, %.2f GB/s, "
            "fetch latency p50 %.3f ms p99 %.3f ms\n",
            n, n_ok, verify ? " and verified" : "", n - n_ok, (double)bytes / 1048576.0,
-           secs > 0 ? (double)bytes / secs / 1e9 : 0.0,
-           n_ok ? (double)lat[n_ok / 2] / 1e6 : 0.0,
-           n_ok ? (double)lat[(n_ok * 99) / 100 < n_ok ? (n_ok * 99) / 100 : n_ok - 1] / 1e6
-                : 0.0);
+           secs > 0 ? (double)bytes / secs / 1e9 : 0.0, n_ok ? (double)lat[n_ok / 2] / 1e6 : 0.0,
+           n_ok ? (double)lat[(n_ok * 99) / 100 < n_ok ? (n_ok * 99) / 100 : n_ok - 1] / 1e6 : 0.0);
     free(lat);
     ect_metrics_t m;
     if (ect_scheduler_metrics(in.sched, &m) == ECT_OK)

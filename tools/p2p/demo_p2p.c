@@ -19,7 +19,7 @@
 #include "demo_p2p.h"
 #include "pattern.h"
 
-#define ITEMS 24
+#define ITEMS  24
 #define TOKENS 256
 #define HIDDEN 3584 /* bf16: 7 KiB rows, 1.75 MiB items */
 
@@ -80,11 +80,14 @@ ect_demo_p2p(double encode_ms_per_item)
     snprintf(items, sizeof(items), "%d", ITEMS);
     snprintf(tokens, sizeof(tokens), "%d", TOKENS);
     snprintf(hidden, sizeof(hidden), "%d", HIDDEN);
-    char *pargs[] = {"ectier", "producer", "--config", (char *)producer_config, "--model",
-                     "demo/vision", "--hidden", hidden, "--dtype", "bf16", "--listen",
-                     "127.0.0.1:0", "--fill", items, "--tokens", tokens, NULL};
-    char *cargs[] = {"ectier", "consumer", "--config", (char *)consumer_config, "--model",
-                     "demo/vision", "--hidden", hidden, "--dtype", "bf16", "--params", "-",
+    char *pargs[] = {"ectier",  "producer",    "--config", (char *)producer_config,
+                     "--model", "demo/vision", "--hidden", hidden,
+                     "--dtype", "bf16",        "--listen", "127.0.0.1:0",
+                     "--fill",  items,         "--tokens", tokens,
+                     NULL};
+    char *cargs[] = {"ectier",           "consumer",      "--config", (char *)consumer_config,
+                     "--model",          "demo/vision",   "--hidden", hidden,
+                     "--dtype",          "bf16",          "--params", "-",
                      "--verify-pattern", "--local-input", NULL};
     FILE *p_in = NULL, *p_out = NULL, *c_in = NULL, *c_out = NULL;
     struct timespec t0;
@@ -166,18 +169,19 @@ ect_demo_p2p(double encode_ms_per_item)
     printf("\npeer-to-peer (producer and consumer processes on 127.0.0.1)\n");
     printf("  announced            %8zu   (%d x %.2f MiB, encoded and saved in %.0f ms)\n",
            n_ann - 1, ITEMS, (double)TOKENS * HIDDEN * 2 / 1048576.0, produce_s * 1e3);
-    printf("  P2P reads            %8u   (every byte checked against the producer's output)\n",
-           ok);
+    printf("  P2P reads            %8u   (every byte checked against the producer's output)\n", ok);
     printf("  fallbacks            %8u   (announced but missing: encoded locally)\n", fallback);
     printf("  failures             %8u\n", failed);
     printf("  bytes pulled         %8.1f MiB at %.2f GB/s\n", mib, gbs);
-    printf("  fetch latency        p50 %.3f ms, p99 %.3f ms   vs %.1f ms to encode one item\n",
-           p50, p99, encode_ms_per_item);
+    printf("  fetch latency        p50 %.3f ms, p99 %.3f ms   vs %.1f ms to encode one item\n", p50,
+           p99, encode_ms_per_item);
     printf("  consumer counters    %s", metrics[0] ? metrics : "(none)\n");
     rc = ok == ITEMS && fallback == 1 && failed == 0 ? 0 : 1;
     if (rc != 0)
-        ect_cli_fail("demo", "peer-to-peer: %u fetched, %u fallbacks, %u failed (expected %d, "
-                     "1, 0)", ok, fallback, failed, ITEMS);
+        ect_cli_fail("demo",
+                     "peer-to-peer: %u fetched, %u fallbacks, %u failed (expected %d, "
+                     "1, 0)",
+                     ok, fallback, failed, ITEMS);
 stop_producer:
     kill(producer, SIGTERM);
     waitpid(producer, &st, 0);

@@ -93,9 +93,8 @@ ect_cli_instance_open(struct ect_cli_instance *in, const struct ect_cli_instance
                                  .model_name = a->model};
     if (ect_scheduler_create(&sp, &in->sched) != ECT_OK)
         return ect_cli_fail(a->cmd, "%s", ect_last_error());
-    ect_worker_params_t wp = {.config = &in->cfg,
-                              .geometry = &in->geom,
-                              .instance_id = in->instance_id};
+    ect_worker_params_t wp = {
+        .config = &in->cfg, .geometry = &in->geom, .instance_id = in->instance_id};
     if (ect_worker_create(&wp, &in->worker) != ECT_OK) {
         int rc = ect_cli_fail(a->cmd, "%s", ect_last_error());
         ect_scheduler_destroy(in->sched);
@@ -146,8 +145,8 @@ finish_step(struct ect_cli_instance *in)
     if (report != NULL) {
         size_t cap = ect_worker_report_encoded_size(report), len = 0;
         void *bytes = malloc(cap);
-        ect_status_t est = bytes ? ect_worker_report_encode(report, bytes, cap, &len)
-                                 : ECT_ERR_NO_MEMORY;
+        ect_status_t est =
+            bytes ? ect_worker_report_encode(report, bytes, cap, &len) : ECT_ERR_NO_MEMORY;
         if (est == ECT_OK)
             est = ect_scheduler_update_connector_output(in->sched, bytes, len);
         if (st == ECT_OK)
@@ -163,8 +162,8 @@ ect_status_t
 ect_cli_instance_save(struct ect_cli_instance *in, const char *key, uint64_t tokens,
                       const void *payload, size_t nbytes)
 {
-    ect_mm_feature_t f = {.identifier = key, .mm_hash = key, .num_tokens = tokens,
-                          .has_local_input = 1};
+    ect_mm_feature_t f = {
+        .identifier = key, .mm_hash = key, .num_tokens = tokens, .has_local_input = 1};
     ect_request_t req = {.request_id = key, .features = &f, .n_features = 1};
     ect_status_t st = ect_scheduler_update_state_after_alloc(in->sched, &req, 0);
     if (st == ECT_OK)

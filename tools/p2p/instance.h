@@ -17,10 +17,10 @@ struct ect_cli_instance {
 };
 
 struct ect_cli_instance_args {
-    const char *cmd;            /* for messages */
-    const char *config;         /* JSON text, or @FILE */
+    const char *cmd;    /* for messages */
+    const char *config; /* JSON text, or @FILE */
     const char *model;
-    const char *hidden;         /* decimal */
+    const char *hidden; /* decimal */
     const char *dtype;
     const char *engine_version; /* NULL: the library version */
     const char *listen;         /* HOST:PORT or NULL */

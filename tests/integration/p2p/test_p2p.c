@@ -18,7 +18,7 @@
 #include "proto/wire.h"
 
 #define HIDDEN "64" /* bf16: 128-byte blocks */
-#define BLOCK 128u
+#define BLOCK  128u
 
 static uint64_t
 now_ns(void)
@@ -46,8 +46,11 @@ open_instance(struct ect_cli_instance *in, const char *role, unsigned long long 
     config_json(cfg, sizeof(cfg), role, cpu_bytes, extra);
     setenv("ECTIER_SIDE_CHANNEL_HOST", "127.0.0.1", 1);
     setenv("ECTIER_SIDE_CHANNEL_PORT", "0", 1);
-    struct ect_cli_instance_args a = {.cmd = "test", .config = cfg, .model = model,
-                                      .hidden = HIDDEN, .dtype = "bf16",
+    struct ect_cli_instance_args a = {.cmd = "test",
+                                      .config = cfg,
+                                      .model = model,
+                                      .hidden = HIDDEN,
+                                      .dtype = "bf16",
                                       .engine_version = "0.11.0"};
     CHECK_MSG(ect_cli_instance_open(in, &a, "") == 0, "instance: %s", ect_last_error());
 }
@@ -78,10 +81,12 @@ static enum outcome
 fetch(struct ect_cli_instance *c, const char *hash, uint64_t tokens, const char *params,
       int has_local_input, double timeout_s)
 {
-    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens,
+    ect_mm_feature_t f = {.identifier = hash,
+                          .mm_hash = hash,
+                          .num_tokens = tokens,
                           .has_local_input = has_local_input};
-    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1,
-                         .ec_transfer_params_json = params};
+    ect_request_t req = {
+        .request_id = hash, .features = &f, .n_features = 1, .ec_transfer_params_json = params};
     uint64_t end = now_ns() + (uint64_t)(timeout_s * 1e9);
     while (now_ns() < end) {
         int available = 0;
@@ -201,9 +206,11 @@ test_concurrent_xfers_different_mm_hashes(void)
     ect_request_t req[N];
     int done[N] = {0}, n_done = 0;
     for (unsigned i = 0; i < N; i++) {
-        f[i] = (ect_mm_feature_t){.identifier = hashes[i], .mm_hash = hashes[i],
-                                  .num_tokens = 50 + i * 7};
-        req[i] = (ect_request_t){.request_id = hashes[i], .features = &f[i], .n_features = 1,
+        f[i] = (ect_mm_feature_t){
+            .identifier = hashes[i], .mm_hash = hashes[i], .num_tokens = 50 + i * 7};
+        req[i] = (ect_request_t){.request_id = hashes[i],
+                                 .features = &f[i],
+                                 .n_features = 1,
                                  .ec_transfer_params_json = params[i]};
     }
     uint64_t end = now_ns() + 20ull * 1000000000ull;
@@ -307,8 +314,11 @@ static int
 raw_request(void *dealer, const char *hash, const char *compat, const char *session,
             int64_t version, int with_version)
 {
-    ect_xfer_req_t req = {.mm_hash = hash, .compatibility_hash = compat, .session_id = session,
-                          .connector_version = version, .has_connector_version = with_version};
+    ect_xfer_req_t req = {.mm_hash = hash,
+                          .compatibility_hash = compat,
+                          .session_id = session,
+                          .connector_version = version,
+                          .has_connector_version = with_version};
     ect_wire_buf_t b;
     ect_wire_buf_init(&b);
     CHECK_OK(ect_wire_encode_req(&req, &b));

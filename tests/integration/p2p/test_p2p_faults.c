@@ -37,8 +37,11 @@ open_instance(struct ect_cli_instance *in, const char *role, unsigned long long 
     setenv("ECTIER_SIDE_CHANNEL_HOST", "127.0.0.1", 1);
     if (getenv("ECTIER_SIDE_CHANNEL_PORT") == NULL)
         setenv("ECTIER_SIDE_CHANNEL_PORT", "0", 1);
-    struct ect_cli_instance_args a = {.cmd = "test", .config = cfg, .model = "m",
-                                      .hidden = hidden, .dtype = "bf16",
+    struct ect_cli_instance_args a = {.cmd = "test",
+                                      .config = cfg,
+                                      .model = "m",
+                                      .hidden = hidden,
+                                      .dtype = "bf16",
                                       .engine_version = "0.11.0"};
     CHECK_MSG(ect_cli_instance_open(in, &a, "") == 0, "instance: %s", ect_last_error());
 }
@@ -72,10 +75,12 @@ static enum outcome
 ensure_once(struct ect_cli_instance *c, const char *hash, uint64_t tokens, const char *params,
             int has_local_input)
 {
-    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens,
+    ect_mm_feature_t f = {.identifier = hash,
+                          .mm_hash = hash,
+                          .num_tokens = tokens,
                           .has_local_input = has_local_input};
-    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1,
-                         .ec_transfer_params_json = params};
+    ect_request_t req = {
+        .request_id = hash, .features = &f, .n_features = 1, .ec_transfer_params_json = params};
     int available = 0;
     CHECK_OK(ect_scheduler_ensure_cache_available(c->sched, &req, &available));
     if (available)
@@ -233,7 +238,7 @@ test_announced_encoding_is_not_evictable(void)
 /* ---- producers in other processes ------------------------------------------ */
 
 #define BIG_HIDDEN "4096" /* 8 KiB blocks */
-#define BIG_BLOCK 8192u
+#define BIG_BLOCK  8192u
 #define BIG_TOKENS 32768u /* 256 MiB */
 #define BIG_REGION (300ull << 20)
 
@@ -270,8 +275,8 @@ spawn_producer(unsigned port, uint64_t tokens, char **params_p)
     close(fds[1]);
     FILE *f = fdopen(fds[0], "r");
     char *line = calloc(1, 4096);
-    CHECK_MSG(fgets(line, 4096, f) != NULL && line[0] == '{',
-              "the producer did not announce: '%s'", line);
+    CHECK_MSG(fgets(line, 4096, f) != NULL && line[0] == '{', "the producer did not announce: '%s'",
+              line);
     char ready[16] = "";
     CHECK(fgets(ready, sizeof(ready), f) != NULL && strncmp(ready, "ready", 5) == 0);
     fclose(f);
@@ -338,7 +343,8 @@ test_producer_stopped_during_read_times_out_quarantines_and_settles(void)
     }
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
-    CHECK_MSG(!completed_before_stop, "the 256 MiB read finished before SIGSTOP: test inconclusive");
+    CHECK_MSG(!completed_before_stop,
+              "the 256 MiB read finished before SIGSTOP: test inconclusive");
     finish(&c, hash, BIG_TOKENS);
     free(params);
     ect_cli_instance_close(&c);
