@@ -386,6 +386,12 @@ session_thread(void *arg)
         for (size_t i = 0; i < n_dead; i++) {
             struct peer_ctx p = {dead_hosts[i], dead_ports[i]};
             ect__strmap_each(&c->xfers, peer_down, &p);
+            /* Drop its endpoint and same-host mapping (the mapping would keep
+             * a dead producer's region file alive); reads in flight finish
+             * or fail on their own. */
+            char peer[ECT_CTL_HOST_MAX + 8];
+            snprintf(peer, sizeof(peer), "%s:%u", dead_hosts[i], (unsigned)dead_ports[i]);
+            ect__xport_client_forget_peer(c->xport, peer);
         }
         step_locked(c);
         pthread_mutex_unlock(&c->lock);

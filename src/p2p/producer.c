@@ -184,8 +184,10 @@ announcement_served_locked(ect_producer_t *p, const char *mm_hash)
         i++;
     if (i < a->n)
         i++;
-    memmove(a->holds, a->holds + i, (a->n - i) * sizeof(*a->holds));
-    a->n -= i;
+    if (i > 0) {
+        memmove(a->holds, a->holds + i, (a->n - i) * sizeof(*a->holds));
+        a->n -= i;
+    }
     if (a->n == 0) {
         ect__strmap_remove(&p->announced, mm_hash, NULL);
         announcement_free(a);
