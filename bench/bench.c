@@ -6,6 +6,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "ectier_build_config.h"
 
 static const struct ect_bench benches[] = {
     {"cache", "cache ops at 1K vs 1M entries; runs per entry after 1M random ops", ect_bench_cache},
@@ -13,6 +14,10 @@ static const struct ect_bench benches[] = {
     {"cuda", "CUDA copy engine: save/load vs one pinned copy; overlap with compute",
      ect_bench_cuda},
     {"region", "first copies into a region with and without pre-fault", ect_bench_region},
+#if ECT_HAVE_P2P
+    {"xport", "P2P reads of 1-32 MiB entries: UCX vs ucx_perftest, same-host vs memcpy",
+     ect_bench_xport},
+#endif
     {NULL, NULL, NULL},
 };
 
