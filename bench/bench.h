@@ -20,10 +20,10 @@ int ect_bench_cuda(int argc, char **argv);
 int ect_bench_region(int argc, char **argv);
 int ect_bench_control(int argc, char **argv);
 int ect_bench_step(int argc, char **argv);
+int ect_bench_xport(int argc, char **argv); /* P2P builds only (bench/p2p/) */
 
 /* Print one result row: "<what>  <value> <unit>  ceiling <c> <unit>  ratio <r> (target <t>)". */
 void ect_bench_row(const char *what, double value, double ceiling, const char *unit, double target);
 
-/* Benchmarks, one per bench/bench_<name>.c. */
 
 #endif /* ECT_BENCH_BENCH_H */

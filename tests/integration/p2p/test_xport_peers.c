@@ -454,6 +454,53 @@ RT_CASE(test_same_host_mapping_keeps_a_stopped_producers_file_until_forgotten)
     rt_check_no_leftovers();
 }
 
+/* utime + stime of a process, in seconds (/proc/PID/stat fields 14, 15). */
+static double
+cpu_seconds(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    CHECK(p != NULL);
+    unsigned long long utime = 0, stime = 0;
+    CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) ==
+          2);
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+RT_CASE(test_idle_producer_sleeps_instead_of_spinning)
+{
+    xf_ucx_env("tcp");
+    char pname[64], cname[64];
+    names(pname, cname, NULL);
+    struct xf_producer p;
+    xf_producer_start(&p, pname, XF_HIDDEN, NB, 81, 1, 0);
+    CHECK_OK(p.status);
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_UCX, NULL);
+    /* Serve a read (the progress thread spins), then go idle with the
+     * endpoint still connected. */
+    read_ok(&c, &p, "h:1", p.agent, p.agent_len, ECT_XPORT_UCX);
+    struct timespec settle = {0, 100 * 1000 * 1000};
+    nanosleep(&settle, NULL);
+    double before = cpu_seconds(p.pid);
+    struct timespec idle = {1, 0};
+    nanosleep(&idle, NULL);
+    double used = cpu_seconds(p.pid) - before;
+    /* A spinning progress thread would use about a whole second. */
+    CHECK_MSG(used < 0.2, "the idle producer used %.2f s of CPU in 1 s", used);
+    /* And it still wakes up for the next read. */
+    read_ok(&c, &p, "h:1", p.agent, p.agent_len, ECT_XPORT_UCX);
+    xf_consumer_close(&c);
+    xf_producer_stop(&p);
+    rt_check_no_leftovers();
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_producer_restart_over_ucx_is_noticed_counted_and_read_works),
     ECT_CASE(test_producer_restart_over_same_host_is_noticed_counted_and_read_works),
@@ -470,6 +517,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_released_pending_ucx_read_is_detached_and_lands_before_destroy),
     ECT_CASE(test_released_pending_same_host_read_is_detached_and_lands_before_destroy),
     ECT_CASE(test_same_host_mapping_keeps_a_stopped_producers_file_until_forgotten),
+    ECT_CASE(test_idle_producer_sleeps_instead_of_spinning),
 };
 
 int

@@ -1,0 +1,720 @@
+/*
+ * `ectier bench xport`: P2P read bandwidth of the data transports (SPEC §12:
+ * >= 0.9 x ucx_perftest get bandwidth on the same transports; same-host
+ * path >= 0.8 x memcpy of the same bytes).
+ *
+ * Producer and consumer are separate processes, both forked from this one,
+ * which never starts UCX itself (a process forked from one that has used
+ * UCX cannot use UCX).  The producer opens a real region in /dev/shm, fills
+ * it, starts a transport server and serves until told to stop; the consumer
+ * opens its own region, reads entries with the transport client, checks
+ * the first read of every shape byte for byte, and sends its figures back.
+ *
+ * Entries are 1, 8 and 32 MiB of 7168-byte blocks: contiguous (one run on
+ * both sides: one get), and fragmented (16 runs on each side, placed out
+ * of order with gaps: 16 gets).  The same remote entry is read into the
+ * same local blocks every rep, as ucx_perftest re-reads one buffer.  Each
+ * figure is the median of the reps' bandwidths.
+ *
+ * Ceilings, measured in the same run:
+ *   UCX   `ucx_perftest -t ucp_get -e` (endpoints with error handling, as
+ *         ours: with UCX 1.13 that leaves only tcp even under the default
+ *         transports, so both sides compare like with like), and for tcp
+ *         also `-t tag_bw` (what loopback TCP carries two-sided).  Server
+ *         and client on 127.0.0.1 with a free port, same UCX_TLS, and the
+ *         same 64 KiB tcp send segments ectier sets for itself.
+ *   same host  memcpy of the same number of bytes from the producer's region
+ *         (mapped read-only) into ours, reps alternating with the reads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ectier/ectier.h>
+
+#include "../bench.h"
+#include "common/clock.h"
+#include "p2p/transport.h"
+
+#define BLOCK      7168u
+#define FRAGS      16u
+#define MAX_BLOCKS (((size_t)32 << 20) / BLOCK + 1)
+/* Producer and consumer regions: the fragmented 32 MiB layout with gaps. */
+#define REGION_BLOCKS (FRAGS * (MAX_BLOCKS / FRAGS + 3))
+#define READ_SECONDS  0.6 /* per shape and transport, after warm-up */
+
+enum mode { MODE_UCX_TCP, MODE_UCX_DEFAULT, MODE_SAME_HOST, N_MODES };
+
+static const size_t SIZES_MIB[] = {1, 8, 32};
+#define N_SIZES (sizeof(SIZES_MIB) / sizeof(SIZES_MIB[0]))
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static int
+write_full(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int
+read_full(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double
+median(double *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The producer's bytes: never zero, different per block. */
+static uint64_t
+pattern_word(uint64_t block, uint64_t word)
+{
+    uint64_t x = (block + 1) * 0x9E3779B97F4A7C15ull ^ (word + 1) * 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 31;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 29;
+    return x | 0x0101010101010101ull;
+}
+
+static void
+region_params(ect_region_params_t *p, const char *name)
+{
+    memset(p, 0, sizeof(*p));
+    p->name = name;
+    p->hidden_dim = BLOCK / 2;
+    p->dtype_code = 1;
+    p->element_size = 2;
+    p->block_size_bytes = BLOCK;
+    p->num_blocks = REGION_BLOCKS;
+}
+
+/* One entry's shape: its remote block ids and local runs. */
+struct shape {
+    size_t mib;
+    int fragmented;
+    uint64_t n_blocks;
+    uint64_t remote[MAX_BLOCKS];
+    ect_run_t local[FRAGS];
+    size_t n_local;
+};
+
+/* FRAGS runs of near-equal length in a permuted order with 3-block gaps;
+ * the remote side uses one permutation, the local side another, so no two
+ * runs coalesce on either side. */
+static void
+make_shape(struct shape *s, size_t mib, int fragmented)
+{
+    s->mib = mib;
+    s->fragmented = fragmented;
+    s->n_blocks = ((uint64_t)mib << 20) / BLOCK;
+    if (!fragmented) {
+        for (uint64_t i = 0; i < s->n_blocks; i++)
+            s->remote[i] = i;
+        s->local[0] = (ect_run_t){0, s->n_blocks};
+        s->n_local = 1;
+        return;
+    }
+    uint64_t per = s->n_blocks / FRAGS, extra = s->n_blocks % FRAGS, k = 0;
+    for (unsigned i = 0; i < FRAGS; i++) {
+        uint64_t count = per + (i < extra);
+        unsigned rslot = (i * 7) % FRAGS, lslot = (i * 5 + 3) % FRAGS;
+        for (uint64_t b = 0; b < count; b++)
+            s->remote[k++] = rslot * (per + 3) + b;
+        s->local[i] = (ect_run_t){lslot * (per + 3), count};
+    }
+    s->n_local = FRAGS;
+}
+
+/* ---- producer --------------------------------------------------------------------- */
+
+struct producer {
+    pid_t pid;
+    int cmd_fd;
+    char region_name[96];
+    char path[512];
+    uint8_t *agent;
+    size_t agent_len;
+    uint8_t *desc;
+    size_t desc_len;
+};
+
+static void
+producer_main(int up, int down, const char *name, int serve_ucx, int serve_same_host)
+{
+    ect_region_params_t rp;
+    region_params(&rp, name);
+    ect_region_t *region = NULL;
+    ect_xport_server_t *server = NULL;
+    int st = ect_region_open(&rp, &region);
+    if (st == ECT_OK) {
+        for (uint64_t b = 0; b < REGION_BLOCKS; b++) {
+            uint8_t *p = ect_region_block_ptr(region, b);
+            for (uint64_t w = 0; w < BLOCK / 8; w++) {
+                uint64_t v = pattern_word(b, w);
+                memcpy(p + 8 * w, &v, 8);
+            }
+        }
+        ect_xport_server_params_t sp = {.data = ect_region_data(region),
+                                        .block_size = BLOCK,
+                                        .num_blocks = REGION_BLOCKS,
+                                        .region_path = ect_region_path(region),
+                                        .data_offset = ect_region_data_offset(region),
+                                        .serve_ucx = serve_ucx,
+                                        .serve_same_host = serve_same_host};
+        st = ect__xport_server_start(&sp, &server);
+    }
+    if (st != ECT_OK)
+        fprintf(stderr, "bench xport: producer: %s\n", ect_last_error());
+    size_t alen = 0, dlen = 0;
+    const void *agent = st == ECT_OK ? ect__xport_server_agent_metadata(server, &alen) : NULL;
+    const void *desc = st == ECT_OK ? ect__xport_server_mem_descriptor(server, &dlen) : NULL;
+    const char *path = region != NULL ? ect_region_path(region) : "";
+    uint32_t lens[3] = {(uint32_t)alen, (uint32_t)dlen, (uint32_t)strlen(path)};
+    if (write_full(up, &st, sizeof(st)) || write_full(up, lens, sizeof(lens)) ||
+        write_full(up, agent, alen) || write_full(up, desc, dlen) || write_full(up, path, lens[2]))
+        _exit(3);
+    close(up);
+    char c;
+    while (read(down, &c, 1) < 0 && errno == EINTR)
+        ;
+    ect__xport_server_stop(server);
+    ect_region_close(region);
+    _exit(0);
+}
+
+static int
+producer_start(struct producer *p, int serve_ucx, int serve_same_host)
+{
+    static unsigned counter;
+    memset(p, 0, sizeof(*p));
+    snprintf(p->region_name, sizeof(p->region_name), "ectier_bench_xport_%d_%u", (int)getpid(),
+             counter++);
+    int up[2], down[2];
+    if (pipe(up) != 0 || pipe(down) != 0) {
+        perror("bench xport: pipe");
+        return 1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("bench xport: fork");
+        return 1;
+    }
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        producer_main(up[1], down[0], p->region_name, serve_ucx, serve_same_host);
+    }
+    close(up[1]);
+    close(down[0]);
+    p->pid = pid;
+    p->cmd_fd = down[1];
+    int st;
+    uint32_t lens[3];
+    int rc = 1;
+    if (read_full(up[0], &st, sizeof(st)) || st != ECT_OK || read_full(up[0], lens, sizeof(lens)) ||
+        lens[2] >= sizeof(p->path))
+        goto close_up;
+    p->agent = malloc(lens[0] ? lens[0] : 1);
+    p->desc = malloc(lens[1] ? lens[1] : 1);
+    if (p->agent == NULL || p->desc == NULL || read_full(up[0], p->agent, lens[0]) ||
+        read_full(up[0], p->desc, lens[1]) || read_full(up[0], p->path, lens[2]))
+        goto close_up;
+    p->agent_len = lens[0];
+    p->desc_len = lens[1];
+    rc = 0;
+close_up:
+    close(up[0]);
+    if (rc != 0)
+        fprintf(stderr, "bench xport: the producer did not start\n");
+    return rc;
+}
+
+static void
+producer_stop(struct producer *p)
+{
+    if (p->pid > 0) {
+        if (write_full(p->cmd_fd, "q", 1) != 0)
+            kill(p->pid, SIGKILL);
+        close(p->cmd_fd);
+        waitpid(p->pid, NULL, 0);
+    }
+    free(p->agent);
+    free(p->desc);
+}
+
+/* ---- consumer ---------------------------------------------------------------------- */
+
+static int
+check_landed(ect_region_t *region, const struct shape *s)
+{
+    uint64_t k = 0;
+    for (size_t j = 0; j < s->n_local; j++)
+        for (uint64_t b = 0; b < s->local[j].count; b++, k++) {
+            const uint8_t *p = ect_region_block_ptr(region, s->local[j].first + b);
+            for (uint64_t w = 0; w < BLOCK / 8; w++) {
+                uint64_t v = pattern_word(s->remote[k], w), got;
+                memcpy(&got, p + 8 * w, 8);
+                if (got != v) {
+                    fprintf(stderr, "bench xport: local block %llu does not hold remote %llu\n",
+                            (unsigned long long)(s->local[j].first + b),
+                            (unsigned long long)s->remote[k]);
+                    return 1;
+                }
+            }
+        }
+    return 0;
+}
+
+/* One read, start to DONE, in seconds; < 0 on failure. */
+static double
+timed_read(ect_xport_client_t *client, const struct producer *p, const struct shape *s,
+           int same_host)
+{
+    ect_xport_read_t *r;
+    uint64_t t0 = ect__now_ns();
+    if (ect__xport_read_start(client, "127.0.0.1:1", p->agent, p->agent_len, p->desc, p->desc_len,
+                              s->remote, s->n_blocks, s->local, s->n_local, &r, NULL) != ECT_OK) {
+        fprintf(stderr, "bench xport: read: %s\n", ect_last_error());
+        return -1;
+    }
+    ect_xport_read_state_t st;
+    /* UCX needs the caller's progress; copy threads need the CPU. */
+    while ((st = ect__xport_read_poll(client, r)) == ECT_XPORT_READ_PENDING)
+        if (same_host)
+            sched_yield();
+    uint64_t t1 = ect__now_ns();
+    ect__xport_read_release(client, r);
+    if (st != ECT_XPORT_READ_DONE) {
+        fprintf(stderr, "bench xport: a read failed\n");
+        return -1;
+    }
+    return (double)(t1 - t0) / 1e9;
+}
+
+/* Blocks a shape spans on either side. */
+static uint64_t
+shape_span(const struct shape *s)
+{
+    uint64_t span = 0;
+    for (uint64_t k = 0; k < s->n_blocks; k++)
+        span = s->remote[k] + 1 > span ? s->remote[k] + 1 : span;
+    for (size_t j = 0; j < s->n_local; j++)
+        span = s->local[j].first + s->local[j].count > span ? s->local[j].first + s->local[j].count
+                                                            : span;
+    return span;
+}
+
+/* Move the shape by delta blocks on both sides. */
+static void
+shift_shape(struct shape *s, int64_t delta)
+{
+    for (uint64_t k = 0; k < s->n_blocks; k++)
+        s->remote[k] = (uint64_t)((int64_t)s->remote[k] + delta);
+    for (size_t j = 0; j < s->n_local; j++)
+        s->local[j].first = (uint64_t)((int64_t)s->local[j].first + delta);
+}
+
+/* Warm: the same entry into the same blocks every rep (cache-hot for 1
+ * and 8 MiB, as ucx_perftest).  Cold: each rep the next slot of the
+ * region on both sides, so source and destination come from DRAM as a
+ * fresh entry would; the memcpy ceiling copies the same slot. */
+static int
+measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t *theirs,
+              const struct producer *p, struct shape *s, int same_host, int cold, double *gbps_p,
+              double *memcpy_p)
+{
+    double bytes = (double)s->n_blocks * BLOCK;
+    uint64_t span = shape_span(s), slots = cold ? REGION_BLOCKS / span : 1;
+    /* Correctness first, then warm-up. */
+    memset(ect_region_data(mine), 0, (size_t)REGION_BLOCKS * BLOCK);
+    if (timed_read(client, p, s, same_host) < 0 || check_landed(mine, s) != 0)
+        return 1;
+    for (int i = 0; i < 2; i++)
+        if (timed_read(client, p, s, same_host) < 0)
+            return 1;
+    enum { MAX_REPS = 2000 };
+    static double t_read[MAX_REPS], t_copy[MAX_REPS];
+    size_t n = 0;
+    uint64_t slot = 0;
+    uint64_t end = ect__now_ns() + (uint64_t)(READ_SECONDS * 1e9);
+    while (n < MAX_REPS && (n < 5 || ect__now_ns() < end)) {
+        if ((t_read[n] = timed_read(client, p, s, same_host)) < 0)
+            return 1;
+        if (same_host) {
+            size_t off = (size_t)(slot * span * BLOCK);
+            uint64_t t0 = ect__now_ns();
+            memcpy((uint8_t *)ect_region_data(mine) + off,
+                   (const uint8_t *)ect_region_data(theirs) + off, (size_t)bytes);
+            t_copy[n] = (double)(ect__now_ns() - t0) / 1e9;
+        }
+        n++;
+        if (slots > 1) {
+            uint64_t next = (slot + 1) % slots;
+            shift_shape(s, ((int64_t)next - (int64_t)slot) * (int64_t)span);
+            slot = next;
+        }
+    }
+    shift_shape(s, -(int64_t)(slot * span));
+    *gbps_p = bytes / median(t_read, n) / 1e9;
+    *memcpy_p = same_host ? bytes / median(t_copy, n) / 1e9 : 0;
+    return 0;
+}
+
+/* A consumer's figures for one size: GB/s (ceiling 0) or the memcpy
+ * ceiling (ceiling 1) of warm/cold reads, contiguous/fragmented. */
+#define N_FIGS                 8
+#define FIG(cold, fr, ceiling) ((cold)*4 + (fr)*2 + (ceiling))
+
+/* The consumer process: reads one size index per command byte from cmd
+ * and answers with its status and its figures, until end-of-file. */
+static int
+consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
+{
+    static struct shape shape;
+    char name[sizeof(p->region_name) + 16];
+    snprintf(name, sizeof(name), "%s_consumer", p->region_name);
+    ect_region_params_t rp;
+    region_params(&rp, name);
+    ect_region_t *mine = NULL, *theirs = NULL;
+    ect_xport_client_t *client = NULL;
+    int rc = 1;
+    if (ect_region_open(&rp, &mine) != ECT_OK)
+        goto fail;
+    if (mode == MODE_SAME_HOST && ect_region_open_readonly(p->path, NULL, &theirs) != ECT_OK)
+        goto close_mine;
+    ect_xport_client_params_t cp = {.data = ect_region_data(mine),
+                                    .block_size = BLOCK,
+                                    .num_blocks = REGION_BLOCKS,
+                                    .prefer = mode == MODE_SAME_HOST ? ECT_TRANSPORT_SAME_HOST
+                                                                     : ECT_TRANSPORT_UCX};
+    if (ect__xport_client_create(&cp, &client) != ECT_OK)
+        goto close_theirs;
+    uint8_t i;
+    while (read_full(cmd, &i, 1) == 0 && i < N_SIZES) {
+        double fig[N_FIGS] = {0};
+        int st = 0;
+        for (int cold = 0; cold < (mode == MODE_SAME_HOST ? 2 : 1); cold++)
+            for (int fr = 0; fr < 2 && st == 0; fr++) {
+                make_shape(&shape, SIZES_MIB[i], fr);
+                st = measure_shape(client, mine, theirs, p, &shape, mode == MODE_SAME_HOST, cold,
+                                   &fig[FIG(cold, fr, 0)], &fig[FIG(cold, fr, 1)]);
+            }
+        if (st != 0)
+            fprintf(stderr, "bench xport: consumer: %s\n", ect_last_error());
+        if (write_full(up, &st, sizeof(st)) || write_full(up, fig, sizeof(fig)))
+            break;
+    }
+    rc = 0;
+    ect__xport_client_destroy(client);
+close_theirs:
+    ect_region_close(theirs);
+close_mine:
+    ect_region_close(mine);
+fail:
+    if (rc != 0) {
+        fprintf(stderr, "bench xport: consumer: %s\n", ect_last_error());
+        int st = 1;
+        double fig[N_FIGS] = {0};
+        if (write_full(up, &st, sizeof(st)) == 0)
+            write_full(up, fig, sizeof(fig));
+    }
+    return rc;
+}
+
+struct consumer {
+    pid_t pid;
+    int cmd_fd;
+    int res_fd;
+};
+
+static int
+consumer_start(struct consumer *c, const struct producer *p, enum mode mode)
+{
+    int cmd[2], up[2];
+    c->pid = -1;
+    if (pipe(cmd) != 0 || pipe(up) != 0) {
+        perror("bench xport: pipe");
+        return 1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("bench xport: fork");
+        return 1;
+    }
+    if (pid == 0) {
+        close(cmd[1]);
+        close(up[0]);
+        _exit(consumer_main(cmd[0], up[1], p, mode));
+    }
+    close(cmd[0]);
+    close(up[1]);
+    c->pid = pid;
+    c->cmd_fd = cmd[1];
+    c->res_fd = up[0];
+    return 0;
+}
+
+/* Have the consumer measure size index i (figures indexed by FIG). */
+static int
+consumer_measure(struct consumer *c, uint8_t i, double fig[N_FIGS])
+{
+    int st = 1;
+    if (write_full(c->cmd_fd, &i, 1) || read_full(c->res_fd, &st, sizeof(st)) ||
+        read_full(c->res_fd, fig, N_FIGS * sizeof(double)))
+        return 1;
+    return st;
+}
+
+static void
+consumer_stop(struct consumer *c)
+{
+    if (c->pid <= 0)
+        return;
+    close(c->cmd_fd);
+    close(c->res_fd);
+    waitpid(c->pid, NULL, 0);
+}
+
+/* ---- ucx_perftest ---------------------------------------------------------------------- */
+
+static char perftest_path[512];
+
+static int
+find_perftest(void)
+{
+    const char *path = getenv("PATH");
+    char dirs[4096];
+    snprintf(dirs, sizeof(dirs), "%s:/usr/bin:/usr/local/bin", path != NULL ? path : "");
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d != NULL;
+         d = strtok_r(NULL, ":", &save)) {
+        snprintf(perftest_path, sizeof(perftest_path), "%s/ucx_perftest", d);
+        if (access(perftest_path, X_OK) == 0)
+            return 1;
+    }
+    perftest_path[0] = '\0';
+    return 0;
+}
+
+static int
+free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static pid_t
+spawn(char *const argv[], int out_fd)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(out_fd >= 0 ? out_fd : null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* One ucx_perftest run (server + client); the client's overall bandwidth
+ * in GB/s (it prints MiB/s), or < 0. */
+static double
+perftest(const char *test, size_t bytes, int error_handling)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int port = free_port();
+        if (port < 0)
+            return -1;
+        char port_s[16], size_s[32], iters_s[16], warm_s[16];
+        snprintf(port_s, sizeof(port_s), "%d", port);
+        snprintf(size_s, sizeof(size_s), "%zu", bytes);
+        size_t iters = ((size_t)1 << 30) / bytes;
+        iters = iters < 16 ? 16 : iters > 400 ? 400 : iters;
+        snprintf(iters_s, sizeof(iters_s), "%zu", iters);
+        snprintf(warm_s, sizeof(warm_s), "%zu", iters / 5 + 2);
+        /* ectier's own UCX contexts use 64 KiB tcp send segments (see
+         * xport_ucx.c); the ceiling gets the same unless the user set one. */
+        int set_seg = getenv("UCX_TCP_TX_SEG_SIZE") == NULL;
+        if (set_seg)
+            setenv("UCX_TCP_TX_SEG_SIZE", "64K", 1);
+        char *server_argv[] = {perftest_path, "-p", port_s, NULL};
+        pid_t server = spawn(server_argv, -1);
+        struct timespec ts = {0, 300 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        int out[2];
+        if (server < 0 || pipe(out) != 0) {
+            if (set_seg)
+                unsetenv("UCX_TCP_TX_SEG_SIZE");
+            return -1;
+        }
+        char *client_argv[] = {perftest_path, "127.0.0.1",
+                               "-p",          port_s,
+                               "-t",          (char *)test,
+                               "-s",          size_s,
+                               "-n",          iters_s,
+                               "-w",          warm_s,
+                               "-v",          error_handling ? "-e" : NULL,
+                               NULL};
+        pid_t client = spawn(client_argv, out[1]);
+        if (set_seg)
+            unsetenv("UCX_TCP_TX_SEG_SIZE");
+        close(out[1]);
+        char buf[8192];
+        size_t len = 0;
+        ssize_t n;
+        while (len + 1 < sizeof(buf) && (n = read(out[0], buf + len, sizeof(buf) - 1 - len)) > 0)
+            len += (size_t)n;
+        buf[len] = '\0';
+        close(out[0]);
+        int st = 1;
+        waitpid(client, &st, 0);
+        kill(server, SIGKILL);
+        waitpid(server, NULL, 0);
+        /* "iterations,...,avg_bw,overall_bw,..." then the figures. */
+        char *line = strstr(buf, "iterations,");
+        line = line != NULL ? strchr(line, '\n') : NULL;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && line != NULL) {
+            double v[8];
+            if (sscanf(line + 1, " %lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &v[0], &v[1], &v[2], &v[3],
+                       &v[4], &v[5], &v[6], &v[7]) == 8)
+                return v[5] * 1048576.0 / 1e9;
+        }
+    }
+    return -1;
+}
+
+/* ---- the bench --------------------------------------------------------------------------- */
+
+static const char *const MODE_NAMES[N_MODES] = {"ucx tcp", "ucx default", "same_host"};
+
+static void
+print_row(enum mode mode, size_t i, int fr, double value, double ceiling, const char *vs,
+          double target)
+{
+    char what[96];
+    snprintf(what, sizeof(what), "%-11s %2zu MiB %-10s vs %s", MODE_NAMES[mode], SIZES_MIB[i],
+             fr ? "16 runs" : "contiguous", vs);
+    if (ceiling > 0) {
+        ect_bench_row(what, value, ceiling, "GB/s", target);
+    } else {
+        printf("  %-44s %10.3f %-6s (no ceiling: %s)\n", what, value, "GB/s",
+               perftest_path[0] ? "ucx_perftest failed" : "ucx_perftest not found");
+    }
+}
+
+static int
+run_mode(enum mode mode)
+{
+    if (mode == MODE_UCX_TCP)
+        setenv("UCX_TLS", "tcp", 1);
+    else
+        unsetenv("UCX_TLS");
+    struct producer p;
+    struct consumer c = {.pid = -1};
+    int rc = 1;
+    if (producer_start(&p, mode != MODE_SAME_HOST, mode == MODE_SAME_HOST) != 0 ||
+        consumer_start(&c, &p, mode) != 0)
+        goto stop;
+    /* Each size: our reads, then the ceilings right after, so both see the
+     * same machine (these VMs are shared and noisy). */
+    for (uint8_t i = 0; i < N_SIZES; i++) {
+        double fig[N_FIGS];
+        if (consumer_measure(&c, i, fig) != 0)
+            goto stop;
+        size_t bytes = (size_t)(((uint64_t)SIZES_MIB[i] << 20) / BLOCK * BLOCK);
+        double get = -1, tag = -1;
+        if (mode != MODE_SAME_HOST && perftest_path[0]) {
+            get = perftest("ucp_get", bytes, 1);
+            if (mode == MODE_UCX_TCP)
+                tag = perftest("tag_bw", bytes, 1);
+        }
+        for (int fr = 0; fr < 2; fr++) {
+            if (mode == MODE_SAME_HOST) {
+                for (int cold = 0; cold < 2; cold++)
+                    print_row(mode, i, fr, fig[FIG(cold, fr, 0)], fig[FIG(cold, fr, 1)],
+                              cold ? "memcpy, cold" : "memcpy, warm", 0.8);
+                continue;
+            }
+            print_row(mode, i, fr, fig[FIG(0, fr, 0)], get, "perftest get", 0.9);
+            if (mode == MODE_UCX_TCP)
+                print_row(mode, i, fr, fig[FIG(0, fr, 0)], tag, "perftest tag_bw", 0.9);
+        }
+        fflush(stdout);
+    }
+    rc = 0;
+stop:
+    consumer_stop(&c);
+    producer_stop(&p);
+    return rc;
+}
+
+int
+ect_bench_xport(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    int have = find_perftest();
+    printf("  entries of 1/8/32 MiB in %u-byte blocks, contiguous or 16 runs; producer and\n"
+           "  consumer in separate processes; figure: median over %.1f s of reads (start to DONE)\n"
+           "  UCX ceiling: %s -e (error handling, as ours), UCX_TCP_TX_SEG_SIZE=64K as ours\n"
+           "  same-host ceiling: memcpy of the same bytes, region to region, alternating;\n"
+           "  warm = one entry re-read (as perftest), cold = walking the region (from DRAM)\n",
+           BLOCK, READ_SECONDS, have ? perftest_path : "ucx_perftest NOT FOUND (no ratio)");
+    fflush(stdout);
+    int rc = 0;
+    for (int m = 0; m < N_MODES; m++)
+        if (run_mode((enum mode)m) != 0)
+            rc = 1;
+    return rc;
+}
