@@ -39,7 +39,8 @@ check-tsan: deps
 	# UCX_MEM_EVENTS=no: libucm (linked into every test through the P2P libs)
 	# hooks madvise, which glibc calls as a thread exits; under TSan that hook
 	# crashes the exiting thread.  No test relies on UCX memory events.
-	UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ECT_TEST_TIMEOUT=300 \
+	UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1 \
+	    ECT_TEST_TIMEOUT=300 \
 	    tests/run-tests.sh build-tsan
 
 fuzz:

@@ -274,9 +274,15 @@ test_server_frame_beyond_hard_cap_cuts_connection_and_reports_identity(void)
     free(huge);
     CHECK_EQ_INT(server_wait_dead(server, &before, 0), 1);
 
-    /* The DEALER reconnects by itself: a new identity, alive. */
-    raw_send(d, 2, (const void *[]){"", "second"}, (size_t[]){0, 6});
-    CHECK_OK(server_recv_str(server, 5000, &after, buf, sizeof(buf)));
+    /* The DEALER reconnects by itself: a new identity, alive.  A message
+     * queued while the DEALER had not yet seen the cut is lost with the old
+     * connection, so send until one arrives. */
+    ect_status_t got = ECT_ERR_TIMEOUT;
+    for (int tries = 0; tries < 20 && got != ECT_OK; tries++) {
+        raw_send(d, 2, (const void *[]){"", "second"}, (size_t[]){0, 6});
+        got = server_recv_str(server, 500, &after, buf, sizeof(buf));
+    }
+    CHECK_OK(got);
     CHECK_STR_EQ(buf, "second");
     CHECK(!peer_eq(&before, &after));
     ect_ctl_peer_t dead[4];
@@ -286,7 +292,7 @@ test_server_frame_beyond_hard_cap_cuts_connection_and_reports_identity(void)
     ect_ctl_counters_t c;
     ect__ctl_server_counters(server, &c);
     CHECK(c.disconnects >= 1);
-    CHECK_EQ_U64(c.received, 2);
+    CHECK(c.received >= 2);
     zmq_close(d);
     zmq_ctx_term(ctx);
     ect__ctl_server_close(server);
