@@ -448,7 +448,54 @@ test_size_bytes_mismatch_fails_the_request_cleanly(void)
     ect_cli_instance_close(&c);
 }
 
+/* The per-request defer budget bounds the wait, whatever the producer does
+ * (seed: remote_wait_budget_survives_retries_and_long_steps): a producer
+ * that keeps quiet for longer than the budget costs the request only the
+ * budget, then the item falls back (or the request fails without media). */
+static void
+test_defer_budget_bounds_the_wait_then_falls_back_or_fails(void)
+{
+    void *ctx = zmq_ctx_new();
+    void *r = zmq_socket(ctx, ZMQ_ROUTER);
+    int zero = 0;
+    zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof(zero));
+    CHECK(zmq_bind(r, "tcp://127.0.0.1:*") == 0);
+    char ep[64];
+    size_t len = sizeof(ep);
+    zmq_getsockopt(r, ZMQ_LAST_ENDPOINT, ep, &len);
+    unsigned port = (unsigned)strtoul(strrchr(ep, ':') + 1, NULL, 10);
+    struct ect_cli_instance c;
+    open_instance(&c, "ec_consumer", 1 << 20,
+                  "\"consumer_ack_timeout_s\": 30, \"defer_budget_s\": 0.4", "m");
+    char params[256];
+    snprintf(params, sizeof(params),
+             "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": %u, "
+             "\"size_bytes\": %u}}",
+             port, 10 * BLOCK);
+    uint64_t t0 = now_ns();
+    CHECK_EQ_INT(fetch(&c, "h", 10, params, 1, 10), LOCAL);
+    uint64_t waited_ms = (now_ns() - t0) / 1000000;
+    CHECK_MSG(waited_ms >= 350 && waited_ms < 5000, "waited %llu ms",
+              (unsigned long long)waited_ms);
+    finish(&c, "h", 10);
+    /* The budget is per request: a new request waits its own budget. */
+    t0 = now_ns();
+    CHECK_EQ_INT(fetch(&c, "h", 10, params, 0, 10), UNAVAILABLE);
+    CHECK((now_ns() - t0) / 1000000 >= 350);
+    finish(&c, "h", 10);
+    ect_metrics_t m;
+    CHECK_OK(ect_scheduler_metrics(c.sched, &m));
+    CHECK_EQ_U64(m.p2p_fallbacks, 1);
+    CHECK_EQ_U64(m.p2p_unavailable, 1);
+    CHECK_EQ_U64(m.cache.entries, 0); /* cancelled fetches gave their blocks back */
+    CHECK(!ect_scheduler_has_pending_push_work(c.sched));
+    ect_cli_instance_close(&c);
+    zmq_close(r);
+    zmq_ctx_term(ctx);
+}
+
 static const struct ect_test_case cases[] = {
+    ECT_CASE(test_defer_budget_bounds_the_wait_then_falls_back_or_fails),
     ECT_CASE(test_end_to_end_single_xfer_same_host),
     ECT_CASE(test_end_to_end_single_xfer_ucx_tcp),
     ECT_CASE(test_end_to_end_single_xfer_ucx_default_transports),
