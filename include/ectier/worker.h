@@ -37,6 +37,12 @@ extern "C" {
 
 typedef struct ect_worker ect_worker_t;
 
+/* What the engine's encoder-cache memory is. */
+typedef enum ect_worker_memory {
+    ECT_WORKER_HOST_MEMORY = 0, /* host memory: a CPU copy engine */
+    ECT_WORKER_CUDA_MEMORY = 1, /* CUDA device memory: a CUDA copy engine */
+} ect_worker_memory_t;
+
 typedef struct ect_worker_params {
     const ect_config_t *config;     /* borrowed, copied */
     const ect_geometry_t *geometry; /* borrowed, copied */
@@ -45,9 +51,13 @@ typedef struct ect_worker_params {
     const char *region_dir; /* NULL = "/dev/shm" */
     unsigned tp_rank;       /* tensor-parallel rank */
     unsigned pcp_rank;      /* prefill context-parallel rank */
-    /* Borrowed copy engine (e.g. the CUDA one), or NULL for a CPU engine of
-     * config->copy_threads threads owned by the worker. */
+    /* Borrowed copy engine, or NULL for one the worker makes and owns: a
+     * CPU engine of config->copy_threads threads for host memory, a CUDA
+     * engine on cuda_device for device memory (ECT_ERR_UNSUPPORTED in a
+     * build without CUDA or without a usable device). */
     ect_copy_engine_t *engine;
+    ect_worker_memory_t memory;
+    int cuda_device;
 } ect_worker_params_t;
 
 /* Join (or create) the region and register it with the copy engine.

@@ -88,11 +88,20 @@ ect_worker_create(const ect_worker_params_t *params, ect_worker_t **worker_p)
     w->view.num_blocks = w->geom.num_blocks;
     if (params->engine != NULL) {
         w->engine = params->engine;
-    } else {
+    } else if (params->memory == ECT_WORKER_CUDA_MEMORY) {
+        ect_copy_cuda_params_t cp = {.device = params->cuda_device};
+        if ((st = ect_copy_engine_create_cuda(&cp, &w->engine)) != ECT_OK)
+            goto err_region;
+        w->own_engine = 1;
+    } else if (params->memory == ECT_WORKER_HOST_MEMORY) {
         ect_copy_cpu_params_t cp = {.threads = params->config->copy_threads};
         if ((st = ect_copy_engine_create_cpu(&cp, &w->engine)) != ECT_OK)
             goto err_region;
         w->own_engine = 1;
+    } else {
+        st = ect__error(ECT_ERR_INVALID_ARG, "worker: memory kind %d is not host or CUDA",
+                        (int)params->memory);
+        goto err_region;
     }
     st = ect_copy_register_host(w->engine, w->view.base,
                                 (size_t)(w->geom.num_blocks * w->geom.block_size_bytes));
