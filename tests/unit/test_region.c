@@ -572,7 +572,9 @@ RT_CASE(test_readonly_open_sees_data_and_keeps_region_alive)
     CHECK(!rt_exists(path));
 
     CHECK_STATUS(ect_region_open_readonly(name, NULL, &ro), ECT_ERR_NOT_FOUND);
-    CHECK_STATUS(ect_region_open_readonly("../x", NULL, &ro), ECT_ERR_NOT_FOUND);
+    char missing[128];
+    snprintf(missing, sizeof(missing), "../ectier-no-such-dir-%d/x", (int)getpid());
+    CHECK_STATUS(ect_region_open_readonly(missing, NULL, &ro), ECT_ERR_NOT_FOUND);
     CHECK_STATUS(ect_region_open_readonly(".x", NULL, &ro), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect_region_open_readonly(name, "", &ro), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect_region_open_readonly(NULL, NULL, &ro), ECT_ERR_INVALID_ARG);
