@@ -56,8 +56,9 @@ struct ect_scheduler {
     ect_strmap_t loads_in_flight; /* transfer id (hex) -> struct load_rec */
     ect_strmap_t hit_pins;        /* key -> NULL: hits of this step, pinned */
     ect_metrics_t m;
-    struct ect__p2p *p2p; /* NULL unless config.p2p_enabled */
-    ect__http_t *http;    /* NULL unless config.metrics_address; own thread */
+    struct ect__p2p *p2p;       /* NULL unless config.p2p_enabled */
+    ect__http_t *http;          /* NULL unless config.metrics_address; own thread */
+    struct ect__events *events; /* NULL unless config.events_endpoint */
 };
 
 void
@@ -128,15 +129,21 @@ ect_scheduler_create(const ect_scheduler_params_t *params, ect_scheduler_t **sch
         goto err_mutex;
     if ((st = ect_cache_create(s->geom.num_blocks, &s->cache)) != ECT_OK)
         goto err_region;
+    /* Before the sessions, which publish announcements into it. */
+    if (s->cfg.events_endpoint[0] != '\0' &&
+        (st = ect__p2p_events_start(&s->cfg, s->cache, ect_region_name(s->region), &s->events)) !=
+            ECT_OK)
+        goto err_cache;
     if (s->cfg.p2p_enabled) {
         ect__p2p_params_t pp = {.config = &s->cfg,
                                 .geometry = &s->geom,
                                 .cache = s->cache,
                                 .region = s->region,
                                 .engine_version = params->engine_version,
-                                .model_name = params->model_name};
+                                .model_name = params->model_name,
+                                .events = s->events};
         if ((st = ect__p2p_create(&pp, &s->p2p)) != ECT_OK)
-            goto err_cache;
+            goto err_events;
     }
     /* Last, so the scrape never sees a half-built scheduler. */
     if (s->cfg.metrics_address[0] != '\0' &&
@@ -147,6 +154,8 @@ ect_scheduler_create(const ect_scheduler_params_t *params, ect_scheduler_t **sch
 
 err_p2p:
     ect__p2p_destroy(s->p2p);
+err_events:
+    ect__p2p_events_stop(s->events);
 err_cache:
     ect_cache_destroy(s->cache);
 err_region:
@@ -181,6 +190,10 @@ shutdown_locked(ect_scheduler_t *s)
         ect__p2p_destroy(s->p2p);
         s->p2p = NULL;
     }
+    /* After the sessions (they publish announcements), before the cache
+     * (the stream is its listener). */
+    ect__p2p_events_stop(s->events);
+    s->events = NULL;
     ect_step_meta_destroy(s->step);
     s->step = NULL;
     ect__strmap_cleanup(&s->saves_in_flight);
