@@ -324,7 +324,10 @@ ect__p2p_take_unavailable(struct ect__p2p *p, char **ids, size_t cap)
     size_t n = p->n_unavailable < cap ? p->n_unavailable : cap;
     for (size_t i = 0; i < n; i++)
         ids[i] = p->unavailable[i];
-    memmove(p->unavailable, p->unavailable + n, (p->n_unavailable - n) * sizeof(char *));
+    /* unavailable is NULL until the first request fails: memmove must not
+     * see it even for 0 bytes. */
+    if (n > 0)
+        memmove(p->unavailable, p->unavailable + n, (p->n_unavailable - n) * sizeof(char *));
     p->n_unavailable -= n;
     pthread_mutex_unlock(&p->lock);
     return n;

@@ -186,7 +186,8 @@ announcement_served_locked(ect_producer_t *p, const char *mm_hash)
         i++;
     if (i < a->n)
         i++;
-    memmove(a->holds, a->holds + i, (a->n - i) * sizeof(*a->holds));
+    if (a->n > i) /* holds is NULL for an announcement that got none */
+        memmove(a->holds, a->holds + i, (a->n - i) * sizeof(*a->holds));
     a->n -= i;
     if (a->n == 0) {
         ect__strmap_remove(&p->announced, mm_hash, NULL);
