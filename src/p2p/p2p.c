@@ -66,8 +66,8 @@ ect__p2p_create(const ect__p2p_params_t *params, struct ect__p2p **p2p_p)
         goto err_free;
     }
     if (ect_role_produces(p->cfg.role)) {
-        ect_producer_params_t pp = {params->config, params->geometry, params->cache, params->region,
-                                    compat};
+        ect_producer_params_t pp = {params->config, params->geometry, params->cache,
+                                    params->region, compat,           params->events};
         if ((st = ect__producer_start(&pp, &p->producer)) != ECT_OK)
             goto err_mutex;
     }

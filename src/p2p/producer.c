@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/strmap.h"
 #include "p2p/control.h"
+#include "p2p/events.h"
 #include "p2p/producer.h"
 #include "p2p/transport.h"
 #include "proto/wire.h"
@@ -47,6 +48,7 @@ struct ect_producer {
     ect_geometry_t geom;
     ect_cache_t *cache;
     ect_region_t *region;
+    struct ect__events *events; /* NULL: no stream */
     char compat[65];
     ect_ctl_server_t *ctl;
     ect_xport_server_t *xport;
@@ -465,6 +467,7 @@ ect__producer_start(const ect_producer_params_t *params, ect_producer_t **produc
     p->cfg = *params->config;
     p->geom = *params->geometry;
     p->cache = params->cache;
+    p->events = params->events;
     p->region = params->region;
     snprintf(p->compat, sizeof(p->compat), "%s", params->compat_hash);
     p->pin_lease_ns = (uint64_t)(p->cfg.producer_pin_lease_s * 1e9);
@@ -613,6 +616,7 @@ ect__producer_announce(ect_producer_t *p, const ect_request_t *req, char **param
             }
             p->announcements++;
             pthread_mutex_unlock(&p->lock);
+            ect__events_publish(p->events, ECT__EVENT_ANNOUNCED, f->identifier, e.n_blocks);
         } else {
             /* Neither half: the orchestrator keeps the media on the request. */
             cJSON_AddItemToObject(item, "metadata", cJSON_CreateObject());

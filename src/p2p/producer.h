@@ -34,6 +34,7 @@ typedef struct ect_producer_params {
     ect_cache_t *cache;             /* borrowed */
     ect_region_t *region;           /* borrowed */
     const char *compat_hash;        /* 64 hex, copied */
+    struct ect__events *events;     /* borrowed; NULL: no event stream */
 } ect_producer_params_t;
 
 ect_status_t ect__producer_start(const ect_producer_params_t *params, ect_producer_t **producer_p);

@@ -22,6 +22,7 @@
 #include <ectier/scheduler.h>
 
 struct ect__p2p;
+struct ect__events;
 
 typedef struct ect__p2p_params {
     const ect_config_t *config;     /* borrowed for the call; copied */
@@ -30,7 +31,22 @@ typedef struct ect__p2p_params {
     ect_region_t *region;           /* borrowed for the sessions' life */
     const char *engine_version;     /* compatibility hash inputs */
     const char *model_name;
+    struct ect__events *events; /* borrowed for the sessions' life; NULL: none */
 } ect__p2p_params_t;
+
+/* Start the event stream (SPEC §9.1, src/p2p/events.h): bind a ZeroMQ PUB
+ * socket at config->events_endpoint, publish the cache's events (it becomes
+ * the cache's listener) tagged with instance (borrowed, copied: the region
+ * name).  Returns ECT_OK, ECT_ERR_UNSUPPORTED (no ZeroMQ in this build),
+ * ECT_ERR_TRANSPORT (cannot bind; the message names the endpoint),
+ * ECT_ERR_NO_MEMORY, ECT_ERR_INTERNAL. */
+ect_status_t ect__p2p_events_start(const ect_config_t *config, ect_cache_t *cache,
+                                   const char *instance, struct ect__events **events_p);
+
+/* Detach from the cache, publish what is queued, close the socket.  Call
+ * after ect__p2p_destroy of the sessions that publish to it.  NULL is a
+ * no-op. */
+void ect__p2p_events_stop(struct ect__events *events);
 
 /* Start the sessions the role needs (a producer serves, a consumer fetches).
  * Returns ECT_OK, ECT_ERR_UNSUPPORTED (no P2P in this build),

@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
+#include "metrics/http.h"
 #include "step/instance_region.h"
 #include "step/p2p_hooks.h"
 #include "step/scheduler_hooks.h"
@@ -55,7 +56,9 @@ struct ect_scheduler {
     ect_strmap_t loads_in_flight; /* transfer id (hex) -> struct load_rec */
     ect_strmap_t hit_pins;        /* key -> NULL: hits of this step, pinned */
     ect_metrics_t m;
-    struct ect__p2p *p2p; /* NULL unless config.p2p_enabled */
+    struct ect__p2p *p2p;       /* NULL unless config.p2p_enabled */
+    ect__http_t *http;          /* NULL unless config.metrics_address; own thread */
+    struct ect__events *events; /* NULL unless config.events_endpoint */
 };
 
 void
@@ -68,6 +71,33 @@ static void
 tid_key(uint64_t tid, char out[17])
 {
     snprintf(out, 17, "%016" PRIx64, tid);
+}
+
+/* The scrape's body (ect__http_render_fn): runs on the HTTP thread and
+ * takes the scheduler's lock only inside ect_scheduler_metrics. */
+static ect_status_t
+render_metrics(void *user, char **body_p, size_t *len_p)
+{
+    ect_metrics_t m;
+    ect_status_t st = ect_scheduler_metrics(user, &m);
+    if (st != ECT_OK)
+        return st;
+    size_t cap = 16384, len = 0;
+    for (;;) {
+        char *buf = malloc(cap);
+        if (buf == NULL)
+            return ect__error(ECT_ERR_NO_MEMORY, "metrics http: out of memory (%zu bytes)", cap);
+        st = ect_metrics_format_prometheus(&m, buf, cap, &len);
+        if (st == ECT_OK) {
+            *body_p = buf;
+            *len_p = len;
+            return ECT_OK;
+        }
+        free(buf);
+        if (st != ECT_ERR_OVERFLOW || len + 1 <= cap)
+            return st;
+        cap = len + 1;
+    }
 }
 
 ect_status_t
@@ -99,19 +129,33 @@ ect_scheduler_create(const ect_scheduler_params_t *params, ect_scheduler_t **sch
         goto err_mutex;
     if ((st = ect_cache_create(s->geom.num_blocks, &s->cache)) != ECT_OK)
         goto err_region;
+    /* Before the sessions, which publish announcements into it. */
+    if (s->cfg.events_endpoint[0] != '\0' &&
+        (st = ect__p2p_events_start(&s->cfg, s->cache, ect_region_name(s->region), &s->events)) !=
+            ECT_OK)
+        goto err_cache;
     if (s->cfg.p2p_enabled) {
         ect__p2p_params_t pp = {.config = &s->cfg,
                                 .geometry = &s->geom,
                                 .cache = s->cache,
                                 .region = s->region,
                                 .engine_version = params->engine_version,
-                                .model_name = params->model_name};
+                                .model_name = params->model_name,
+                                .events = s->events};
         if ((st = ect__p2p_create(&pp, &s->p2p)) != ECT_OK)
-            goto err_cache;
+            goto err_events;
     }
+    /* Last, so the scrape never sees a half-built scheduler. */
+    if (s->cfg.metrics_address[0] != '\0' &&
+        (st = ect__http_start(s->cfg.metrics_address, render_metrics, s, &s->http)) != ECT_OK)
+        goto err_p2p;
     *scheduler_p = s;
     return ECT_OK;
 
+err_p2p:
+    ect__p2p_destroy(s->p2p);
+err_events:
+    ect__p2p_events_stop(s->events);
 err_cache:
     ect_cache_destroy(s->cache);
 err_region:
@@ -146,6 +190,10 @@ shutdown_locked(ect_scheduler_t *s)
         ect__p2p_destroy(s->p2p);
         s->p2p = NULL;
     }
+    /* After the sessions (they publish announcements), before the cache
+     * (the stream is its listener). */
+    ect__p2p_events_stop(s->events);
+    s->events = NULL;
     ect_step_meta_destroy(s->step);
     s->step = NULL;
     ect__strmap_cleanup(&s->saves_in_flight);
@@ -165,6 +213,14 @@ ect_scheduler_shutdown(ect_scheduler_t *scheduler)
 {
     if (scheduler == NULL)
         return;
+    /* Stop the scrape first, and outside the lock: its thread may be
+     * waiting for the lock in ect_scheduler_metrics, and joining it while
+     * holding the lock would deadlock. */
+    pthread_mutex_lock(&scheduler->lock);
+    ect__http_t *http = scheduler->http;
+    scheduler->http = NULL;
+    pthread_mutex_unlock(&scheduler->lock);
+    ect__http_stop(http);
     pthread_mutex_lock(&scheduler->lock);
     shutdown_locked(scheduler);
     pthread_mutex_unlock(&scheduler->lock);
@@ -559,6 +615,17 @@ ect_scheduler_metrics(ect_scheduler_t *s, ect_metrics_t *metrics_p)
     }
     pthread_mutex_unlock(&s->lock);
     return st;
+}
+
+uint16_t
+ect__scheduler_metrics_port(ect_scheduler_t *s)
+{
+    if (s == NULL)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    uint16_t port = ect__http_port(s->http);
+    pthread_mutex_unlock(&s->lock);
+    return port;
 }
 
 ect_cache_t *

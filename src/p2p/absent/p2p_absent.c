@@ -1,6 +1,7 @@
 /*
  * Peer-to-peer transfer in a build without it: the seam of
- * src/step/p2p_hooks.h, where creating a session says how to get one.
+ * src/step/p2p_hooks.h, where creating a session or the event stream says
+ * how to get one.
  */
 #include "common/error.h"
 #include "step/p2p_hooks.h"
@@ -82,4 +83,24 @@ ect__p2p_port(const struct ect__p2p *p2p)
 {
     (void)p2p;
     return 0;
+}
+
+ect_status_t
+ect__p2p_events_start(const ect_config_t *config, ect_cache_t *cache, const char *instance,
+                      struct ect__events **events_p)
+{
+    (void)config;
+    (void)cache;
+    (void)instance;
+    (void)events_p;
+    return ect__error(ECT_ERR_UNSUPPORTED,
+                      "events_endpoint needs a build with ZeroMQ: install libzmq3-dev "
+                      "libucx-dev libmsgpack-dev (scripts/install-deps.sh) and rebuild with "
+                      "-DECT_WITH_P2P=ON");
+}
+
+void
+ect__p2p_events_stop(struct ect__events *events)
+{
+    (void)events;
 }

@@ -1,0 +1,250 @@
+/*
+ * The Prometheus endpoint (SPEC §9.7; src/metrics/http.c) as a scraper sees
+ * it: a real scheduler with metrics_address 127.0.0.1:0 and a real TCP
+ * client.  GET /metrics answers 200 with the text exposition (which moves
+ * when the scheduler counts), other paths 404, malformed and oversized
+ * requests 400, a silent client does not stop the next scrape, a taken port
+ * fails create naming the address, and shutdown frees the port.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "step_helpers.h"
+
+static int
+connect_port(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Send req (len bytes), read the whole answer (the server closes). */
+static char *
+exchange(uint16_t port, const char *req, size_t len)
+{
+    int fd = connect_port(port);
+    CHECK_MSG(fd >= 0, "cannot connect to port %u", port);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = send(fd, req + off, len - off, MSG_NOSIGNAL);
+        if (n <= 0)
+            break; /* the server may answer and close before reading it all */
+        off += (size_t)n;
+    }
+    size_t cap = 1 << 16, got = 0;
+    char *buf = malloc(cap);
+    CHECK(buf != NULL);
+    for (;;) {
+        if (got + 1 == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            CHECK(buf != NULL);
+        }
+        ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+        if (n < 0 && errno == ECONNRESET)
+            break;
+        CHECK_MSG(n >= 0, "recv: %s", strerror(errno));
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    close(fd);
+    return buf;
+}
+
+static char *
+get(uint16_t port, const char *path)
+{
+    char req[256];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+    return exchange(port, req, (size_t)n);
+}
+
+struct http_fx {
+    struct sh_instance in;
+    ect_scheduler_t *s;
+    uint16_t port;
+};
+
+static void
+http_fx_open(struct http_fx *fx)
+{
+    sh_instance_init(&fx->in, ECT_ROLE_BOTH, 16, true);
+    snprintf(fx->in.cfg.metrics_address, sizeof(fx->in.cfg.metrics_address), "127.0.0.1:0");
+    fx->s = sh_scheduler(&fx->in, 1);
+    fx->port = ect__scheduler_metrics_port(fx->s);
+    CHECK(fx->port != 0);
+}
+
+static void
+http_fx_close(struct http_fx *fx)
+{
+    ect_scheduler_destroy(fx->s);
+    sh_check_gone(fx->in.path);
+}
+
+static void
+test_get_metrics_serves_prometheus_text_that_follows_the_counters(void)
+{
+    struct http_fx fx;
+    http_fx_open(&fx);
+    CHECK(!ect_scheduler_has_cache_item(fx.s, "img"));
+    CHECK(!ect_scheduler_has_cache_item(fx.s, "img2"));
+    char *r = get(fx.port, "/metrics");
+    CHECK_CONTAINS(r, "HTTP/1.0 200 OK\r\n");
+    CHECK_CONTAINS(r, "Content-Type: text/plain; version=0.0.4\r\n");
+    CHECK_CONTAINS(r, "ectier_hits_total");
+    CHECK_CONTAINS(r, "ectier_misses_total 2\n");
+    /* Content-Length matches the body. */
+    const char *body = strstr(r, "\r\n\r\n");
+    CHECK(body != NULL);
+    const char *cl = strstr(r, "Content-Length: ");
+    CHECK(cl != NULL && cl < body);
+    CHECK_EQ_U64(strtoull(cl + 16, NULL, 10), strlen(body + 4));
+    free(r);
+    /* A query string is still /metrics, and a new scrape sees new counts. */
+    CHECK(!ect_scheduler_has_cache_item(fx.s, "img3"));
+    r = get(fx.port, "/metrics?x=1");
+    CHECK_CONTAINS(r, "HTTP/1.0 200 OK\r\n");
+    CHECK_CONTAINS(r, "ectier_misses_total 3\n");
+    free(r);
+    http_fx_close(&fx);
+}
+
+static void
+test_other_paths_and_methods_get_404(void)
+{
+    struct http_fx fx;
+    http_fx_open(&fx);
+    char *r = get(fx.port, "/");
+    CHECK_CONTAINS(r, "HTTP/1.0 404 Not Found\r\n");
+    CHECK(strstr(r, "ectier_") == NULL);
+    free(r);
+    r = get(fx.port, "/metricsx");
+    CHECK_CONTAINS(r, "HTTP/1.0 404");
+    free(r);
+    const char post[] = "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n";
+    r = exchange(fx.port, post, sizeof(post) - 1);
+    CHECK_CONTAINS(r, "HTTP/1.0 404");
+    free(r);
+    http_fx_close(&fx);
+}
+
+static void
+test_malformed_and_oversized_requests_get_400_and_serving_goes_on(void)
+{
+    struct http_fx fx;
+    http_fx_open(&fx);
+    static const char *const bad[] = {
+        "garbage\r\n\r\n",
+        "GET /metrics\r\n\r\n",
+        "GET /metrics HTTP/9.9\r\n\r\n",
+        "get /metrics HTTP/1.0\r\n\r\n",
+        "GET  HTTP/1.0\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *r = exchange(fx.port, bad[i], strlen(bad[i]));
+        CHECK_MSG(strncmp(r, "HTTP/1.0 400", 12) == 0, "request %zu answered \"%.40s\"", i, r);
+        free(r);
+    }
+    /* A NUL byte inside the request. */
+    const char nul[] = "GET /met\0rics HTTP/1.0\r\n\r\n";
+    char *r = exchange(fx.port, nul, sizeof(nul) - 1);
+    CHECK_CONTAINS(r, "HTTP/1.0 400");
+    free(r);
+    /* More than 8 KiB without the end of the headers. */
+    size_t big = 64 * 1024;
+    char *huge = malloc(big);
+    CHECK(huge != NULL);
+    memcpy(huge, "GET /metrics HTTP/1.0\r\nX: ", 26);
+    memset(huge + 26, 'a', big - 26);
+    r = exchange(fx.port, huge, big);
+    CHECK_CONTAINS(r, "HTTP/1.0 400");
+    CHECK_CONTAINS(r, "too large");
+    free(r);
+    free(huge);
+    r = get(fx.port, "/metrics");
+    CHECK_CONTAINS(r, "HTTP/1.0 200 OK");
+    free(r);
+    http_fx_close(&fx);
+}
+
+static void
+test_a_silent_client_is_dropped_and_the_next_scrape_served(void)
+{
+    struct http_fx fx;
+    http_fx_open(&fx);
+    int idle = connect_port(fx.port);
+    CHECK(idle >= 0);
+    CHECK(send(idle, "GET /met", 8, MSG_NOSIGNAL) == 8);
+    /* The server gives the idle client its deadline, then serves this one. */
+    char *r = get(fx.port, "/metrics");
+    CHECK_CONTAINS(r, "HTTP/1.0 200 OK");
+    free(r);
+    char c;
+    CHECK_EQ_INT((int)recv(idle, &c, 1, 0), 0); /* closed without an answer */
+    close(idle);
+    http_fx_close(&fx);
+}
+
+static void
+test_shutdown_closes_the_port(void)
+{
+    struct http_fx fx;
+    http_fx_open(&fx);
+    char *r = get(fx.port, "/metrics");
+    CHECK_CONTAINS(r, "200 OK");
+    free(r);
+    ect_scheduler_shutdown(fx.s);
+    CHECK_EQ_INT(ect__scheduler_metrics_port(fx.s), 0);
+    int fd = connect_port(fx.port);
+    CHECK_MSG(fd < 0, "port %u still accepts after shutdown", fx.port);
+    http_fx_close(&fx);
+}
+
+static void
+test_a_taken_port_fails_create_naming_the_address(void)
+{
+    struct http_fx fx;
+    http_fx_open(&fx);
+    struct sh_instance other;
+    sh_instance_init(&other, ECT_ROLE_BOTH, 16, true);
+    snprintf(other.cfg.metrics_address, sizeof(other.cfg.metrics_address), "127.0.0.1:%u", fx.port);
+    ect_scheduler_params_t p = {
+        .config = &other.cfg, .geometry = &other.geom, .instance_id = other.id};
+    ect_scheduler_t *s = NULL;
+    CHECK_STATUS(ect_scheduler_create(&p, &s), ECT_ERR_IO);
+    CHECK(s == NULL);
+    CHECK_CONTAINS(ect_last_error(), other.cfg.metrics_address);
+    sh_check_gone(other.path);
+    http_fx_close(&fx);
+}
+
+static const struct ect_test_case cases[] = {
+    ECT_CASE(test_get_metrics_serves_prometheus_text_that_follows_the_counters),
+    ECT_CASE(test_other_paths_and_methods_get_404),
+    ECT_CASE(test_malformed_and_oversized_requests_get_400_and_serving_goes_on),
+    ECT_CASE(test_a_silent_client_is_dropped_and_the_next_scrape_served),
+    ECT_CASE(test_shutdown_closes_the_port),
+    ECT_CASE(test_a_taken_port_fails_create_naming_the_address),
+};
+
+int
+main(int argc, char **argv)
+{
+    return ECT_TEST_MAIN(argc, argv, cases);
+}
