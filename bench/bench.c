@@ -17,6 +17,8 @@ static const struct ect_bench benches[] = {
     {"step", "scheduler+worker save/load steps of 1-32 MiB entries vs memcpy", ect_bench_step},
 #if ECT_HAVE_P2P
     {"control", "control-plane round trip vs bare ZeroMQ DEALER/ROUTER", ect_bench_control},
+    {"session", "producer XferReq->XferAck round trip vs bare ZeroMQ; acks/s with 8 consumers",
+     ect_bench_session},
     {"xport", "P2P reads of 1-32 MiB entries: UCX vs ucx_perftest, same-host vs memcpy",
      ect_bench_xport},
 #endif
