@@ -101,8 +101,7 @@ check_runs(const ect_copy_region_view_t *region, const ect_run_t *runs, size_t n
 
 ect_status_t
 ect__copy_plan_add(ect_copy_plan_t *plan, ect_copy_dir_t dir, const ect_copy_region_view_t *region,
-                   const ect_run_t *runs, size_t n_runs, void *engine_buf,
-                   uint64_t payload_bytes)
+                   const ect_run_t *runs, size_t n_runs, void *engine_buf, uint64_t payload_bytes)
 {
     if (plan == NULL || region == NULL || region->base == NULL || (n_runs > 0 && runs == NULL))
         return ect__error(ECT_ERR_INVALID_ARG, "copy plan: NULL plan, region or runs");

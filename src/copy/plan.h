@@ -27,7 +27,6 @@
 #include <ectier/copy.h>
 #include <ectier/types.h>
 
-
 /* The region as the plan sees it: block i lives at base + i * block_size,
  * for i < num_blocks. */
 typedef struct ect_copy_region_view {

@@ -23,6 +23,7 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
+#include "common/strmap.h"
 
 #define META_MAGIC         "ECTM"
 #define REPORT_MAGIC       "ECTR"
@@ -44,14 +45,6 @@ struct ect_step_meta {
     struct item_list loads;
 };
 
-static uint64_t
-key_hash(const char *key)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    return h;
-}
 
 static ect_status_t
 index_rebuild(struct item_list *l, size_t cap)
@@ -62,7 +55,7 @@ index_rebuild(struct item_list *l, size_t cap)
     for (size_t i = 0; i < cap; i++)
         index[i] = SIZE_MAX;
     for (size_t i = 0; i < l->n; i++) {
-        size_t slot = key_hash(l->items[i].key) & (cap - 1);
+        size_t slot = ect__strhash(l->items[i].key) & (cap - 1);
         while (index[slot] != SIZE_MAX)
             slot = (slot + 1) & (cap - 1);
         index[slot] = i;
@@ -78,7 +71,7 @@ list_find(const struct item_list *l, const char *key)
 {
     if (l->index_cap == 0)
         return NULL;
-    size_t slot = key_hash(key) & (l->index_cap - 1);
+    size_t slot = ect__strhash(key) & (l->index_cap - 1);
     while (l->index[slot] != SIZE_MAX) {
         const ect_step_item_t *it = &l->items[l->index[slot]];
         if (strcmp(it->key, key) == 0)
@@ -177,7 +170,7 @@ list_add(struct item_list *l, const char *what, const char *key, uint64_t tid,
     it->n_blocks = n_blocks;
     it->runs = runs_copy;
     it->n_runs = n_runs;
-    size_t slot = key_hash(key_copy) & (l->index_cap - 1);
+    size_t slot = ect__strhash(key_copy) & (l->index_cap - 1);
     while (l->index[slot] != SIZE_MAX)
         slot = (slot + 1) & (l->index_cap - 1);
     l->index[slot] = l->n;

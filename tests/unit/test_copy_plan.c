@@ -223,10 +223,10 @@ test_overflowing_and_out_of_region_ids_are_rejected(void)
     ect_copy_region_view_t huge = {
         .base = (void *)REGION_BASE, .block_size = 1, .num_blocks = UINT64_MAX / 4};
     ect_run_t many[] = {{0, UINT64_MAX / 4},
-                              {0, UINT64_MAX / 4},
-                              {0, UINT64_MAX / 4},
-                              {0, UINT64_MAX / 4},
-                              {0, UINT64_MAX / 4}};
+                        {0, UINT64_MAX / 4},
+                        {0, UINT64_MAX / 4},
+                        {0, UINT64_MAX / 4},
+                        {0, UINT64_MAX / 4}};
     CHECK_STATUS(ect__copy_plan_add(&plan, ECT_COPY_SAVE, &huge, many, 5, (void *)ENGINE_BASE, 1),
                  ECT_ERR_OVERFLOW);
 
