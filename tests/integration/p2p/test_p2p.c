@@ -5,54 +5,19 @@
  * producer must die or stop.  Counterparts of the seed's loopback and
  * consumer/producer scenarios are named after them.
  */
-#include <signal.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <zmq.h>
 
-#include <ectier/ectier.h>
-
-#include "harness.h"
-#include "instance.h"
-#include "pattern.h"
+#include "p2p_fixture.h"
 #include "proto/wire.h"
 
 #define HIDDEN "64" /* bf16: 128-byte blocks */
 #define BLOCK  128u
 
-static uint64_t
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void
-config_json(char *buf, size_t cap, const char *role, unsigned long long cpu_bytes,
-            const char *extra)
-{
-    snprintf(buf, cap,
-             "{\"ec_connector\": \"ectier\", \"ec_role\": \"%s\", \"ec_connector_extra_config\": "
-             "{\"ec_cpu_bytes\": %llu, \"ec_enable_nixl\": true%s%s}}",
-             role, cpu_bytes, extra ? ", " : "", extra ? extra : "");
-}
-
 static void
 open_instance(struct ect_cli_instance *in, const char *role, unsigned long long cpu_bytes,
               const char *extra, const char *model)
 {
-    char cfg[1024];
-    config_json(cfg, sizeof(cfg), role, cpu_bytes, extra);
-    setenv("ECTIER_SIDE_CHANNEL_HOST", "127.0.0.1", 1);
-    setenv("ECTIER_SIDE_CHANNEL_PORT", "0", 1);
-    struct ect_cli_instance_args a = {.cmd = "test",
-                                      .config = cfg,
-                                      .model = model,
-                                      .hidden = HIDDEN,
-                                      .dtype = "bf16",
-                                      .engine_version = "0.11.0"};
-    CHECK_MSG(ect_cli_instance_open(in, &a, "") == 0, "instance: %s", ect_last_error());
+    pf_open_instance(in, role, cpu_bytes, HIDDEN, extra, model);
 }
 
 /* Save the test pattern of entry i (tokens rows) and announce it; the
@@ -60,87 +25,22 @@ open_instance(struct ect_cli_instance *in, const char *role, unsigned long long 
 static char *
 produce(struct ect_cli_instance *p, unsigned i, uint64_t tokens, char hash[65])
 {
-    ect_pattern_mm_hash(i, hash);
-    size_t n = tokens * BLOCK;
-    uint8_t *buf = malloc(n);
-    ect_pattern_fill(hash, buf, n);
-    CHECK_OK(ect_cli_instance_save(p, hash, tokens, buf, n));
-    free(buf);
-    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens};
-    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1};
-    char *params = NULL;
-    CHECK_OK(ect_scheduler_request_finished(p->sched, &req, &params));
-    CHECK(params != NULL);
-    return params;
-}
-
-enum outcome { FETCHED, LOCAL, UNAVAILABLE, TIMED_OUT };
-
-/* Drive ensure_cache_available for one item until it is decided. */
-static enum outcome
-fetch(struct ect_cli_instance *c, const char *hash, uint64_t tokens, const char *params,
-      int has_local_input, double timeout_s)
-{
-    ect_mm_feature_t f = {.identifier = hash,
-                          .mm_hash = hash,
-                          .num_tokens = tokens,
-                          .has_local_input = has_local_input};
-    ect_request_t req = {
-        .request_id = hash, .features = &f, .n_features = 1, .ec_transfer_params_json = params};
-    uint64_t end = now_ns() + (uint64_t)(timeout_s * 1e9);
-    while (now_ns() < end) {
-        int available = 0;
-        CHECK_OK(ect_scheduler_ensure_cache_available(c->sched, &req, &available));
-        if (available)
-            return ect_scheduler_has_cache_item(c->sched, hash) ? FETCHED : LOCAL;
-        char *ids[4];
-        size_t k = ect_scheduler_take_unavailable_requests(c->sched, ids, 4);
-        int mine = 0;
-        for (size_t i = 0; i < k; i++) {
-            mine |= strcmp(ids[i], hash) == 0;
-            ect_free(ids[i]);
-        }
-        if (mine)
-            return UNAVAILABLE;
-        usleep(500);
-    }
-    return TIMED_OUT;
-}
-
-static void
-finish(struct ect_cli_instance *c, const char *hash, uint64_t tokens)
-{
-    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens};
-    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1};
-    char *unused = NULL;
-    CHECK_OK(ect_scheduler_request_finished(c->sched, &req, &unused));
-    ect_free(unused);
-}
-
-static void
-check_pattern_loaded(struct ect_cli_instance *c, const char *hash, uint64_t tokens)
-{
-    size_t n = tokens * BLOCK;
-    uint8_t *buf = malloc(n);
-    memset(buf, 0, n);
-    CHECK_OK(ect_cli_instance_load(c, hash, tokens, buf, n));
-    size_t bad = ect_pattern_check(hash, buf, n);
-    CHECK_MSG(bad == n, "'%s' differs from the pattern at byte %zu", hash, bad);
-    free(buf);
+    pf_save_pattern(p, i, tokens, BLOCK, hash);
+    return pf_announce(p, hash, tokens);
 }
 
 /* Nothing pinned, granted or in flight once everything was served. */
 static void
 check_quiet(struct ect_cli_instance *in, double within_s)
 {
-    uint64_t end = now_ns() + (uint64_t)(within_s * 1e9);
+    uint64_t end = pf_now_ns() + (uint64_t)(within_s * 1e9);
     ect_metrics_t m;
     do {
         CHECK_OK(ect_scheduler_metrics(in->sched, &m));
         if (m.grants_outstanding == 0 && m.cache.entries_not_ready == 0 && m.cache.pins == 0)
             return;
         usleep(1000);
-    } while (now_ns() < end);
+    } while (pf_now_ns() < end);
     CHECK_MSG(0, "still busy: %llu grants, %llu not ready, %llu pins",
               (unsigned long long)m.grants_outstanding,
               (unsigned long long)m.cache.entries_not_ready, (unsigned long long)m.cache.pins);
@@ -156,9 +56,9 @@ end_to_end(const char *transport)
     open_instance(&c, "ec_consumer", 1 << 20, extra, "m");
     char hash[65];
     char *params = produce(&p, 0, 100, hash);
-    CHECK_EQ_INT(fetch(&c, hash, 100, params, 0, 10), FETCHED);
-    check_pattern_loaded(&c, hash, 100);
-    finish(&c, hash, 100);
+    CHECK_EQ_INT(pf_fetch(&c, hash, 100, params, 0, 10), PF_FETCHED);
+    pf_check_loaded(&c, hash, 100, BLOCK);
+    pf_finish(&c, hash, 100);
     check_quiet(&p, 5);
     check_quiet(&c, 5);
     ect_metrics_t m;
@@ -213,8 +113,8 @@ test_concurrent_xfers_different_mm_hashes(void)
                                  .n_features = 1,
                                  .ec_transfer_params_json = params[i]};
     }
-    uint64_t end = now_ns() + 20ull * 1000000000ull;
-    while (n_done < N && now_ns() < end) {
+    uint64_t end = pf_now_ns() + 20ull * 1000000000ull;
+    while (n_done < N && pf_now_ns() < end) {
         for (unsigned i = 0; i < N; i++) {
             int available = 0;
             if (done[i])
@@ -230,8 +130,8 @@ test_concurrent_xfers_different_mm_hashes(void)
     }
     CHECK_EQ_INT(n_done, N);
     for (unsigned i = 0; i < N; i++) {
-        check_pattern_loaded(&c, hashes[i], 50 + i * 7);
-        finish(&c, hashes[i], 50 + i * 7);
+        pf_check_loaded(&c, hashes[i], 50 + i * 7, BLOCK);
+        pf_finish(&c, hashes[i], 50 + i * 7);
         ect_free(params[i]);
     }
     check_quiet(&p, 5);
@@ -263,17 +163,17 @@ test_nack_missing_falls_back_with_local_input_and_is_request_scoped_without(void
     char *params = produce(&p, 0, 10, hash);
     ect_pattern_mm_hash(999, other);
     char *missing = rename_in_params(params, hash, other);
-    CHECK_EQ_INT(fetch(&c, other, 10, missing, 1, 10), LOCAL);
-    finish(&c, other, 10);
+    CHECK_EQ_INT(pf_fetch(&c, other, 10, missing, 1, 10), PF_LOCAL);
+    pf_finish(&c, other, 10);
     /* The same failure without media to encode: the request fails, once. */
-    CHECK_EQ_INT(fetch(&c, other, 10, missing, 0, 10), UNAVAILABLE);
+    CHECK_EQ_INT(pf_fetch(&c, other, 10, missing, 0, 10), PF_UNAVAILABLE);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.acks_received[ECT_XFER_NACK_MISSING], 2);
     CHECK_EQ_U64(m.p2p_fallbacks, 1);
     CHECK_EQ_U64(m.p2p_unavailable, 1);
     CHECK_EQ_U64(m.cache.entries, 0); /* the reserved blocks were freed */
-    finish(&c, other, 10);
+    pf_finish(&c, other, 10);
     free(missing);
     ect_free(params);
     ect_cli_instance_close(&c);
@@ -288,25 +188,16 @@ test_nack_incompat_when_models_differ(void)
     open_instance(&c, "ec_consumer", 1 << 20, NULL, "model-b");
     char hash[65];
     char *params = produce(&p, 0, 10, hash);
-    CHECK_EQ_INT(fetch(&c, hash, 10, params, 1, 10), LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, hash, 10, params, 1, 10), PF_LOCAL);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.acks_received[ECT_XFER_NACK_INCOMPAT], 1);
     CHECK_OK(ect_scheduler_metrics(p.sched, &m));
     CHECK_EQ_U64(m.acks_sent[ECT_XFER_NACK_INCOMPAT], 1);
-    finish(&c, hash, 10);
+    pf_finish(&c, hash, 10);
     ect_free(params);
     ect_cli_instance_close(&c);
     ect_cli_instance_close(&p);
-}
-
-/* The producer's port, from an announcement. */
-static unsigned
-params_port(const char *params)
-{
-    const char *at = strstr(params, "\"peer_port\":");
-    CHECK(at != NULL);
-    return (unsigned)strtoul(at + 12, NULL, 10);
 }
 
 /* Send one raw request and wait for the ack's status (-1: no reply). */
@@ -353,7 +244,7 @@ test_producer_checks_version_hash_session_and_presence_in_order(void)
     int zero = 0;
     zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof(zero));
     char ep[64];
-    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", params_port(params));
+    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", pf_params_port(params));
     CHECK(zmq_connect(d, ep) == 0);
     /* A version mismatch wins over everything else. */
     CHECK_EQ_INT(raw_request(d, hash, "bad", "", 2, 1), ECT_XFER_NACK_VERSION);
@@ -404,15 +295,15 @@ test_producer_that_never_answers_times_out_and_falls_back(void)
              "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": %u, "
              "\"size_bytes\": %u}}",
              port, 10 * BLOCK);
-    uint64_t t0 = now_ns();
-    CHECK_EQ_INT(fetch(&c, "h", 10, params, 1, 10), LOCAL);
-    CHECK((now_ns() - t0) / 1000000 >= 250);
+    uint64_t t0 = pf_now_ns();
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_LOCAL);
+    CHECK((pf_now_ns() - t0) / 1000000 >= 250);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.p2p_ack_timeouts, 1);
     CHECK_EQ_U64(m.cache.entries, 0);
     CHECK(!ect_scheduler_has_pending_push_work(c.sched));
-    finish(&c, "h", 10);
+    pf_finish(&c, "h", 10);
     ect_cli_instance_close(&c);
     zmq_close(r);
     zmq_ctx_term(ctx);
@@ -435,13 +326,13 @@ test_size_bytes_mismatch_fails_the_request_cleanly(void)
         "\"size_bytes\": 1280}}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        CHECK_MSG(fetch(&c, "h", 10, bad[i], 1, 5) == UNAVAILABLE, "case %zu", i);
-        finish(&c, "h", 10);
+        CHECK_MSG(pf_fetch(&c, "h", 10, bad[i], 1, 5) == PF_UNAVAILABLE, "case %zu", i);
+        pf_finish(&c, "h", 10);
     }
     /* Announcements without an address, or none at all: encode locally. */
-    CHECK_EQ_INT(fetch(&c, "h", 10, "{\"h\": {\"metadata\": {}}}", 1, 5), LOCAL);
-    CHECK_EQ_INT(fetch(&c, "h", 10, "{\"x\": 123}", 1, 5), LOCAL);
-    CHECK_EQ_INT(fetch(&c, "h", 10, "[1, 2]", 1, 5), LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"h\": {\"metadata\": {}}}", 1, 5), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"x\": 123}", 1, 5), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "[1, 2]", 1, 5), PF_LOCAL);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.cache.entries, 0);
@@ -472,17 +363,17 @@ test_defer_budget_bounds_the_wait_then_falls_back_or_fails(void)
              "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": %u, "
              "\"size_bytes\": %u}}",
              port, 10 * BLOCK);
-    uint64_t t0 = now_ns();
-    CHECK_EQ_INT(fetch(&c, "h", 10, params, 1, 10), LOCAL);
-    uint64_t waited_ms = (now_ns() - t0) / 1000000;
+    uint64_t t0 = pf_now_ns();
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_LOCAL);
+    uint64_t waited_ms = (pf_now_ns() - t0) / 1000000;
     CHECK_MSG(waited_ms >= 350 && waited_ms < 5000, "waited %llu ms",
               (unsigned long long)waited_ms);
-    finish(&c, "h", 10);
+    pf_finish(&c, "h", 10);
     /* The budget is per request: a new request waits its own budget. */
-    t0 = now_ns();
-    CHECK_EQ_INT(fetch(&c, "h", 10, params, 0, 10), UNAVAILABLE);
-    CHECK((now_ns() - t0) / 1000000 >= 350);
-    finish(&c, "h", 10);
+    t0 = pf_now_ns();
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 0, 10), PF_UNAVAILABLE);
+    CHECK((pf_now_ns() - t0) / 1000000 >= 350);
+    pf_finish(&c, "h", 10);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.p2p_fallbacks, 1);

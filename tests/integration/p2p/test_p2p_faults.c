@@ -9,130 +9,14 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 
-#include <ectier/ectier.h>
-
-#include "harness.h"
-#include "instance.h"
-#include "pattern.h"
-
-static uint64_t
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "p2p_fixture.h"
 
 static void
 open_instance(struct ect_cli_instance *in, const char *role, unsigned long long cpu_bytes,
               const char *hidden, const char *extra)
 {
-    char cfg[1024];
-    snprintf(cfg, sizeof(cfg),
-             "{\"ec_connector\": \"ectier\", \"ec_role\": \"%s\", \"ec_connector_extra_config\": "
-             "{\"ec_cpu_bytes\": %llu, \"ec_enable_nixl\": true%s%s}}",
-             role, cpu_bytes, extra ? ", " : "", extra ? extra : "");
-    setenv("ECTIER_SIDE_CHANNEL_HOST", "127.0.0.1", 1);
-    if (getenv("ECTIER_SIDE_CHANNEL_PORT") == NULL)
-        setenv("ECTIER_SIDE_CHANNEL_PORT", "0", 1);
-    struct ect_cli_instance_args a = {.cmd = "test",
-                                      .config = cfg,
-                                      .model = "m",
-                                      .hidden = hidden,
-                                      .dtype = "bf16",
-                                      .engine_version = "0.11.0"};
-    CHECK_MSG(ect_cli_instance_open(in, &a, "") == 0, "instance: %s", ect_last_error());
-}
-
-static char *
-announce(struct ect_cli_instance *p, const char *hash, uint64_t tokens)
-{
-    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens};
-    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1};
-    char *params = NULL;
-    CHECK_OK(ect_scheduler_request_finished(p->sched, &req, &params));
-    CHECK(params != NULL);
-    return params;
-}
-
-static void
-save_pattern(struct ect_cli_instance *p, unsigned i, uint64_t tokens, uint64_t block, char hash[65])
-{
-    ect_pattern_mm_hash(i, hash);
-    size_t n = tokens * block;
-    uint8_t *buf = malloc(n);
-    ect_pattern_fill(hash, buf, n);
-    CHECK_OK(ect_cli_instance_save(p, hash, tokens, buf, n));
-    free(buf);
-}
-
-enum outcome { FETCHED, LOCAL, UNAVAILABLE, DEFERRED };
-
-/* One ensure_cache_available call. */
-static enum outcome
-ensure_once(struct ect_cli_instance *c, const char *hash, uint64_t tokens, const char *params,
-            int has_local_input)
-{
-    ect_mm_feature_t f = {.identifier = hash,
-                          .mm_hash = hash,
-                          .num_tokens = tokens,
-                          .has_local_input = has_local_input};
-    ect_request_t req = {
-        .request_id = hash, .features = &f, .n_features = 1, .ec_transfer_params_json = params};
-    int available = 0;
-    CHECK_OK(ect_scheduler_ensure_cache_available(c->sched, &req, &available));
-    if (available)
-        return ect_scheduler_has_cache_item(c->sched, hash) ? FETCHED : LOCAL;
-    char *ids[4];
-    size_t k = ect_scheduler_take_unavailable_requests(c->sched, ids, 4);
-    int mine = 0;
-    for (size_t i = 0; i < k; i++) {
-        mine |= strcmp(ids[i], hash) == 0;
-        ect_free(ids[i]);
-    }
-    return mine ? UNAVAILABLE : DEFERRED;
-}
-
-static enum outcome
-fetch(struct ect_cli_instance *c, const char *hash, uint64_t tokens, const char *params,
-      int has_local_input, double timeout_s)
-{
-    uint64_t end = now_ns() + (uint64_t)(timeout_s * 1e9);
-    enum outcome o;
-    while ((o = ensure_once(c, hash, tokens, params, has_local_input)) == DEFERRED &&
-           now_ns() < end)
-        usleep(500);
-    return o;
-}
-
-static void
-finish(struct ect_cli_instance *c, const char *hash, uint64_t tokens)
-{
-    ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens};
-    ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1};
-    char *unused = NULL;
-    CHECK_OK(ect_scheduler_request_finished(c->sched, &req, &unused));
-    ect_free(unused);
-}
-
-static void
-check_loaded(struct ect_cli_instance *c, const char *hash, uint64_t tokens, uint64_t block)
-{
-    size_t n = tokens * block;
-    uint8_t *buf = calloc(1, n);
-    CHECK_OK(ect_cli_instance_load(c, hash, tokens, buf, n));
-    CHECK_EQ_U64(ect_pattern_check(hash, buf, n), n);
-    free(buf);
-}
-
-static ect_metrics_t
-metrics(struct ect_cli_instance *in)
-{
-    ect_metrics_t m;
-    CHECK_OK(ect_scheduler_metrics(in->sched, &m));
-    return m;
+    pf_open_instance(in, role, cpu_bytes, hidden, extra, "m");
 }
 
 static void
@@ -156,12 +40,12 @@ test_not_ready_is_retried_keeping_blocks_until_the_late_save_lands(void)
     ect_step_meta_destroy(meta);
     CHECK_OK(ect_worker_bind_metadata(p.worker, mb, len));
     free(mb);
-    char *params = announce(&p, hash, tokens);
+    char *params = pf_announce(&p, hash, tokens);
     /* The consumer keeps asking; it is told NOT_READY and keeps its blocks. */
-    uint64_t end = now_ns() + 400ull * 1000 * 1000;
-    while (now_ns() < end)
-        CHECK_EQ_INT(ensure_once(&c, hash, tokens, params, 0), DEFERRED);
-    ect_metrics_t m = metrics(&c);
+    uint64_t end = pf_now_ns() + 400ull * 1000 * 1000;
+    while (pf_now_ns() < end)
+        CHECK_EQ_INT(pf_ensure_once(&c, hash, tokens, params, 0), PF_DEFERRED);
+    ect_metrics_t m = pf_metrics(&c);
     CHECK_MSG(m.acks_received[5] >= 2, "only %llu NOT_READY acks",
               (unsigned long long)m.acks_received[5]);
     CHECK_EQ_U64(m.cache.allocs, 1); /* one reservation across every retry */
@@ -179,10 +63,10 @@ test_not_ready_is_retried_keeping_blocks_until_the_late_save_lands(void)
     CHECK_OK(ect_scheduler_apply_report(p.sched, rep));
     ect_worker_report_destroy(rep);
     ect_worker_clear_metadata(p.worker);
-    CHECK_EQ_INT(fetch(&c, hash, tokens, params, 0, 10), FETCHED);
-    check_loaded(&c, hash, tokens, block);
-    CHECK_EQ_U64(metrics(&c).cache.allocs, 1);
-    finish(&c, hash, tokens);
+    CHECK_EQ_INT(pf_fetch(&c, hash, tokens, params, 0, 10), PF_FETCHED);
+    pf_check_loaded(&c, hash, tokens, block);
+    CHECK_EQ_U64(pf_metrics(&c).cache.allocs, 1);
+    pf_finish(&c, hash, tokens);
     free(payload);
     ect_free(params);
     ect_cli_instance_close(&c);
@@ -198,9 +82,9 @@ evicted_or_held(int hold)
                   hold ? "\"announce_lease_s\": 30" : "\"announce_lease_s\": 0");
     open_instance(&c, "ec_consumer", 1 << 20, "64", NULL);
     char a[65], b[65], x[65];
-    save_pattern(&p, 1, 30, 128, a);
-    char *params = announce(&p, a, 30);
-    save_pattern(&p, 2, 30, 128, b);
+    pf_save_pattern(&p, 1, 30, 128, a);
+    char *params = pf_announce(&p, a, 30);
+    pf_save_pattern(&p, 2, 30, 128, b);
     ect_pattern_mm_hash(3, x);
     uint8_t *buf = malloc(30 * 128);
     ect_pattern_fill(x, buf, 30 * 128);
@@ -209,15 +93,15 @@ evicted_or_held(int hold)
     if (hold) {
         /* The announced entry a is held, so making room for x evicts b. */
         CHECK_OK(st);
-        CHECK_EQ_INT(fetch(&c, a, 30, params, 0, 10), FETCHED);
-        check_loaded(&c, a, 30, 128);
+        CHECK_EQ_INT(pf_fetch(&c, a, 30, params, 0, 10), PF_FETCHED);
+        pf_check_loaded(&c, a, 30, 128);
     } else {
         CHECK_OK(st); /* evicted a */
-        CHECK_EQ_INT(fetch(&c, a, 30, params, 0, 10), UNAVAILABLE);
-        CHECK_EQ_U64(metrics(&c).acks_received[1], 1);
-        CHECK_EQ_U64(metrics(&c).cache.entries, 0);
+        CHECK_EQ_INT(pf_fetch(&c, a, 30, params, 0, 10), PF_UNAVAILABLE);
+        CHECK_EQ_U64(pf_metrics(&c).acks_received[1], 1);
+        CHECK_EQ_U64(pf_metrics(&c).cache.entries, 0);
     }
-    finish(&c, a, 30);
+    pf_finish(&c, a, 30);
     ect_free(params);
     ect_cli_instance_close(&c);
     ect_cli_instance_close(&p);
@@ -284,14 +168,6 @@ spawn_producer(unsigned port, uint64_t tokens, char **params_p)
     return pid;
 }
 
-static unsigned
-params_port(const char *params)
-{
-    const char *at = strstr(params, "\"peer_port\":");
-    CHECK(at != NULL);
-    return (unsigned)strtoul(at + 12, NULL, 10);
-}
-
 static const char *
 params_hash(const char *params, char out[65])
 {
@@ -303,10 +179,10 @@ params_hash(const char *params, char out[65])
 static void
 start_and_wait_for_read(struct ect_cli_instance *c, const char *hash, const char *params)
 {
-    uint64_t end = now_ns() + 10ull * 1000000000ull;
-    while (metrics(c).p2p_reads_started == 0 && now_ns() < end)
-        CHECK_EQ_INT(ensure_once(c, hash, BIG_TOKENS, params, 1), DEFERRED);
-    CHECK_MSG(metrics(c).p2p_reads_started == 1, "the read never started");
+    uint64_t end = pf_now_ns() + 10ull * 1000000000ull;
+    while (pf_metrics(c).p2p_reads_started == 0 && pf_now_ns() < end)
+        CHECK_EQ_INT(pf_ensure_once(c, hash, BIG_TOKENS, params, 1), PF_DEFERRED);
+    CHECK_MSG(pf_metrics(c).p2p_reads_started == 1, "the read never started");
 }
 
 static void
@@ -324,8 +200,8 @@ test_producer_stopped_during_read_times_out_quarantines_and_settles(void)
     CHECK(kill(child, SIGSTOP) == 0);
     /* The read cannot finish: after the read timeout the item falls back,
      * but its blocks stay fenced (a DMA could still land). */
-    CHECK_EQ_INT(fetch(&c, hash, BIG_TOKENS, params, 1, 15), LOCAL);
-    ect_metrics_t m = metrics(&c);
+    CHECK_EQ_INT(pf_fetch(&c, hash, BIG_TOKENS, params, 1, 15), PF_LOCAL);
+    ect_metrics_t m = pf_metrics(&c);
     int completed_before_stop = m.p2p_reads_completed == 1;
     if (!completed_before_stop) {
         CHECK_EQ_U64(m.p2p_read_timeouts, 1);
@@ -333,19 +209,19 @@ test_producer_stopped_during_read_times_out_quarantines_and_settles(void)
          * (UCX may fail it once the peer stops answering) or the producer
          * runs again and it completes; never longer than the quarantine. */
         CHECK(kill(child, SIGCONT) == 0);
-        uint64_t end = now_ns() + 20ull * 1000000000ull;
-        while ((metrics(&c).cache.entries_not_ready != 0 ||
+        uint64_t end = pf_now_ns() + 20ull * 1000000000ull;
+        while ((pf_metrics(&c).cache.entries_not_ready != 0 ||
                 ect_scheduler_has_pending_push_work(c.sched)) &&
-               now_ns() < end)
+               pf_now_ns() < end)
             usleep(10000);
-        CHECK_EQ_U64(metrics(&c).cache.entries_not_ready, 0);
+        CHECK_EQ_U64(pf_metrics(&c).cache.entries_not_ready, 0);
         CHECK(!ect_scheduler_has_pending_push_work(c.sched));
     }
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     CHECK_MSG(!completed_before_stop,
               "the 256 MiB read finished before SIGSTOP: test inconclusive");
-    finish(&c, hash, BIG_TOKENS);
+    pf_finish(&c, hash, BIG_TOKENS);
     free(params);
     ect_cli_instance_close(&c);
 }
@@ -364,20 +240,20 @@ test_producer_killed_during_read_falls_back_and_a_restarted_one_serves(void)
     start_and_wait_for_read(&c, hash, params);
     CHECK(kill(child, SIGKILL) == 0);
     waitpid(child, NULL, 0);
-    enum outcome o = fetch(&c, hash, BIG_TOKENS, params, 1, 15);
-    CHECK_MSG(o == LOCAL, "outcome %d: the read should fail or time out", o);
-    finish(&c, hash, BIG_TOKENS);
+    enum pf_outcome o = pf_fetch(&c, hash, BIG_TOKENS, params, 1, 15);
+    CHECK_MSG(o == PF_LOCAL, "outcome %d: the read should fail or time out", o);
+    pf_finish(&c, hash, BIG_TOKENS);
     /* A new producer on the same port (new UCX worker, new offer): the
      * consumer reconnects without an extra round trip and keeps serving. */
     char *params2;
-    pid_t child2 = spawn_producer(params_port(params), 1000, &params2);
-    CHECK_EQ_U64(params_port(params2), params_port(params));
+    pid_t child2 = spawn_producer(pf_params_port(params), 1000, &params2);
+    CHECK_EQ_U64(pf_params_port(params2), pf_params_port(params));
     char hash2[65];
     params_hash(params2, hash2); /* the same test entry, served by a new process */
-    o = fetch(&c, hash2, 1000, params2, 0, 15);
-    CHECK_EQ_INT(o, FETCHED);
-    check_loaded(&c, hash2, 1000, BIG_BLOCK);
-    finish(&c, hash2, 1000);
+    o = pf_fetch(&c, hash2, 1000, params2, 0, 15);
+    CHECK_EQ_INT(o, PF_FETCHED);
+    pf_check_loaded(&c, hash2, 1000, BIG_BLOCK);
+    pf_finish(&c, hash2, 1000);
     kill(child2, SIGKILL);
     waitpid(child2, NULL, 0);
     free(params);
