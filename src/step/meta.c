@@ -45,7 +45,6 @@ struct ect_step_meta {
     struct item_list loads;
 };
 
-
 static ect_status_t
 index_rebuild(struct item_list *l, size_t cap)
 {
