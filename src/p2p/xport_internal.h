@@ -179,6 +179,11 @@ void ect__xport_shm_peer_close(ect_xport_shm_peer_t *peer);
 
 /* Submit the segments as one batch of memcpys from the mapping.  Returns
  * ECT_OK with *ticket_p, or the copy engine's failure. */
+/* Copy the segments from the peer's mapping now, on the calling thread
+ * (segments already validated against both regions). */
+void ect__xport_shm_copy_now(const ect_xport_shm_peer_t *peer, const ect_xport_segment_t *segs,
+                             size_t n_segs);
+
 ect_status_t ect__xport_shm_post(ect_copy_engine_t *engine, const ect_xport_shm_peer_t *peer,
                                  const ect_xport_segment_t *segs, size_t n_segs,
                                  uint64_t *ticket_p);
