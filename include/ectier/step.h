@@ -77,6 +77,10 @@ ECT_API const ect_step_item_t *ect_step_meta_load(const ect_step_meta_t *meta, s
 ECT_API const ect_step_item_t *ect_step_meta_find_save(const ect_step_meta_t *meta,
                                                        const char *key);
 
+/* The load for key, or NULL. */
+ECT_API const ect_step_item_t *ect_step_meta_find_load(const ect_step_meta_t *meta,
+                                                       const char *key);
+
 /* Bytes needed to encode meta. */
 ECT_API size_t ect_step_meta_encoded_size(const ect_step_meta_t *meta);
 

@@ -250,6 +250,14 @@ ect_step_meta_find_save(const ect_step_meta_t *meta, const char *key)
     return list_find(&meta->saves, key);
 }
 
+const ect_step_item_t *
+ect_step_meta_find_load(const ect_step_meta_t *meta, const char *key)
+{
+    if (meta == NULL || key == NULL)
+        return NULL;
+    return list_find(&meta->loads, key);
+}
+
 static size_t
 items_size(const struct item_list *l, int with_tid)
 {

@@ -372,9 +372,8 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
     if (st != ECT_OK)
         return st;
     /* One load per key per step, however often the engine asks. */
-    for (size_t i = 0; i < ect_step_meta_n_loads(s->step); i++)
-        if (strcmp(ect_step_meta_load(s->step, i)->key, key) == 0)
-            return ECT_OK;
+    if (ect_step_meta_find_load(s->step, key) != NULL)
+        return ECT_OK;
     if (ect_cache_pin(s->cache, key) != ECT_OK)
         return ECT_OK; /* absent or not ready: nothing to load */
     ect_run_t *runs = NULL;

@@ -49,6 +49,8 @@ test_meta_round_trip_keeps_saves_loads_and_runs(void)
     CHECK_EQ_U64(c->transfer_id, 41);
     CHECK_EQ_U64(c->n_blocks, 7);
     CHECK(ect_step_meta_find_save(d, "hash-c") == NULL);
+    CHECK(ect_step_meta_find_load(d, "hash-c") == c);
+    CHECK(ect_step_meta_find_load(d, "hash-a") == NULL);
     CHECK(ect_step_meta_save(d, 2) == NULL);
     free(buf);
     ect_step_meta_destroy(m);
