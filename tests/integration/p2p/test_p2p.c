@@ -1,7 +1,7 @@
 /*
  * Peer-to-peer transfer end to end (SPEC §8, issue 4): real producer and
  * consumer instances (scheduler + worker + sessions), real ZeroMQ on
- * 127.0.0.1, real UCX and the same-host path, real processes where a
+ * 127.0.0.1, the real TCP data stream and the same-host path, real processes where a
  * producer must die or stop.  Counterparts of the seed's loopback and
  * consumer/producer scenarios are named after them.
  */
@@ -66,6 +66,12 @@ end_to_end(const char *transport)
     CHECK_EQ_U64(m.p2p_reads_completed, 1);
     CHECK_EQ_U64(m.acks_received[0], 1);
     CHECK_EQ_U64(m.p2p_read_bytes, 100 * BLOCK);
+    /* Over tcp the producer streamed exactly the entry, once. */
+    CHECK_OK(ect_scheduler_metrics(p.sched, &m));
+    int tcp = strcmp(transport, "tcp") == 0;
+    CHECK_EQ_U64(m.stream_served, tcp);
+    CHECK_EQ_U64(m.stream_bytes, tcp ? 100 * BLOCK : 0);
+    CHECK_EQ_U64(m.stream_denied, 0);
     ect_free(params);
     ect_cli_instance_close(&c);
     ect_cli_instance_close(&p);
@@ -78,16 +84,9 @@ test_end_to_end_single_xfer_same_host(void)
 }
 
 static void
-test_end_to_end_single_xfer_ucx_tcp(void)
+test_end_to_end_single_xfer_tcp(void)
 {
-    setenv("UCX_TLS", "tcp", 1);
-    end_to_end("ucx");
-}
-
-static void
-test_end_to_end_single_xfer_ucx_default_transports(void)
-{
-    end_to_end("ucx");
+    end_to_end("tcp");
 }
 
 static void
@@ -388,8 +387,7 @@ test_defer_budget_bounds_the_wait_then_falls_back_or_fails(void)
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_defer_budget_bounds_the_wait_then_falls_back_or_fails),
     ECT_CASE(test_end_to_end_single_xfer_same_host),
-    ECT_CASE(test_end_to_end_single_xfer_ucx_tcp),
-    ECT_CASE(test_end_to_end_single_xfer_ucx_default_transports),
+    ECT_CASE(test_end_to_end_single_xfer_tcp),
     ECT_CASE(test_concurrent_xfers_different_mm_hashes),
     ECT_CASE(test_nack_missing_falls_back_with_local_input_and_is_request_scoped_without),
     ECT_CASE(test_nack_incompat_when_models_differ),
