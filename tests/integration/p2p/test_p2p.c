@@ -162,7 +162,7 @@ test_nack_missing_falls_back_with_local_input_and_is_request_scoped_without(void
     char *params = produce(&p, 0, 10, hash);
     ect_pattern_mm_hash(999, other);
     char *missing = rename_in_params(params, hash, other);
-    CHECK_EQ_INT(pf_fetch(&c, other, 10, missing, 1, 10), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, other, 10, missing, 1, 10), PF_ENCODE_LOCALLY);
     pf_finish(&c, other, 10);
     /* The same failure without media to encode: the request fails, once. */
     CHECK_EQ_INT(pf_fetch(&c, other, 10, missing, 0, 10), PF_UNAVAILABLE);
@@ -187,7 +187,7 @@ test_nack_incompat_when_models_differ(void)
     open_instance(&c, "ec_consumer", 1 << 20, NULL, "model-b");
     char hash[65];
     char *params = produce(&p, 0, 10, hash);
-    CHECK_EQ_INT(pf_fetch(&c, hash, 10, params, 1, 10), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, hash, 10, params, 1, 10), PF_ENCODE_LOCALLY);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.acks_received[ECT_XFER_NACK_INCOMPAT], 1);
@@ -295,7 +295,7 @@ test_producer_that_never_answers_times_out_and_falls_back(void)
              "\"size_bytes\": %u}}",
              port, 10 * BLOCK);
     uint64_t t0 = pf_now_ns();
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_ENCODE_LOCALLY);
     CHECK((pf_now_ns() - t0) / 1000000 >= 250);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
@@ -329,9 +329,9 @@ test_size_bytes_mismatch_fails_the_request_cleanly(void)
         pf_finish(&c, "h", 10);
     }
     /* Announcements without an address, or none at all: encode locally. */
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"h\": {\"metadata\": {}}}", 1, 5), PF_LOCAL);
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"x\": 123}", 1, 5), PF_LOCAL);
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "[1, 2]", 1, 5), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"h\": {\"metadata\": {}}}", 1, 5), PF_ENCODE_LOCALLY);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"x\": 123}", 1, 5), PF_ENCODE_LOCALLY);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "[1, 2]", 1, 5), PF_ENCODE_LOCALLY);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.cache.entries, 0);
@@ -363,7 +363,7 @@ test_defer_budget_bounds_the_wait_then_falls_back_or_fails(void)
              "\"size_bytes\": %u}}",
              port, 10 * BLOCK);
     uint64_t t0 = pf_now_ns();
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_ENCODE_LOCALLY);
     uint64_t waited_ms = (pf_now_ns() - t0) / 1000000;
     CHECK_MSG(waited_ms >= 350 && waited_ms < 5000, "waited %llu ms",
               (unsigned long long)waited_ms);

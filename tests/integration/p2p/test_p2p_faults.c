@@ -197,7 +197,7 @@ test_producer_stopped_during_read_times_out_quarantines_and_settles(void)
     start_and_wait_for_read(&c, hash, params);
     CHECK(kill(child, SIGSTOP) == 0);
     /* The read cannot finish: after the read timeout the item falls back. */
-    CHECK_EQ_INT(pf_fetch(&c, hash, BIG_TOKENS, params, 1, 15), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, hash, BIG_TOKENS, params, 1, 15), PF_ENCODE_LOCALLY);
     ect_metrics_t m = pf_metrics(&c);
     int completed_before_stop = m.p2p_reads_completed == 1;
     if (!completed_before_stop) {
@@ -237,7 +237,7 @@ test_producer_killed_during_read_falls_back_and_a_restarted_one_serves(void)
     CHECK(kill(child, SIGKILL) == 0);
     waitpid(child, NULL, 0);
     enum pf_outcome o = pf_fetch(&c, hash, BIG_TOKENS, params, 1, 15);
-    CHECK_MSG(o == PF_LOCAL, "outcome %d: the read should fail or time out", o);
+    CHECK_MSG(o == PF_ENCODE_LOCALLY, "outcome %d: the read should fail or time out", o);
     pf_finish(&c, hash, BIG_TOKENS);
     /* A new producer on the same port (new stream port, new offer): the
      * consumer reconnects without an extra round trip and keeps serving. */
