@@ -35,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -347,6 +349,18 @@ check_landed(ect_region_t *region, const struct shape *s)
     return 0;
 }
 
+/* The consumer's eventfd the transport's receive thread writes when a read
+ * settles. */
+static int settled_fd = -1;
+
+static void
+read_settled(void *arg)
+{
+    uint64_t one = 1;
+    if (write(*(int *)arg, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        fprintf(stderr, "bench xport: wake-up: %s\n", strerror(errno));
+}
+
 /* One read, start to DONE, in seconds; < 0 on failure.  slot: where the
  * shape sits (its hash names it for the bench's grant table). */
 static double
@@ -379,9 +393,17 @@ timed_read(ect_xport_client_t *client, const struct producer *p, const struct sh
         return -1;
     }
     ect_xport_read_state_t st;
-    /* Copy threads and the receive thread need the CPU. */
-    while ((st = ect__xport_read_poll(client, r)) == ECT_XPORT_READ_PENDING)
-        sched_yield();
+    /* Wait as a consumer's session thread does: asleep until the receive
+     * thread says a read settled (tcp), or polling every so often while the
+     * copy threads work (same host). */
+    while ((st = ect__xport_read_poll(client, r)) == ECT_XPORT_READ_PENDING) {
+        struct pollfd pfd = {.fd = settled_fd, .events = POLLIN};
+        if (poll(&pfd, 1, 1) > 0) {
+            uint64_t v;
+            if (read(settled_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                break;
+        }
+    }
     uint64_t t1 = ect__now_ns();
     ect__xport_read_release(client, r);
     if (st != ECT_XPORT_READ_DONE) {
@@ -482,11 +504,15 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
         goto fail;
     if (mode == MODE_SAME_HOST && ect_region_open_readonly(p->path, NULL, &theirs) != ECT_OK)
         goto close_mine;
+    if ((settled_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+        goto close_theirs;
     ect_xport_client_params_t cp = {.data = ect_region_data(mine),
                                     .block_size = BLOCK,
                                     .num_blocks = REGION_BLOCKS,
                                     .prefer = mode == MODE_SAME_HOST ? ECT_TRANSPORT_SAME_HOST
-                                                                     : ECT_TRANSPORT_TCP};
+                                                                     : ECT_TRANSPORT_TCP,
+                                    .wake = read_settled,
+                                    .wake_arg = &settled_fd};
     if (ect__xport_client_create(&cp, &client) != ECT_OK)
         goto close_theirs;
     uint8_t i;
