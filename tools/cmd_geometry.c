@@ -3,7 +3,9 @@
  * (SPEC §3, §11).  Reads the model's config.json, takes the dtype it declares
  * unless --dtype overrides it, and prints hidden width, block size, number of
  * blocks and the capacity in tokens, each with where it came from; --json
- * prints the same as one JSON object for scripts.
+ * prints the same as one JSON object for scripts.  Warnings from reading the
+ * file (a text-config dtype that disagrees with the top level) go to stderr
+ * through the log sink.
  *
  * Exit status: 0 success, 1 a bad model file or a geometry that does not fit
  * (the library's message), 2 bad arguments (with the usage text).
