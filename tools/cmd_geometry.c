@@ -177,6 +177,13 @@ ect_cli_geometry(int argc, char **argv)
         printf("cpu_bytes     %" PRIu64 " (%s)\n", cpu_bytes, h_cpu);
         printf("num_blocks    %" PRIu64 "\n", g.num_blocks);
         printf("capacity      %" PRIu64 " tokens (%s left over)\n", g.num_blocks, h_unused);
+        /* vLLM's --dtype auto downcasts a float32 checkpoint to the
+         * platform's half type, so what it serves is not what the file
+         * declares. */
+        if (dtype_text == NULL && dtype == ECT_DTYPE_F32)
+            printf("note          the engine's --dtype auto serves float32 checkpoints in "
+                   "bfloat16 (or float16);\n"
+                   "              pass --dtype to size the tier for what it serves\n");
     }
     return 0;
 }

@@ -422,6 +422,25 @@ test_dtype_disagreement_warns_and_uses_the_top_level(void)
                           "text_config.torch_dtype 'bfloat16' disagree");
 }
 
+static void
+test_float32_checkpoint_gets_a_note_about_the_served_dtype(void)
+{
+    struct run r;
+    run_geometry(&r, "--hf-config", HF_DIR "/Molmo-7B-D-0924.json", "--cpu-bytes", "1GiB", NULL);
+    CHECK_RUN(&r, 0);
+    CHECK_CONTAINS(r.out, "torch.float32, 4 bytes per element  from torch_dtype");
+    CHECK_CONTAINS(r.out, "serves float32 checkpoints in bfloat16");
+    /* Not with --dtype, nor for a half-precision file. */
+    run_geometry(&r, "--hf-config", HF_DIR "/Molmo-7B-D-0924.json", "--dtype", "bf16",
+                 "--cpu-bytes", "1GiB", NULL);
+    CHECK_RUN(&r, 0);
+    CHECK(strstr(r.out, "note") == NULL);
+    run_geometry(&r, "--hf-config", HF_DIR "/Janus-1.3B.json", "--cpu-bytes", "1GiB", NULL);
+    CHECK_RUN(&r, 0);
+    CHECK(strstr(r.out, "note") == NULL);
+    CHECK_CONTAINS(r.out, "hidden_dim    2048  from language_config.hidden_size");
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_text_output_explains_qwen3_vl_deepstack_width),
     ECT_CASE(test_json_output_has_the_documented_keys),
@@ -436,6 +455,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_too_small_cpu_bytes_exit_1_with_minimum),
     ECT_CASE(test_file_without_dtype_needs_the_dtype_option),
     ECT_CASE(test_dtype_disagreement_warns_and_uses_the_top_level),
+    ECT_CASE(test_float32_checkpoint_gets_a_note_about_the_served_dtype),
 };
 
 int
