@@ -187,11 +187,21 @@ ect_bench_session(int argc, char **argv)
            ours50, ours99, bare50, bare99, ours50 / bare50,
            ours50 / bare50 <= 1.30 ? "" : ", MISSED");
 
+    /* Each consumer has its own session id, as real ones do (a grant's
+     * name belongs to the connection that holds it). */
     struct client cl[CLIENTS];
     pthread_t th[CLIENTS];
+    ect_wire_buf_t creq[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        char session[64];
+        snprintf(session, sizeof(session), "0d5e8a4c-1b7f-4e29-9c3a-6f2d8b1e7a9%d", i);
+        req.session_id = session;
+        ect_wire_buf_init(&creq[i]);
+        ect_wire_encode_req(&req, &creq[i]);
+    }
     uint64_t t0 = ect__now_ns();
     for (int i = 0; i < CLIENTS; i++) {
-        cl[i] = (struct client){port, rb.data, rb.len, 0, PER_CLIENT, NULL, 0};
+        cl[i] = (struct client){port, creq[i].data, creq[i].len, 0, PER_CLIENT, NULL, 0};
         pthread_create(&th[i], NULL, client_main, &cl[i]);
     }
     size_t ok = 0;
@@ -203,6 +213,8 @@ ect_bench_session(int argc, char **argv)
     printf("  producer throughput with %d concurrent consumers: %.0f acks/s (%zu OK of %d)\n",
            CLIENTS, (double)ok / secs, ok, CLIENTS * PER_CLIENT);
     rc = ok == (size_t)CLIENTS * PER_CLIENT ? 0 : 1;
+    for (int i = 0; i < CLIENTS; i++)
+        ect_wire_buf_cleanup(&creq[i]);
     zmq_ctx_shutdown(e.ctx);
     pthread_join(e.thread, NULL);
     zmq_close(e.router);
