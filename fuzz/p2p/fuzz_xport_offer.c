@@ -66,11 +66,25 @@ check_desc(const uint8_t *data, size_t size)
         return;
     if (d.block_size == 0 || d.num_blocks == 0 || d.num_blocks > UINT64_MAX / d.block_size)
         fail("accepted descriptor has an impossible geometry");
-    uint8_t blob[ECT_XPORT_DESC_LEN];
-    if (ect__xport_desc_encode(&d, blob) != ECT_OK)
+    if (d.n_runs != 0 && (d.runs < data || d.runs + 16 * (size_t)d.n_runs > data + size))
+        fail("runs outside the input");
+    ect_run_t *runs = malloc((d.n_runs ? d.n_runs : 1) * sizeof(*runs));
+    uint8_t *blob = malloc(size);
+    if (runs == NULL || blob == NULL)
+        fail("out of memory");
+    for (uint32_t i = 0; i < d.n_runs; i++) {
+        runs[i] = ect__xport_desc_run(&d, i);
+        if (runs[i].count == 0 || runs[i].first >= d.num_blocks ||
+            runs[i].count > d.num_blocks - runs[i].first)
+            fail("accepted run outside the region");
+    }
+    size_t len = 0;
+    if (ect__xport_desc_encode(&d, runs, d.n_runs, blob, size, &len) != ECT_OK)
         fail("accepted descriptor does not encode");
-    if (size != ECT_XPORT_DESC_LEN || memcmp(blob, data, size) != 0)
+    if (len != size || memcmp(blob, data, size) != 0)
         fail("descriptor round trip changed its bytes");
+    free(blob);
+    free(runs);
 }
 
 int

@@ -114,7 +114,8 @@ send_request(ect_consumer_t *c, struct xfer *x)
                           .compatibility_hash = c->compat,
                           .session_id = c->session_id,
                           .connector_version = ECT_WIRE_CONNECTOR_VERSION,
-                          .has_connector_version = true};
+                          .has_connector_version = true,
+                          .accepts_runs = true};
     c->out.len = 0;
     ect_status_t st = ect_wire_encode_req(&req, &c->out);
     if (st == ECT_OK)

@@ -101,6 +101,8 @@ struct ect_producer {
     ect_run_t *runs;
     size_t runs_cap;
     ect_wire_buf_t out;
+    uint8_t *desc_buf; /* a grant's mem_descriptor */
+    size_t desc_cap;
     char gkey[GRANT_KEY_MAX];
 };
 
@@ -557,15 +559,42 @@ handle_req(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *
         ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory recording a grant");
         goto internal;
     }
-    uint8_t desc[ECT_XPORT_DESC_LEN];
     ect_xfer_ack_t ack = {.mm_hash = req->mm_hash,
                           .status = ECT_XFER_OK,
                           .session_id = req->session_id,
                           .src_block_indices = p->blocks,
-                          .n_src_blocks = n_blocks,
-                          .mem_descriptor = desc};
+                          .n_src_blocks = n_blocks};
     ack.agent_metadata = ect__xport_server_agent_metadata(p->xport, &ack.agent_metadata_len);
-    ect__xport_server_descriptor(p->xport, g->token, desc, &ack.mem_descriptor_len);
+    /* A consumer that takes runs gets the entry's runs in the descriptor
+     * (16 bytes a run instead of a msgpack int a block); the seed's
+     * src_block_indices otherwise, or when the runs would not fit a blob. */
+    size_t want = ect__xport_desc_size(req->accepts_runs ? n_runs : 0);
+    if (want > p->desc_cap) {
+        uint8_t *grown = realloc(p->desc_buf, want);
+        if (grown != NULL) {
+            p->desc_buf = grown;
+            p->desc_cap = want;
+        }
+    }
+    ect_status_t dst = ECT_ERR_OVERFLOW;
+    if (req->accepts_runs &&
+        (dst = ect__xport_server_descriptor(p->xport, g->token, g->runs, g->n_runs, p->desc_buf,
+                                            p->desc_cap, &ack.mem_descriptor_len)) == ECT_OK) {
+        ack.src_block_indices = NULL;
+        ack.n_src_blocks = 0;
+    }
+    if (dst != ECT_OK &&
+        ect__xport_server_descriptor(p->xport, g->token, NULL, 0, p->desc_buf, p->desc_cap,
+                                     &ack.mem_descriptor_len) != ECT_OK) {
+        /* Not even the fixed part fits: the grant cannot be described. */
+        pthread_mutex_lock(&p->lock);
+        grant_end_locked(p, g);
+        pthread_mutex_unlock(&p->lock);
+        ect__log_last_error(ECT_LOG_ERROR, "producer: describing a grant");
+        send_nack(p, peer, req, ECT_XFER_NACK_INTERNAL);
+        return;
+    }
+    ack.mem_descriptor = p->desc_buf;
     send_ack(p, peer, &ack);
     return;
 
@@ -770,6 +799,7 @@ ect__producer_stop(ect_producer_t *p)
     ect_wire_buf_cleanup(&p->out);
     free(p->blocks);
     free(p->runs);
+    free(p->desc_buf);
     free(p);
 }
 

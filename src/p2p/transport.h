@@ -79,8 +79,9 @@ typedef enum ect_xport_kind {
 /* "tcp", "same_host", "none". */
 const char *ect__xport_kind_str(ect_xport_kind_t kind);
 
-/* A fresh grant token from the kernel's CSPRNG.  Returns ECT_OK or
- * ECT_ERR_IO (getrandom failed: no token, never a weak one). */
+/* A fresh grant token from a CSPRNG (OpenSSL's DRBG, seeded by the
+ * kernel).  Returns ECT_OK or ECT_ERR_IO (no randomness: no token, never a
+ * weak one). */
 ect_status_t ect__xport_new_token(uint8_t token[ECT_STREAM_TOKEN_LEN]);
 
 /* ---- producer side ------------------------------------------------------ */
@@ -138,14 +139,22 @@ ect_status_t ect__xport_server_start(const ect_xport_server_params_t *params,
 /* The offer every OK ack carries (owned by the server). */
 const void *ect__xport_server_agent_metadata(const ect_xport_server_t *server, size_t *len_p);
 
-/* Size of a grant's descriptor (the mem_descriptor blob). */
-#define ECT_XPORT_DESC_LEN (4u + 4u + 8u + 8u + ECT_STREAM_TOKEN_LEN)
+/* Size of a grant's descriptor (the mem_descriptor blob) without runs;
+ * each run adds 16 bytes. */
+#define ECT_XPORT_DESC_LEN (4u + 4u + 8u + 8u + 4u + ECT_STREAM_TOKEN_LEN)
 
-/* The descriptor of one grant into out (ECT_XPORT_DESC_LEN bytes); *len_p
- * gets its length. */
-void ect__xport_server_descriptor(const ect_xport_server_t *server,
-                                  const uint8_t token[ECT_STREAM_TOKEN_LEN], uint8_t *out,
-                                  size_t *len_p);
+/* Bytes of a descriptor with n_runs runs. */
+size_t ect__xport_desc_size(size_t n_runs);
+
+/* The descriptor of one grant into out (cap bytes): the region's geometry,
+ * the token and, for a consumer that takes runs, the entry's runs (else
+ * pass n_runs 0).  *len_p gets its length.  Returns ECT_OK,
+ * ECT_ERR_OVERFLOW (cap too small), ECT_ERR_INVALID_ARG (a run outside the
+ * region). */
+ect_status_t ect__xport_server_descriptor(const ect_xport_server_t *server,
+                                          const uint8_t token[ECT_STREAM_TOKEN_LEN],
+                                          const ect_run_t *runs, size_t n_runs, uint8_t *out,
+                                          size_t cap, size_t *len_p);
 
 /* Which transports the offer contains (bit 1 << kind). */
 unsigned ect__xport_server_kinds(const ect_xport_server_t *server);
@@ -209,7 +218,9 @@ typedef struct ect_xport_read_params {
     size_t agent_len;
     const void *mem_descriptor;
     size_t desc_len;
-    const uint64_t *remote_blocks; /* the ack's src_block_indices, in entry order */
+    /* The ack's src_block_indices, in entry order; empty when the
+     * descriptor carries the entry's runs instead ("ectier_runs"). */
+    const uint64_t *remote_blocks;
     size_t n_remote;
     const ect_run_t *local_runs; /* our blocks, in entry order; as many blocks */
     size_t n_local_runs;

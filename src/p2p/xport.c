@@ -44,9 +44,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+
+#include <openssl/err.h>
+#include <openssl/rand.h>
 
 #include <ectier/copy.h>
 
@@ -79,16 +81,11 @@ ect__xport_kind_str(ect_xport_kind_t kind)
 ect_status_t
 ect__xport_new_token(uint8_t token[ECT_STREAM_TOKEN_LEN])
 {
-    size_t got = 0;
-    while (got < ECT_STREAM_TOKEN_LEN) {
-        ssize_t n = getrandom(token + got, ECT_STREAM_TOKEN_LEN - got, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return ect__error_errno(ECT_ERR_IO, "xport: getrandom for a grant token");
-        }
-        got += (size_t)n;
-    }
+    /* OpenSSL's DRBG: seeded from the kernel, reseeded after fork, and no
+     * system call per grant. */
+    if (RAND_bytes(token, (int)ECT_STREAM_TOKEN_LEN) != 1)
+        return ect__error(ECT_ERR_IO, "xport: no random bytes for a grant token (%s)",
+                          ERR_reason_error_string(ERR_get_error()));
     return ECT_OK;
 }
 
@@ -200,15 +197,14 @@ ect__xport_server_agent_metadata(const ect_xport_server_t *server, size_t *len_p
     return server->agent;
 }
 
-void
+ect_status_t
 ect__xport_server_descriptor(const ect_xport_server_t *server,
-                             const uint8_t token[ECT_STREAM_TOKEN_LEN], uint8_t *out, size_t *len_p)
+                             const uint8_t token[ECT_STREAM_TOKEN_LEN], const ect_run_t *runs,
+                             size_t n_runs, uint8_t *out, size_t cap, size_t *len_p)
 {
     ect_xport_desc_t d = {.block_size = server->block_size, .num_blocks = server->num_blocks};
     memcpy(d.token, token, ECT_STREAM_TOKEN_LEN);
-    /* The geometry was checked at start, so this cannot fail. */
-    ect__xport_desc_encode(&d, out);
-    *len_p = ECT_XPORT_DESC_LEN;
+    return ect__xport_desc_encode(&d, runs, n_runs, out, cap, len_p);
 }
 
 unsigned
@@ -501,64 +497,124 @@ choose(ect_xport_client_t *c, struct peer *p, const ect_xport_desc_t *desc,
     return ECT_OK;
 }
 
+/* The producer's blocks of a read as runs, in entry order: the
+ * descriptor's (a consumer that took runs; checked when decoded) or the
+ * ack's indices, each checked against the producer's region and coalesced.
+ * *runs_p is malloc'd (NULL for none). */
+static ect_status_t
+remote_runs(const char *peer_key, const ect_xport_desc_t *desc, const uint64_t *remote,
+            size_t n_remote, ect_run_t **runs_p, size_t *n_runs_p, uint64_t *blocks_p)
+{
+    if (desc->n_runs != 0 && n_remote != 0)
+        return ect__error(ECT_ERR_PEER,
+                          "xport: peer %s sent both src_block_indices and runs in its descriptor",
+                          peer_key);
+    size_t cap = desc->n_runs != 0 ? desc->n_runs : n_remote;
+    ect_run_t *runs = NULL;
+    if (cap != 0 && (runs = malloc(cap * sizeof(*runs))) == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "xport: out of memory");
+    size_t n = 0;
+    uint64_t blocks = 0;
+    for (size_t i = 0; i < desc->n_runs; i++) {
+        runs[n++] = ect__xport_desc_run(desc, i);
+        blocks += runs[n - 1].count;
+    }
+    for (size_t i = 0; i < n_remote; i++) {
+        if (remote[i] >= desc->num_blocks) {
+            free(runs);
+            return ect__error(ECT_ERR_PEER,
+                              "xport: peer %s named block %" PRIu64 " (index %zu); its region "
+                              "has %" PRIu64 " blocks",
+                              peer_key, remote[i], i, desc->num_blocks);
+        }
+        if (n > 0 && runs[n - 1].first + runs[n - 1].count == remote[i])
+            runs[n - 1].count++;
+        else
+            runs[n++] = (ect_run_t){remote[i], 1};
+        blocks++;
+    }
+    *runs_p = runs;
+    *n_runs_p = n;
+    *blocks_p = blocks;
+    return ECT_OK;
+}
+
 /* Check every index and length, then cut the read into segments: maximal
- * stretches that are contiguous on both sides.  Nothing moves here. */
+ * stretches that are contiguous on both sides.  Nothing moves here.
+ * *bytes_p gets the read's size. */
 static ect_status_t
 plan_segments(const ect_xport_client_t *c, const char *peer_key, const ect_xport_desc_t *desc,
               const uint64_t *remote, size_t n_remote, const ect_run_t *runs, size_t n_runs,
-              ect_xport_segment_t **segs_p, size_t *n_segs_p)
+              ect_xport_segment_t **segs_p, size_t *n_segs_p, uint64_t *bytes_p)
 {
     if (desc->block_size != c->block_size)
         return ect__error(ECT_ERR_PEER,
                           "xport: peer %s has blocks of %" PRIu64 " bytes, ours are %" PRIu64,
                           peer_key, desc->block_size, c->block_size);
-    for (size_t i = 0; i < n_remote; i++)
-        if (remote[i] >= desc->num_blocks)
-            return ect__error(ECT_ERR_PEER,
-                              "xport: peer %s named block %" PRIu64 " (index %zu); its region "
-                              "has %" PRIu64 " blocks",
-                              peer_key, remote[i], i, desc->num_blocks);
+    ect_run_t *rr = NULL;
+    size_t n_rr = 0;
+    uint64_t n_blocks = 0;
+    ect_status_t st = remote_runs(peer_key, desc, remote, n_remote, &rr, &n_rr, &n_blocks);
+    if (st != ECT_OK)
+        return st;
     for (size_t j = 0; j < n_runs; j++)
-        if (runs[j].first >= c->num_blocks || runs[j].count > c->num_blocks - runs[j].first)
+        if (runs[j].first >= c->num_blocks || runs[j].count > c->num_blocks - runs[j].first) {
+            free(rr);
             return ect__error(ECT_ERR_OVERFLOW,
                               "xport: local run %zu (blocks %" PRIu64 " + %" PRIu64
                               ") lies outside our %" PRIu64 " blocks",
                               j, runs[j].first, runs[j].count, c->num_blocks);
-    /* total never exceeds n_remote, so the sum cannot overflow. */
+        }
+    /* total never exceeds n_blocks, so the sum cannot overflow. */
     uint64_t total = 0;
     int mismatch = 0;
     for (size_t j = 0; j < n_runs && !mismatch; j++) {
-        if (runs[j].count > (uint64_t)n_remote - total)
+        if (runs[j].count > n_blocks - total)
             mismatch = 1;
         else
             total += runs[j].count;
     }
-    if (mismatch || total != n_remote)
+    if (mismatch || total != n_blocks) {
+        free(rr);
         return ect__error(ECT_ERR_PEER,
-                          "xport: peer %s sent %zu block indices for %s%" PRIu64 " local blocks",
-                          peer_key, n_remote, mismatch ? "more than " : "", total);
+                          "xport: peer %s sent %" PRIu64 " block indices for %s%" PRIu64
+                          " local blocks",
+                          peer_key, n_blocks, mismatch ? "more than " : "", total);
+    }
     ect_xport_segment_t *segs = NULL;
-    if (n_remote != 0 && (segs = malloc(n_remote * sizeof(*segs))) == NULL)
+    if (n_rr + n_runs != 0 && (segs = malloc((n_rr + n_runs) * sizeof(*segs))) == NULL) {
+        free(rr);
         return ect__error(ECT_ERR_NO_MEMORY, "xport: out of memory");
-    size_t n = 0, k = 0;
+    }
+    /* Walk both lists of runs at once; a piece ends where either run does. */
+    size_t n = 0, i = 0, j = 0;
+    uint64_t ro = 0, lo = 0, bs = c->block_size;
     uint8_t *base = c->data;
-    for (size_t j = 0; j < n_runs; j++) {
-        for (uint64_t b = 0; b < runs[j].count; b++, k++) {
-            uint64_t local = runs[j].first + b;
-            ect_xport_segment_t *last = n ? &segs[n - 1] : NULL;
-            /* Extend the last segment when both sides continue it. */
-            if (last != NULL && remote[k] == remote[k - 1] + 1 &&
-                (uint8_t *)last->local + last->len == base + local * c->block_size) {
-                last->len += c->block_size;
-                continue;
-            }
-            segs[n++] = (ect_xport_segment_t){.remote_off = remote[k] * c->block_size,
-                                              .local = base + local * c->block_size,
-                                              .len = c->block_size};
+    while (i < n_rr && j < n_runs) {
+        uint64_t take =
+            rr[i].count - ro < runs[j].count - lo ? rr[i].count - ro : runs[j].count - lo;
+        uint64_t roff = (rr[i].first + ro) * bs;
+        uint8_t *local = base + (runs[j].first + lo) * bs;
+        ect_xport_segment_t *last = n ? &segs[n - 1] : NULL;
+        if (last != NULL && last->remote_off + last->len == roff &&
+            (uint8_t *)last->local + last->len == local)
+            last->len += (size_t)(take * bs);
+        else
+            segs[n++] = (ect_xport_segment_t){
+                .remote_off = roff, .local = local, .len = (size_t)(take * bs)};
+        if ((ro += take) == rr[i].count) {
+            i++;
+            ro = 0;
+        }
+        if ((lo += take) == runs[j].count) {
+            j++;
+            lo = 0;
         }
     }
+    free(rr);
     *segs_p = segs;
     *n_segs_p = n;
+    *bytes_p = n_blocks * bs;
     return ECT_OK;
 }
 
@@ -728,8 +784,9 @@ ect__xport_read_start(ect_xport_client_t *c, const ect_xport_read_params_t *rp,
         return ect__error(st, "xport: from %s: %s", key, ect_last_error());
     ect_xport_segment_t *segs = NULL;
     size_t n_segs = 0;
+    uint64_t bytes = 0;
     if ((st = plan_segments(c, key, &desc, rp->remote_blocks, rp->n_remote, rp->local_runs,
-                            rp->n_local_runs, &segs, &n_segs)) != ECT_OK)
+                            rp->n_local_runs, &segs, &n_segs, &bytes)) != ECT_OK)
         return st;
     struct peer *p = NULL;
     ect_xport_kind_t kind = ECT_XPORT_NONE;
@@ -742,7 +799,7 @@ ect__xport_read_start(ect_xport_client_t *c, const ect_xport_read_params_t *rp,
         goto free_segs;
     }
     r->kind = kind;
-    r->bytes = (uint64_t)rp->n_remote * c->block_size;
+    r->bytes = bytes;
     r->state = ECT_XPORT_READ_PENDING;
     snprintf(r->peer_key, sizeof(r->peer_key), "%s", key);
     if (r->bytes == 0)

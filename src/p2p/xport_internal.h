@@ -24,11 +24,15 @@
  *
  *   mem_descriptor ("ECTD", one grant)
  *     "ECTD"  u32 version (2)  u64 block_size  u64 num_blocks
- *     token[ECT_STREAM_TOKEN_LEN]
+ *     u32 n_runs  n_runs x { u64 first  u64 count }  token[ECT_STREAM_TOKEN_LEN]
  *     block_size and num_blocks (the producer's region) are non-zero and
- *     their product does not overflow; the token names the grant on the
- *     data stream (proto/stream.h).  Exactly ECT_XPORT_DESC_LEN bytes.  It
- *     carries no address of the producer's memory.
+ *     their product does not overflow; the runs (only for a consumer that
+ *     asked for them with "ectier_runs", else 0 and the ack's
+ *     src_block_indices name the blocks) each lie in the region, count > 0,
+ *     at most ECT_WIRE_MAX_BLOCKS blocks in all; the token names the grant
+ *     on the data stream (proto/stream.h) and is the last field.  Exactly
+ *     ect__xport_desc_size(n_runs) bytes.  It carries no address of the
+ *     producer's memory.
  *
  * Decoded structs borrow their byte fields from the blob they came from.
  */
@@ -71,7 +75,12 @@ typedef struct ect_xport_desc {
     uint64_t block_size;
     uint64_t num_blocks;
     uint8_t token[ECT_STREAM_TOKEN_LEN];
+    const uint8_t *runs; /* borrowed from the blob: n_runs packed pairs; NULL when 0 */
+    uint32_t n_runs;
 } ect_xport_desc_t;
+
+/* Run i (< desc->n_runs) of a decoded descriptor. */
+ect_run_t ect__xport_desc_run(const ect_xport_desc_t *desc, size_t i);
 
 /* Encode an offer into a new malloc'd blob (*blob_p, *len_p; freed by the
  * caller).  Only the kinds set in offer->kinds are written.  Returns ECT_OK,
@@ -84,9 +93,13 @@ ect_status_t ect__xport_offer_encode(const ect_xport_offer_t *offer, uint8_t **b
  * or ECT_ERR_PEER (the message says what is wrong and where). */
 ect_status_t ect__xport_offer_decode(const void *blob, size_t len, ect_xport_offer_t *offer_p);
 
-/* Write a descriptor (exactly ECT_XPORT_DESC_LEN bytes).  Returns ECT_OK or
- * ECT_ERR_INVALID_ARG (zero or overflowing geometry). */
-ect_status_t ect__xport_desc_encode(const ect_xport_desc_t *desc, uint8_t out[ECT_XPORT_DESC_LEN]);
+/* Write a descriptor with desc's geometry and token and the given runs
+ * (desc->runs is ignored) into out (cap bytes); *len_p gets its length.
+ * Returns ECT_OK; ECT_ERR_INVALID_ARG (zero or overflowing geometry, a run
+ * outside the region or empty, too many blocks); ECT_ERR_OVERFLOW (cap too
+ * small or beyond ECT_XPORT_MAX_BLOB). */
+ect_status_t ect__xport_desc_encode(const ect_xport_desc_t *desc, const ect_run_t *runs,
+                                    size_t n_runs, uint8_t *out, size_t cap, size_t *len_p);
 
 ect_status_t ect__xport_desc_decode(const void *blob, size_t len, ect_xport_desc_t *desc_p);
 

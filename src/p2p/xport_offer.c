@@ -18,6 +18,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "p2p/xport_internal.h"
+#include "proto/wire.h"
 
 #define AGENT_MAGIC "ECTA"
 #define DESC_MAGIC  "ECTD"
@@ -227,22 +228,72 @@ geometry_ok(uint64_t block_size, uint64_t num_blocks)
     return block_size != 0 && num_blocks != 0 && num_blocks <= UINT64_MAX / block_size;
 }
 
-ect_status_t
-ect__xport_desc_encode(const ect_xport_desc_t *desc, uint8_t out[ECT_XPORT_DESC_LEN])
+size_t
+ect__xport_desc_size(size_t n_runs)
 {
-    if (desc == NULL || out == NULL)
+    return ECT_XPORT_DESC_LEN + 16 * n_runs;
+}
+
+ect_run_t
+ect__xport_desc_run(const ect_xport_desc_t *desc, size_t i)
+{
+    ect_bytes_reader_t r = {desc->runs + 16 * i, desc->runs + 16 * i + 16, 0};
+    ect_run_t run;
+    run.first = ect__get_u64(&r);
+    run.count = ect__get_u64(&r);
+    return run;
+}
+
+/* Runs that lie in a region of num_blocks, none empty, at most
+ * ECT_WIRE_MAX_BLOCKS blocks in all. */
+static int
+runs_ok(const ect_run_t *runs, size_t n, uint64_t num_blocks)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (runs[i].count == 0 || runs[i].first >= num_blocks ||
+            runs[i].count > num_blocks - runs[i].first ||
+            runs[i].count > ECT_WIRE_MAX_BLOCKS - total)
+            return 0;
+        total += runs[i].count;
+    }
+    return 1;
+}
+
+ect_status_t
+ect__xport_desc_encode(const ect_xport_desc_t *desc, const ect_run_t *runs, size_t n_runs,
+                       uint8_t *out, size_t cap, size_t *len_p)
+{
+    if (desc == NULL || out == NULL || len_p == NULL || (runs == NULL && n_runs != 0))
         return ect__error(ECT_ERR_INVALID_ARG, "xport descriptor encode: NULL argument");
     if (!geometry_ok(desc->block_size, desc->num_blocks))
         return ect__error(ECT_ERR_INVALID_ARG,
                           "xport descriptor encode: %llu blocks of %llu bytes is not a region",
                           (unsigned long long)desc->num_blocks,
                           (unsigned long long)desc->block_size);
-    ect_bytes_writer_t w = {out, out + ECT_XPORT_DESC_LEN};
+    if (!runs_ok(runs, n_runs, desc->num_blocks))
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "xport descriptor encode: a run is empty or outside the %llu blocks, or "
+                          "they hold more than %u blocks",
+                          (unsigned long long)desc->num_blocks, ECT_WIRE_MAX_BLOCKS);
+    size_t len = ect__xport_desc_size(n_runs);
+    if (n_runs > (ECT_XPORT_MAX_BLOB - ECT_XPORT_DESC_LEN) / 16 || len > cap)
+        return ect__error(ECT_ERR_OVERFLOW,
+                          "xport descriptor encode: %zu runs take %zu bytes (room for %zu, at "
+                          "most %u)",
+                          n_runs, len, cap, ECT_XPORT_MAX_BLOB);
+    ect_bytes_writer_t w = {out, out + len};
     ect__put_bytes(&w, DESC_MAGIC, MAGIC_LEN);
     ect__put_u32(&w, ECT_XPORT_BLOB_VERSION);
     ect__put_u64(&w, desc->block_size);
     ect__put_u64(&w, desc->num_blocks);
+    ect__put_u32(&w, (uint32_t)n_runs);
+    for (size_t i = 0; i < n_runs; i++) {
+        ect__put_u64(&w, runs[i].first);
+        ect__put_u64(&w, runs[i].count);
+    }
     ect__put_bytes(&w, desc->token, ECT_STREAM_TOKEN_LEN);
+    *len_p = len;
     return ECT_OK;
 }
 
@@ -253,6 +304,9 @@ ect__xport_desc_decode(const void *blob, size_t len, ect_xport_desc_t *desc_p)
         return ect__error(ECT_ERR_INVALID_ARG, "xport descriptor decode: NULL argument");
     if (len == 0)
         return ect__error(ECT_ERR_PEER, "peer mem_descriptor is empty (not an ectier producer?)");
+    if (len > ECT_XPORT_MAX_BLOB)
+        return ect__error(ECT_ERR_PEER, "peer mem_descriptor is %zu bytes; at most %u allowed", len,
+                          ECT_XPORT_MAX_BLOB);
     const uint8_t *start = blob;
     ect_bytes_reader_t r = {start, start + len, 0};
     const uint8_t *magic = ect__get_bytes(&r, MAGIC_LEN);
@@ -264,18 +318,38 @@ ect__xport_desc_decode(const void *blob, size_t len, ect_xport_desc_t *desc_p)
     if (version != ECT_XPORT_BLOB_VERSION)
         return ect__error(ECT_ERR_PEER, "peer mem_descriptor has version %u; this build reads %u",
                           version, ECT_XPORT_BLOB_VERSION);
-    if (len != ECT_XPORT_DESC_LEN)
-        return ect__error(ECT_ERR_PEER, "peer mem_descriptor is %zu bytes; version %u has %u", len,
-                          version, ECT_XPORT_DESC_LEN);
     ect_xport_desc_t d;
+    memset(&d, 0, sizeof(d));
     d.block_size = ect__get_u64(&r);
     d.num_blocks = ect__get_u64(&r);
-    memcpy(d.token, ect__get_bytes(&r, ECT_STREAM_TOKEN_LEN), ECT_STREAM_TOKEN_LEN);
+    uint32_t n_runs = ect__get_u32(&r);
+    if (r.failed)
+        return peer_error("mem_descriptor", "truncated in the fixed fields", offset_of(&r, start));
     if (!geometry_ok(d.block_size, d.num_blocks))
         return ect__error(ECT_ERR_PEER,
                           "peer mem_descriptor has %llu blocks of %llu bytes: both must be "
                           "non-zero and their product fit 64 bits",
                           (unsigned long long)d.num_blocks, (unsigned long long)d.block_size);
+    uint64_t want = ECT_XPORT_DESC_LEN + 16ull * n_runs; /* no overflow: n_runs < 2^32 */
+    if (len != want)
+        return ect__error(ECT_ERR_PEER,
+                          "peer mem_descriptor is %zu bytes; with %u runs version %u has %llu", len,
+                          n_runs, version, (unsigned long long)want);
+    d.runs = n_runs != 0 ? ect__get_bytes(&r, 16 * (size_t)n_runs) : NULL;
+    d.n_runs = n_runs;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n_runs; i++) {
+        ect_run_t run = ect__xport_desc_run(&d, i);
+        if (run.count == 0 || run.first >= d.num_blocks || run.count > d.num_blocks - run.first ||
+            run.count > ECT_WIRE_MAX_BLOCKS - total)
+            return ect__error(ECT_ERR_PEER,
+                              "peer mem_descriptor: run %u (blocks %llu + %llu) is empty, lies "
+                              "outside its %llu blocks or passes %u blocks in all",
+                              i, (unsigned long long)run.first, (unsigned long long)run.count,
+                              (unsigned long long)d.num_blocks, ECT_WIRE_MAX_BLOCKS);
+        total += run.count;
+    }
+    memcpy(d.token, ect__get_bytes(&r, ECT_STREAM_TOKEN_LEN), ECT_STREAM_TOKEN_LEN);
     *desc_p = d;
     return ECT_OK;
 }

@@ -52,15 +52,19 @@ dealer_send(struct dealer *d, const ect_wire_buf_t *b)
     CHECK(zmq_send(d->sock, b->data, b->len, 0) == (int)b->len);
 }
 
-/* One request; the ack's status (-1: no reply within 2 s). */
+/* One request (runs: ask for the entry's runs, as ectier consumers do);
+ * the ack's status (-1: no reply within 2 s), and its block count and
+ * descriptor runs when wanted. */
 static int
-request(struct dealer *d, const char *hash, const char *compat, const char *session)
+request_ex(struct dealer *d, const char *hash, const char *compat, const char *session, int runs,
+           size_t *n_blocks_p, size_t *n_runs_p)
 {
     ect_xfer_req_t req = {.mm_hash = hash,
                           .compatibility_hash = compat,
                           .session_id = session,
                           .connector_version = 1,
-                          .has_connector_version = true};
+                          .has_connector_version = true,
+                          .accepts_runs = runs != 0};
     ect_wire_buf_t b;
     ect_wire_buf_init(&b);
     CHECK_OK(ect_wire_encode_req(&req, &b));
@@ -77,8 +81,22 @@ request(struct dealer *d, const char *hash, const char *compat, const char *sess
     ect_xfer_ack_t ack;
     CHECK_OK(ect_wire_decode_ack(payload, (size_t)n, &ack));
     int status = (int)ack.status;
+    if (n_blocks_p != NULL)
+        *n_blocks_p = ack.n_src_blocks;
+    if (n_runs_p != NULL) {
+        /* The descriptor (src/p2p/xport_internal.h): u32 n_runs at byte 24. */
+        CHECK(ack.mem_descriptor_len >= 28);
+        const uint8_t *q = ack.mem_descriptor + 24;
+        *n_runs_p = (size_t)q[0] | (size_t)q[1] << 8 | (size_t)q[2] << 16 | (size_t)q[3] << 24;
+    }
     ect_xfer_ack_cleanup(&ack);
     return status;
+}
+
+static int
+request(struct dealer *d, const char *hash, const char *compat, const char *session)
+{
+    return request_ex(d, hash, compat, session, 0, NULL, NULL);
 }
 
 static void
@@ -228,6 +246,29 @@ test_done_from_another_connection_does_not_end_the_grant(void)
     ect_cli_instance_close(&p);
 }
 
+/* A seed consumer gets src_block_indices; an ectier consumer (ectier_runs)
+ * gets the entry's runs in the descriptor and no indices. */
+static void
+test_ack_carries_runs_for_consumers_that_take_them(void)
+{
+    struct ect_cli_instance p;
+    char hash[65], compat[65];
+    unsigned port;
+    producer_with_entry(&p, NULL, hash, compat, &port);
+    struct dealer d;
+    dealer_open(&d, port);
+    size_t blocks = 99, runs = 99;
+    CHECK_EQ_INT(request_ex(&d, hash, compat, "seed", 0, &blocks, &runs), ECT_XFER_OK);
+    CHECK_EQ_U64(blocks, 10);
+    CHECK_EQ_U64(runs, 0);
+    CHECK_EQ_INT(request_ex(&d, hash, compat, "ectier", 1, &blocks, &runs), ECT_XFER_OK);
+    CHECK_EQ_U64(blocks, 0);
+    CHECK_EQ_U64(runs, 1);
+    dealer_close(&d);
+    wait_grants(&p, 0, 15);
+    ect_cli_instance_close(&p);
+}
+
 /* A free loopback port with nothing listening on it. */
 static unsigned
 closed_port(void)
@@ -291,6 +332,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_grants_are_capped_per_connection_and_in_total),
     ECT_CASE(test_thousands_of_long_session_ids_hold_at_most_the_cap),
     ECT_CASE(test_done_from_another_connection_does_not_end_the_grant),
+    ECT_CASE(test_ack_carries_runs_for_consumers_that_take_them),
     ECT_CASE(test_unreachable_producer_costs_the_ack_timeout_not_the_defer_budget),
     ECT_CASE(test_producer_that_accepts_but_never_speaks_costs_the_ack_timeout),
 };

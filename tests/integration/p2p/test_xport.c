@@ -568,7 +568,7 @@ RT_CASE(test_server_offers_its_stream_and_region)
      * the producer's memory anywhere in it. */
     uint8_t token[ECT_STREAM_TOKEN_LEN], desc[ECT_XPORT_DESC_LEN];
     CHECK_OK(ect__xport_new_token(token));
-    ect__xport_server_descriptor(s, token, desc, &dlen);
+    CHECK_OK(ect__xport_server_descriptor(s, token, NULL, 0, desc, sizeof(desc), &dlen));
     CHECK_EQ_U64(dlen, ECT_XPORT_DESC_LEN);
     ect_xport_desc_t d;
     CHECK_OK(ect__xport_desc_decode(desc, dlen, &d));

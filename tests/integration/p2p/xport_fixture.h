@@ -248,8 +248,9 @@ xf_child_grant(struct xf_table *t, const ect_xport_server_t *server, uint64_t bl
         }
         g->bytes = (uint64_t)n * block_size;
         if (ect__xport_new_token(g->token) == ECT_OK) {
-            ect__xport_server_descriptor(server, g->token, desc, &dlen);
-            t->n++;
+            if (ect__xport_server_descriptor(server, g->token, NULL, 0, desc, sizeof(desc),
+                                             &dlen) == ECT_OK)
+                t->n++;
         }
     }
     pthread_mutex_unlock(&t->lock);

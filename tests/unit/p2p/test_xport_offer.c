@@ -93,7 +93,9 @@ test_offer_and_descriptor_round_trip_with_both_transports(void)
 
     ect_xport_desc_t d = sample_desc(), dback;
     uint8_t db[ECT_XPORT_DESC_LEN];
-    CHECK_OK(ect__xport_desc_encode(&d, db));
+    size_t dlen = 0;
+    CHECK_OK(ect__xport_desc_encode(&d, NULL, 0, db, sizeof(db), &dlen));
+    CHECK_EQ_U64(dlen, sizeof(db));
     CHECK(memcmp(db, "ECTD", 4) == 0);
     CHECK_OK(ect__xport_desc_decode(db, sizeof(db), &dback));
     CHECK_EQ_U64(dback.block_size, d.block_size);
@@ -139,11 +141,21 @@ test_encode_refuses_fields_outside_the_format(void)
     CHECK_STATUS(ect__xport_offer_encode(&o, &blob, &len), ECT_ERR_INVALID_ARG);
     ect_xport_desc_t d = sample_desc();
     uint8_t db[ECT_XPORT_DESC_LEN];
+    size_t dlen = 0;
     d.num_blocks = 0;
-    CHECK_STATUS(ect__xport_desc_encode(&d, db), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__xport_desc_encode(&d, NULL, 0, db, sizeof(db), &dlen), ECT_ERR_INVALID_ARG);
     d = sample_desc();
     d.num_blocks = UINT64_MAX;
-    CHECK_STATUS(ect__xport_desc_encode(&d, db), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__xport_desc_encode(&d, NULL, 0, db, sizeof(db), &dlen), ECT_ERR_INVALID_ARG);
+    /* Runs outside the region, empty, or not fitting the buffer. */
+    d = sample_desc();
+    ect_run_t outside = {999, 2}, empty = {3, 0}, fine = {0, 10};
+    CHECK_STATUS(ect__xport_desc_encode(&d, &outside, 1, db, sizeof(db) + 16, &dlen),
+                 ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__xport_desc_encode(&d, &empty, 1, db, sizeof(db) + 16, &dlen),
+                 ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__xport_desc_encode(&d, &fine, 1, db, sizeof(db), &dlen), ECT_ERR_OVERFLOW);
+    CHECK(dlen == 0);
     /* Nothing was handed out. */
     CHECK(blob == NULL && len == 0);
 }
@@ -177,7 +189,7 @@ test_descriptor_truncated_at_every_offset_is_peer_error(void)
     ect_xport_desc_t d = sample_desc(), out;
     uint8_t blob[ECT_XPORT_DESC_LEN];
     size_t len = sizeof(blob);
-    CHECK_OK(ect__xport_desc_encode(&d, blob));
+    CHECK_OK(ect__xport_desc_encode(&d, NULL, 0, blob, sizeof(blob), &len));
     for (size_t cut = 0; cut < len; cut++) {
         uint8_t *part = malloc(cut ? cut : 1);
         memcpy(part, blob, cut);
@@ -418,8 +430,9 @@ test_empty_or_oversized_blobs_are_peer_errors(void)
     free(big);
     /* The other blob's magic is not accepted either. */
     uint8_t blob[ECT_XPORT_DESC_LEN];
+    size_t blen;
     ect_xport_desc_t sd = sample_desc();
-    CHECK_OK(ect__xport_desc_encode(&sd, blob));
+    CHECK_OK(ect__xport_desc_encode(&sd, NULL, 0, blob, sizeof(blob), &blen));
     CHECK_STATUS(ect__xport_offer_decode(blob, sizeof(blob), &o), ECT_ERR_PEER);
 }
 
@@ -433,7 +446,7 @@ expect_desc_refused(void (*edit)(uint8_t *blob, size_t *len), const char *what)
     ect_xport_desc_t d = sample_desc(), out;
     uint8_t big[ECT_XPORT_DESC_LEN + 64] = {0};
     size_t len = ECT_XPORT_DESC_LEN;
-    CHECK_OK(ect__xport_desc_encode(&d, big));
+    CHECK_OK(ect__xport_desc_encode(&d, NULL, 0, big, sizeof(big), &len));
     edit(big, &len);
     CHECK_STATUS(ect__xport_desc_decode(big, len, &out), ECT_ERR_PEER);
     CHECK_CONTAINS(ect_last_error(), what);
@@ -476,6 +489,43 @@ dedit_trailing(uint8_t *b, size_t *len)
     *len += 1;
 }
 
+/* A consumer that takes runs gets them in the descriptor; a peer's runs
+ * are checked against the region it describes. */
+static void
+test_descriptor_runs_round_trip_and_bad_runs_are_peer_errors(void)
+{
+    ect_xport_desc_t d = sample_desc(), back;
+    const ect_run_t runs[] = {{0, 10}, {500, 3}, {990, 10}};
+    uint8_t blob[ECT_XPORT_DESC_LEN + 3 * 16];
+    size_t len = 0;
+    CHECK_OK(ect__xport_desc_encode(&d, runs, 3, blob, sizeof(blob), &len));
+    CHECK_EQ_U64(len, ect__xport_desc_size(3));
+    CHECK_OK(ect__xport_desc_decode(blob, len, &back));
+    CHECK_EQ_U64(back.n_runs, 3);
+    for (size_t i = 0; i < 3; i++) {
+        ect_run_t r = ect__xport_desc_run(&back, i);
+        CHECK_EQ_U64(r.first, runs[i].first);
+        CHECK_EQ_U64(r.count, runs[i].count);
+    }
+    CHECK(memcmp(back.token, TOKEN, sizeof(TOKEN)) == 0);
+    /* The token stays the last field. */
+    CHECK(memcmp(blob + len - ECT_STREAM_TOKEN_LEN, TOKEN, sizeof(TOKEN)) == 0);
+    /* A run past the region's end, an empty one, a count that lies. */
+    uint8_t bad[sizeof(blob)];
+    memcpy(bad, blob, len);
+    put_u64(bad + 28 + 32, 995); /* the third run starts at 995: 995 + 10 > 1000 */
+    CHECK_STATUS(ect__xport_desc_decode(bad, len, &back), ECT_ERR_PEER);
+    CHECK_CONTAINS(ect_last_error(), "run 2");
+    memcpy(bad, blob, len);
+    put_u64(bad + 28 + 16 + 8, 0);
+    CHECK_STATUS(ect__xport_desc_decode(bad, len, &back), ECT_ERR_PEER);
+    memcpy(bad, blob, len);
+    put_u32(bad + 24, 0xffffffffu);
+    CHECK_STATUS(ect__xport_desc_decode(bad, len, &back), ECT_ERR_PEER);
+    put_u32(bad + 24, 2);
+    CHECK_STATUS(ect__xport_desc_decode(bad, len, &back), ECT_ERR_PEER);
+}
+
 static void
 test_descriptor_with_bad_fields_is_peer_error(void)
 {
@@ -484,7 +534,7 @@ test_descriptor_with_bad_fields_is_peer_error(void)
     expect_desc_refused(dedit_bs_zero, "non-zero");
     expect_desc_refused(dedit_nb_zero, "non-zero");
     expect_desc_refused(dedit_size_overflow, "64 bits");
-    expect_desc_refused(dedit_trailing, "bytes; version 2 has");
+    expect_desc_refused(dedit_trailing, "with 0 runs version 2 has 44");
 }
 
 /* ---- corruption ------------------------------------------------------------------------ */
@@ -497,7 +547,7 @@ test_every_single_byte_corruption_decodes_or_fails_cleanly(void)
     uint8_t *ob, db[ECT_XPORT_DESC_LEN];
     size_t olen, dlen = sizeof(db);
     CHECK_OK(ect__xport_offer_encode(&o, &ob, &olen));
-    CHECK_OK(ect__xport_desc_encode(&d, db));
+    CHECK_OK(ect__xport_desc_encode(&d, NULL, 0, db, sizeof(db), &dlen));
     static const uint8_t values[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff};
     unsigned refused = 0;
     for (int which = 0; which < 2; which++) {
@@ -536,6 +586,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_offer_entry_of_unknown_kind_is_skipped),
     ECT_CASE(test_empty_or_oversized_blobs_are_peer_errors),
     ECT_CASE(test_descriptor_with_bad_fields_is_peer_error),
+    ECT_CASE(test_descriptor_runs_round_trip_and_bad_runs_are_peer_errors),
     ECT_CASE(test_every_single_byte_corruption_decodes_or_fails_cleanly),
 };
 
