@@ -519,6 +519,9 @@ ect__consumer_cancel(ect_consumer_t *c, const char *key)
     if (node != NULL) {
         struct xfer *x = node->value;
         if (x->state == X_READING) {
+            /* A stream is cut at once (its blocks then come back on the
+             * next step); a same-host copy runs out under the fence. */
+            ect__xport_read_cancel(c->xport, x->read);
             leave_reading(c, x);
             x->state = X_QUARANTINED;
             x->cancelled = 1;
