@@ -28,6 +28,7 @@ int ect_cli_geometry(int argc, char **argv);
 int ect_cli_gc(int argc, char **argv);
 int ect_cli_inspect(int argc, char **argv);
 int ect_cli_demo(int argc, char **argv);
+int ect_cli_stats(int argc, char **argv);
 /* P2P builds only (tools/p2p/). */
 int ect_cli_producer(int argc, char **argv);
 int ect_cli_consumer(int argc, char **argv);

@@ -44,6 +44,8 @@ static const struct ect_cli_command commands[] = {
      "ectier producer --config @producer.json " P2P_ARGS " \\\n"
      "      --listen 127.0.0.1:0 --fill 16 --tokens 1024 > params.jsonl"},
 #endif
+    {"stats", "summarise a running instance's metrics endpoint, once or --watch", ect_cli_stats,
+     "ectier stats 127.0.0.1:9400 --watch"},
     {"settings", "print the settings reference (Markdown)", ect_cli_settings,
      "ectier settings > settings.md"},
     {"version", "print the version and what this build includes", cli_version, "ectier version"},
