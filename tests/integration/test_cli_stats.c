@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 
 #include "cli_helpers.h"
@@ -74,14 +75,14 @@ test_stats_summarises_a_real_instance(void)
 
 struct looker {
     ect_scheduler_t *s;
-    volatile int stop;
+    atomic_int stop;
 };
 
 static void *
 look_up(void *arg)
 {
     struct looker *lk = arg;
-    while (!lk->stop) {
+    while (!atomic_load(&lk->stop)) {
         (void)ect_scheduler_has_cache_item(lk->s, "missing");
         nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
     }
@@ -99,7 +100,7 @@ test_watch_shows_rates_between_scrapes(void)
     CHECK(pthread_create(&t, NULL, look_up, &lk) == 0);
     struct cli_run r;
     cli_run(&r, 20, "stats", address, "--watch", "--count", "3", "--interval", "0.2", NULL);
-    lk.stop = 1;
+    atomic_store(&lk.stop, 1);
     pthread_join(t, NULL);
     CHECK_CLI_RC(&r, 0);
     /* Three summaries, the last two with the rates since the one before. */
