@@ -12,6 +12,7 @@
 
 #include <ectier/cache.h>
 #include <ectier/status.h>
+#include <ectier/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,8 +25,6 @@ extern "C" {
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 1.0, 0.0 /* +Inf */ \
     }
 
-/* Number of XferAck statuses (OK and the five NACKs, SPEC §8.1). */
-#define ECT_METRICS_ACK_STATUSES 6
 
 typedef struct ect_latency_hist {
     uint64_t buckets[ECT_METRICS_LATENCY_BUCKETS]; /* non-cumulative counts */
@@ -60,8 +59,8 @@ typedef struct ect_metrics {
     uint64_t p2p_ack_timeouts;
     uint64_t p2p_read_timeouts; /* reads quarantined */
     uint64_t p2p_transport_errors;
-    uint64_t acks_received[ECT_METRICS_ACK_STATUSES]; /* consumer: by status */
-    uint64_t acks_sent[ECT_METRICS_ACK_STATUSES];     /* producer: by status */
+    uint64_t acks_received[ECT_XFER_STATUS_COUNT]; /* consumer: by ect_xfer_status_t */
+    uint64_t acks_sent[ECT_XFER_STATUS_COUNT];     /* producer: by ect_xfer_status_t */
     uint64_t wire_dropped;                            /* undecodable control messages */
     uint64_t grants_outstanding;                      /* producer: reads granted, not yet served */
     uint64_t grants_expired;

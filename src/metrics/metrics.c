@@ -115,15 +115,12 @@ histogram(struct out *o, const char *name, const char *help, const ect_latency_h
                (unsigned long long)h->count);
 }
 
-static const char *const ack_names[ECT_METRICS_ACK_STATUSES] = {
-    "ok", "nack_missing", "nack_incompat", "nack_version", "nack_internal", "nack_not_ready"};
-
 static void
 by_status(struct out *o, const char *name, const char *help, const uint64_t *v)
 {
     out_printf(o, "# HELP ectier_%s %s\n# TYPE ectier_%s counter\n", name, help, name);
-    for (size_t i = 0; i < ECT_METRICS_ACK_STATUSES; i++)
-        out_printf(o, "ectier_%s{status=\"%s\"} %llu\n", name, ack_names[i],
+    for (int i = 0; i < ECT_XFER_STATUS_COUNT; i++)
+        out_printf(o, "ectier_%s{status=\"%s\"} %llu\n", name, ect_xfer_status_str(i),
                    (unsigned long long)v[i]);
 }
 

@@ -240,7 +240,7 @@ handle_ack(ect_consumer_t *c, const char *host, uint16_t port, const void *paylo
             x->retry_delay_ns * 2 < RETRY_MAX_NS ? x->retry_delay_ns * 2 : RETRY_MAX_NS;
         c->m.p2p_retries++;
     } else {
-        fail_locked(c, x, "%s", ect_wire_status_str(ack.status));
+        fail_locked(c, x, "%s", ect_xfer_status_str(ack.status));
     }
     pthread_mutex_unlock(&c->lock);
     ect_xfer_ack_cleanup(&ack);
@@ -553,7 +553,7 @@ ect__consumer_metrics(ect_consumer_t *c, ect_metrics_t *m)
     m->p2p_read_timeouts += c->m.p2p_read_timeouts;
     m->p2p_transport_errors += c->m.p2p_transport_errors;
     m->wire_dropped += c->m.wire_dropped;
-    for (size_t i = 0; i < ECT_METRICS_ACK_STATUSES; i++)
+    for (size_t i = 0; i < ECT_XFER_STATUS_COUNT; i++)
         m->acks_received[i] += c->m.acks_received[i];
     for (size_t i = 0; i < ECT_METRICS_LATENCY_BUCKETS; i++)
         m->p2p_fetch_latency.buckets[i] += c->m.p2p_fetch_latency.buckets[i];

@@ -409,9 +409,9 @@ send_nack(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *r
 {
     ect_xfer_ack_t ack = {.mm_hash = req->mm_hash, .status = status, .session_id = req->session_id};
     if (ect_wire_status_is_expected(status))
-        ECT_LOG_I("producer: %s for '%s'", ect_wire_status_str(status), req->mm_hash);
+        ECT_LOG_I("producer: %s for '%s'", ect_xfer_status_str(status), req->mm_hash);
     else
-        ECT_LOG_W("producer: %s for '%s'", ect_wire_status_str(status), req->mm_hash);
+        ECT_LOG_W("producer: %s for '%s'", ect_xfer_status_str(status), req->mm_hash);
     send_ack(p, peer, &ack);
 }
 
@@ -900,7 +900,7 @@ void
 ect__producer_metrics(ect_producer_t *p, ect_metrics_t *m)
 {
     pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; i < ECT_XFER_STATUS_COUNT && i < ECT_METRICS_ACK_STATUSES; i++)
+    for (size_t i = 0; i < ECT_XFER_STATUS_COUNT; i++)
         m->acks_sent[i] += p->acks_sent[i];
     m->wire_dropped += p->wire_dropped;
     m->grants_outstanding += p->grants.count;

@@ -21,16 +21,6 @@
 
 /* ---- status classification --------------------------------------------- */
 
-static const char *const status_names[ECT_XFER_STATUS_COUNT] = {
-    "ok", "nack_missing", "nack_incompat", "nack_version", "nack_internal", "nack_not_ready",
-};
-
-const char *
-ect_wire_status_str(ect_xfer_status_t status)
-{
-    return ect_wire_status_valid(status) ? status_names[status] : "unknown";
-}
-
 bool
 ect_wire_status_valid(int64_t value)
 {

@@ -447,12 +447,12 @@ test_only_not_ready_is_retryable_and_missing_is_expected(void)
                      st == ECT_XFER_NACK_NOT_READY || st == ECT_XFER_NACK_MISSING);
         CHECK(ect_wire_status_valid(s));
         for (int t = 0; t < s; t++)
-            CHECK(strcmp(ect_wire_status_str(st), ect_wire_status_str((ect_xfer_status_t)t)) != 0);
+            CHECK(strcmp(ect_xfer_status_str(st), ect_xfer_status_str((ect_xfer_status_t)t)) != 0);
     }
-    CHECK_STR_EQ(ect_wire_status_str(ECT_XFER_OK), "ok");
-    CHECK_STR_EQ(ect_wire_status_str(ECT_XFER_NACK_NOT_READY), "nack_not_ready");
-    CHECK_STR_EQ(ect_wire_status_str((ect_xfer_status_t)6), "unknown");
-    CHECK_STR_EQ(ect_wire_status_str((ect_xfer_status_t)-1), "unknown");
+    CHECK_STR_EQ(ect_xfer_status_str(ECT_XFER_OK), "ok");
+    CHECK_STR_EQ(ect_xfer_status_str(ECT_XFER_NACK_NOT_READY), "nack_not_ready");
+    CHECK_STR_EQ(ect_xfer_status_str(6), "unknown");
+    CHECK_STR_EQ(ect_xfer_status_str(-1), "unknown");
     CHECK(!ect_wire_status_valid(6) && !ect_wire_status_valid(-1));
 }
 
