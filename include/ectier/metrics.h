@@ -25,7 +25,6 @@ extern "C" {
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 1.0, 0.0 /* +Inf */ \
     }
 
-
 typedef struct ect_latency_hist {
     uint64_t buckets[ECT_METRICS_LATENCY_BUCKETS]; /* non-cumulative counts */
     uint64_t count;
@@ -61,8 +60,8 @@ typedef struct ect_metrics {
     uint64_t p2p_transport_errors;
     uint64_t acks_received[ECT_XFER_STATUS_COUNT]; /* consumer: by ect_xfer_status_t */
     uint64_t acks_sent[ECT_XFER_STATUS_COUNT];     /* producer: by ect_xfer_status_t */
-    uint64_t wire_dropped;                            /* undecodable control messages */
-    uint64_t grants_outstanding;                      /* producer: reads granted, not yet served */
+    uint64_t wire_dropped;                         /* undecodable control messages */
+    uint64_t grants_outstanding;                   /* producer: reads granted, not yet served */
     uint64_t grants_expired;
     uint64_t grants_released_dead_peer;
     uint64_t announcements;

@@ -12,6 +12,12 @@
 extern "C" {
 #endif
 
+/* Longest identifier the engine hands in (feature identifier = cache key,
+ * mm_hash, request id), in bytes without the NUL.  The one limit: the
+ * scheduler refuses anything longer where it enters, with a message naming
+ * the field, so no deeper layer ever cuts one. */
+#define ECT_KEY_MAX 1024
+
 /* A run of consecutive block ids of the region: first, first+1, ...,
  * first+count-1.  An entry's blocks are a list of runs, ascending by first. */
 typedef struct ect_run {
