@@ -132,7 +132,9 @@ def _candidates_pkg_config(env: dict) -> List[str]:
     if out.returncode != 0 or not libdir:
         raise LookupError("pkg-config knows no package ectier (is ectier.pc on PKG_CONFIG_PATH?)")
     found = [
-        p for p in (os.path.join(libdir, n) for n in ("libectier.so.0", "libectier.so")) if os.path.exists(p)
+        p
+        for p in (os.path.join(libdir, n) for n in ("libectier.so.0", "libectier.so"))
+        if os.path.exists(p)
     ]
     if not found:
         raise LookupError(f"pkg-config names {libdir}, which has no libectier.so")
@@ -149,7 +151,9 @@ def _open_checked(path: str) -> ctypes.CDLL:
     try:
         fn = lib.ect_abi_version
     except AttributeError:
-        raise LookupError(f"{path} has no ect_abi_version: not an ectier library of ABI {ABI_VERSION}") from None
+        raise LookupError(
+            f"{path} has no ect_abi_version: not an ectier library of ABI {ABI_VERSION}"
+        ) from None
     fn.restype = ctypes.c_uint
     fn.argtypes = []
     version = fn()

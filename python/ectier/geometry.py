@@ -40,7 +40,9 @@ class Geometry:
         return cls(json.loads(out or "{}"))
 
     @classmethod
-    def from_hidden_dim(cls, hidden_dim: int, dtype: str, cpu_bytes: Union[int, str]) -> "Geometry":
+    def from_hidden_dim(
+        cls, hidden_dim: int, dtype: str, cpu_bytes: Union[int, str]
+    ) -> "Geometry":
         """The geometry of a tier of ``cpu_bytes`` (an integer or a size
         text such as ``"8GiB"``) for rows of ``hidden_dim`` elements of
         ``dtype`` (``"bf16"``, ``"torch.float16"``, ...).

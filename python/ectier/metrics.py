@@ -38,7 +38,9 @@ class Metrics(Mapping[str, Any]):
                 continue
             name, label, label_value, number = m.groups()
             value = _number(number)
-            base = next((h for h in histograms if name in (h + "_bucket", h + "_sum", h + "_count")), None)
+            base = next(
+                (h for h in histograms if name in (h + "_bucket", h + "_sum", h + "_count")), None
+            )
             if base is not None:
                 h = values.setdefault(base, {"buckets": {}, "sum": 0, "count": 0})
                 if name.endswith("_bucket"):

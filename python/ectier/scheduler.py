@@ -87,7 +87,9 @@ class Scheduler(Handle):
     def has_cache_item(self, identifier: str) -> bool:
         """Consumer: whether the tier has a ready entry for identifier (a hit
         pins it until the next :meth:`build_connector_meta`)."""
-        return bool(_lib.lib().ect_scheduler_has_cache_item(self._handle(), _lib.encode(identifier)))
+        return bool(
+            _lib.lib().ect_scheduler_has_cache_item(self._handle(), _lib.encode(identifier))
+        )
 
     def ensure_cache_available(self, request: Mapping[str, Any]) -> bool:
         """Whether the request may be admitted now (False defers it: a P2P
@@ -113,7 +115,9 @@ class Scheduler(Handle):
         if index < 0:
             raise InvalidInputError(f"feature index {index} is negative")
         _lib.check(
-            _lib.lib().ect_scheduler_update_state_after_alloc_json(self._handle(), text, len(text), index)
+            _lib.lib().ect_scheduler_update_state_after_alloc_json(
+                self._handle(), text, len(text), index
+            )
         )
 
     def build_connector_meta(self) -> bytes:
@@ -136,7 +140,9 @@ class Scheduler(Handle):
         if not isinstance(reports, (bytes, bytearray, memoryview)):
             raise TypeError(f"reports are bytes, not {type(reports).__name__}")
         data = bytes(reports)
-        _lib.check(_lib.lib().ect_scheduler_update_connector_output(self._handle(), data, len(data)))
+        _lib.check(
+            _lib.lib().ect_scheduler_update_connector_output(self._handle(), data, len(data))
+        )
 
     def request_finished(self, request: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         """A request ended.  A P2P producer returns its ``ec_transfer_params``
@@ -159,7 +165,9 @@ class Scheduler(Handle):
 
     def metrics(self) -> Metrics:
         """A snapshot of the counters (also readable after shutdown)."""
-        return Metrics(_lib.call_text(_lib.lib().ect_scheduler_metrics_prometheus, self._handle()) or "")
+        return Metrics(
+            _lib.call_text(_lib.lib().ect_scheduler_metrics_prometheus, self._handle()) or ""
+        )
 
     def shutdown(self) -> None:
         """Stop both roles and P2P and release the region; the handle stays

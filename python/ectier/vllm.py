@@ -29,7 +29,7 @@ import enum
 import json
 import logging
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Set, Tuple
 
 from .errors import ConfigError
 from .scheduler import Scheduler
@@ -165,7 +165,12 @@ def transfer_config(vllm_config: Any) -> Dict[str, Any]:
     if isinstance(cfg, Mapping):
         return dict(cfg)
     doc: Dict[str, Any] = {}
-    for key in ("ec_connector", "ec_role", "ec_connector_extra_config", "ec_connector_module_path"):
+    for key in (
+        "ec_connector",
+        "ec_role",
+        "ec_connector_extra_config",
+        "ec_connector_module_path",
+    ):
         value = getattr(cfg, key, None)
         if value is not None:
             doc[key] = dict(value) if key == "ec_connector_extra_config" else value
@@ -188,7 +193,9 @@ def _to_plain(obj: Any) -> Any:
 def _hf_config_dict(model_config: Any) -> Dict[str, Any]:
     hf = getattr(model_config, "hf_config", None)
     if hf is None:
-        raise ConfigError("ECTierConnector: the engine's model_config has no hf_config to read the width from")
+        raise ConfigError(
+            "ECTierConnector: the engine's model_config has no hf_config to read the width from"
+        )
     if isinstance(hf, Mapping):
         return _jsonable(dict(hf))
     if hasattr(hf, "to_dict"):
@@ -225,7 +232,9 @@ def _device(vllm_config: Any) -> Any:
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     if device.type not in ("cpu", "cuda"):
-        raise ConfigError(f"ECTierConnector: the engine's device {device} is neither a CPU nor a CUDA device")
+        raise ConfigError(
+            f"ECTierConnector: the engine's device {device} is neither a CPU nor a CUDA device"
+        )
     return device
 
 
@@ -246,8 +255,13 @@ def engine_description(vllm_config: Any, role: Any) -> Dict[str, Any]:
         vllm_config.ec_transfer_config, "engine_id", None
     )
     if not instance:
-        raise ConfigError("ECTierConnector: the engine's config has no instance_id (or engine_id) to name the region")
-    backend = getattr(getattr(vllm_config, "parallel_config", None), "distributed_executor_backend", None)
+        raise ConfigError(
+            "ECTierConnector: the engine's config has no instance_id (or engine_id) "
+            "to name the region"
+        )
+    backend = getattr(
+        getattr(vllm_config, "parallel_config", None), "distributed_executor_backend", None
+    )
     desc: Dict[str, Any] = {
         "model": str(getattr(mc, "model", "") or ""),
         "engine_version": _engine_version(),
@@ -261,7 +275,9 @@ def engine_description(vllm_config: Any, role: Any) -> Dict[str, Any]:
     }
     if _role_value(role) == ECConnectorRole.WORKER.value:
         device = _device(vllm_config)
-        desc.update(tp_rank=tp_rank, pcp_rank=pcp_rank, memory="cuda" if device.type == "cuda" else "host")
+        desc.update(
+            tp_rank=tp_rank, pcp_rank=pcp_rank, memory="cuda" if device.type == "cuda" else "host"
+        )
         if device.type == "cuda":
             desc["cuda_device"] = int(device.index)
     region_dir = os.environ.get("ECTIER_REGION_DIR")
@@ -344,7 +360,10 @@ class ECTierConnector(_Base):
     def __init__(self, vllm_config: Any, role: Any) -> None:
         super().__init__(vllm_config, role)
         self._connector_metadata = None
-        if _role_value(role) not in (ECConnectorRole.SCHEDULER.value, ECConnectorRole.WORKER.value):
+        if _role_value(role) not in (
+            ECConnectorRole.SCHEDULER.value,
+            ECConnectorRole.WORKER.value,
+        ):
             raise ValueError(f"ECTierConnector: unknown role {role!r}")
         self._ectier_role = _role_value(role)
         self._scheduler: Optional[Scheduler] = None
@@ -398,7 +417,8 @@ class ECTierConnector(_Base):
         """Nothing to do: the CPU tier does not follow the GPU cache's frees."""
 
     def build_connector_meta(self, scheduler_output: Any) -> ECTierConnectorMetadata:
-        """This step's saves and loads for the workers (scheduler_output is not read or changed)."""
+        """This step's saves and loads for the workers (scheduler_output is
+        neither read nor changed)."""
         return ECTierConnectorMetadata(self._sched().build_connector_meta())
 
     def update_connector_output(self, connector_output: Any) -> None:
@@ -407,7 +427,9 @@ class ECTierConnector(_Base):
         if meta is None:
             return
         if not isinstance(meta, ECTierWorkerMetadata):
-            log.warning("ECTierConnector: ignoring worker metadata of type %s", type(meta).__name__)
+            log.warning(
+                "ECTierConnector: ignoring worker metadata of type %s", type(meta).__name__
+            )
             return
         self._sched().update_connector_output(meta.data)
 
@@ -430,7 +452,8 @@ class ECTierConnector(_Base):
         """Bind the step's metadata (before the model runs)."""
         if not isinstance(connector_metadata, ECTierConnectorMetadata):
             raise TypeError(
-                f"ECTierConnector: expected ECTierConnectorMetadata, got {type(connector_metadata).__name__}"
+                "ECTierConnector: expected ECTierConnectorMetadata, got "
+                f"{type(connector_metadata).__name__}"
             )
         self._work().bind_metadata(connector_metadata.data)
         self._connector_metadata = connector_metadata
@@ -468,7 +491,9 @@ class ECTierConnector(_Base):
             return
         hidden = worker.geometry.hidden_dim
         dests = {
-            it["key"]: self._torch.empty((it["n_blocks"], hidden), dtype=self._dtype, device=self._device)
+            it["key"]: self._torch.empty(
+                (it["n_blocks"], hidden), dtype=self._dtype, device=self._device
+            )
             for it in loads
         }
         worker.start_load(dests, stream=self._stream())
@@ -484,7 +509,9 @@ class ECTierConnector(_Base):
             return
         worker.save(mm_hash, tensor, stream=self._stream())
 
-    def get_finished(self, finished_req_ids: Iterable[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
+    def get_finished(
+        self, finished_req_ids: Iterable[str]
+    ) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
         """Submit the step's saves; no request waits on the connector: (None, None)."""
         self._work().get_finished()
         return None, None

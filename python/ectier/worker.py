@@ -33,7 +33,9 @@ log = logging.getLogger("ectier")
 
 
 def _is_tensor(obj: Any) -> bool:
-    return hasattr(obj, "data_ptr") and hasattr(obj, "element_size") and hasattr(obj, "is_contiguous")
+    return (
+        hasattr(obj, "data_ptr") and hasattr(obj, "element_size") and hasattr(obj, "is_contiguous")
+    )
 
 
 class Worker(Handle):
@@ -60,7 +62,9 @@ class Worker(Handle):
         # transfer id (loads); released as reports name them.
         self._saving: Dict[str, List[Any]] = {}
         self._loading: Dict[int, Any] = {}
-        super().__init__(out.value, lib.ect_worker_destroy, keep={"saves": self._saving, "loads": self._loading})
+        super().__init__(
+            out.value, lib.ect_worker_destroy, keep={"saves": self._saving, "loads": self._loading}
+        )
         self.geometry = Geometry(described)
         self.memory: str = str(engine.get("memory", "host"))
         self.cuda_device: int = int(engine.get("cuda_device", 0))
@@ -103,7 +107,9 @@ class Worker(Handle):
         Raises:
             StateError: nothing is bound.
         """
-        return json.loads(_lib.call_text(_lib.lib().ect_worker_metadata_json, self._handle()) or "{}")
+        return json.loads(
+            _lib.call_text(_lib.lib().ect_worker_metadata_json, self._handle()) or "{}"
+        )
 
     def loads(self) -> List[Dict[str, Any]]:
         """The bound step's loads, each with ``key``, ``transfer_id``,
@@ -117,12 +123,21 @@ class Worker(Handle):
         """(address, byte size, the object to keep alive) of engine memory."""
         if _is_tensor(obj):
             device = obj.device.type
-            if self.memory == "cuda" and (device != "cuda" or (obj.device.index not in (None, self.cuda_device))):
-                raise InvalidInputError(f"{what}: a tensor on {obj.device}, but this worker copies to cuda:{self.cuda_device}")
+            if self.memory == "cuda" and (
+                device != "cuda" or (obj.device.index not in (None, self.cuda_device))
+            ):
+                raise InvalidInputError(
+                    f"{what}: a tensor on {obj.device}, but this worker copies to "
+                    f"cuda:{self.cuda_device}"
+                )
             if self.memory == "host" and device != "cpu":
-                raise InvalidInputError(f"{what}: a tensor on {obj.device}, but this worker's memory is host memory")
+                raise InvalidInputError(
+                    f"{what}: a tensor on {obj.device}, but this worker's memory is host memory"
+                )
             if str(obj.dtype) != self.geometry.dtype:
-                raise InvalidInputError(f"{what}: a tensor of {obj.dtype}, but the tier holds {self.geometry.dtype}")
+                raise InvalidInputError(
+                    f"{what}: a tensor of {obj.dtype}, but the tier holds {self.geometry.dtype}"
+                )
             if obj.dim() != 2 or obj.shape[1] != self.geometry.hidden_dim:
                 raise InvalidInputError(
                     f"{what}: a tensor of shape {tuple(obj.shape)}, but rows of the tier are "
@@ -140,7 +155,9 @@ class Worker(Handle):
         try:
             view = memoryview(obj)
         except TypeError:
-            raise InvalidInputError(f"{what}: {type(obj).__name__} is neither a tensor nor a buffer") from None
+            raise InvalidInputError(
+                f"{what}: {type(obj).__name__} is neither a tensor nor a buffer"
+            ) from None
         if view.readonly or not view.c_contiguous:
             raise InvalidInputError(f"{what}: a buffer must be writable and contiguous")
         if view.nbytes == 0:
@@ -201,7 +218,12 @@ class Worker(Handle):
         queued = ctypes.c_int(0)
         _lib.check(
             _lib.lib().ect_worker_save(
-                self._handle(), _lib.encode(key), addr or None, nbytes, int(stream) or None, ctypes.byref(queued)
+                self._handle(),
+                _lib.encode(key),
+                addr or None,
+                nbytes,
+                int(stream) or None,
+                ctypes.byref(queued),
             )
         )
         if queued.value:
@@ -224,7 +246,9 @@ class Worker(Handle):
         lib = _lib.lib()
         out, length, copy = ctypes.c_void_p(), ctypes.c_size_t(0), ctypes.c_int(0)
         _lib.check(
-            lib.ect_worker_take_report_bytes(self._handle(), ctypes.byref(out), ctypes.byref(length), ctypes.byref(copy))
+            lib.ect_worker_take_report_bytes(
+                self._handle(), ctypes.byref(out), ctypes.byref(length), ctypes.byref(copy)
+            )
         )
         data = _lib.take_bytes(out, length.value)
         if copy.value != 0:
@@ -266,7 +290,9 @@ def decode_metadata(data: bytes, num_blocks: int) -> Dict[str, Any]:
         InvalidInputError: bytes that do not decode.
     """
     data = bytes(data)
-    return json.loads(_lib.call_text(_lib.lib().ect_step_meta_json, data, len(data), num_blocks) or "{}")
+    return json.loads(
+        _lib.call_text(_lib.lib().ect_step_meta_json, data, len(data), num_blocks) or "{}"
+    )
 
 
 def decode_report(data: bytes) -> Dict[str, Any]:

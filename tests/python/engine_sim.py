@@ -146,13 +146,19 @@ class ECConnectorOutput:
 def make_vllm_config(spec: Dict[str, Any], rank: int = 0) -> VllmConfig:
     """The engine config of one process of the engine that spec describes."""
     dtype = getattr(torch, spec.get("dtype", "float32"))
-    hf = {"model_type": "stand_in", "hidden_size": spec["hidden"], "torch_dtype": str(dtype).split(".")[1]}
+    hf = {
+        "model_type": "stand_in",
+        "hidden_size": spec["hidden"],
+        "torch_dtype": str(dtype).split(".")[1],
+    }
     return VllmConfig(
         ec_transfer_config=ECTransferConfig(
             ec_role=spec["role"],
             ec_connector_extra_config={"ec_cpu_bytes": spec["cpu_bytes"], **spec.get("extra", {})},
         ),
-        model_config=ModelConfig(model=spec.get("model", "stand-in/vit"), dtype=dtype, hf_config=hf),
+        model_config=ModelConfig(
+            model=spec.get("model", "stand-in/vit"), dtype=dtype, hf_config=hf
+        ),
         parallel_config=ParallelConfig(tensor_parallel_size=spec.get("tp", 1), rank=rank),
         device_config=DeviceConfig(device=spec.get("device", "cpu")),
         instance_id=spec["instance_id"],
@@ -170,7 +176,9 @@ def item_tokens(item: int, lo: int = 8, hi: int = 40) -> int:
     return lo + (item * 2654435761 >> 8) % (hi - lo + 1)
 
 
-def encode_item(item: int, tokens: int, hidden: int, dtype: Any, device: Any, work: int = 2) -> torch.Tensor:
+def encode_item(
+    item: int, tokens: int, hidden: int, dtype: Any, device: Any, work: int = 2
+) -> torch.Tensor:
     """The stand-in vision encoder: deterministic, elementwise (so bitwise
     reproducible in any process), its cost growing with work."""
     x = torch.arange(tokens * hidden, dtype=torch.float32, device=device).reshape(tokens, hidden)
@@ -187,13 +195,67 @@ def make_request(rid: str, items: List[Dict[str, Any]], params: Any = None) -> R
     for it in items:
         tokens = it.get("tokens") or item_tokens(it["item"])
         key = item_key(it["item"])
-        data = {"image_grid_thw": torch.tensor([[1, 2, tokens // 2 or 1]])} if it.get("media", True) else None
-        features.append(MultiModalFeatureSpec(key, key, "image", PlaceholderRange(offset, tokens), data))
+        data = (
+            {"image_grid_thw": torch.tensor([[1, 2, tokens // 2 or 1]])}
+            if it.get("media", True)
+            else None
+        )
+        features.append(
+            MultiModalFeatureSpec(key, key, "image", PlaceholderRange(offset, tokens), data)
+        )
         offset += tokens + 3
     return Request(rid, features, params)
 
 
 # ---- the worker process -----------------------------------------------------------------------
+
+
+def _worker_step(
+    connector: Any,
+    encoder_cache: Dict[str, torch.Tensor],
+    msg: Dict[str, Any],
+    spec: Dict[str, Any],
+    device: Any,
+    dtype: Any,
+) -> Dict[str, Any]:
+    """One step of the model runner's encoder-cache context."""
+    hidden, work = spec["hidden"], spec.get("encode_work", 2)
+    for key in msg["free"]:
+        encoder_cache.pop(key, None)
+    connector.bind_connector_metadata(msg["meta"])
+    before = set(encoder_cache)
+    if connector.is_producer:
+        connector.start_save_caches(encoder_cache=encoder_cache)
+    if connector.is_consumer:
+        connector.start_load_caches(encoder_cache)
+    loaded = [k for k in encoder_cache if k not in before]
+    t0 = time.perf_counter_ns()
+    for item, tokens in msg["encode"]:
+        encoder_cache[item_key(item)] = encode_item(item, tokens, hidden, dtype, device, work)
+    if device.type == "cuda":
+        torch.cuda.current_stream().synchronize()
+    encode_ns = time.perf_counter_ns() - t0
+    for key in [k for k in encoder_cache if k not in before]:
+        connector.save_caches(encoder_cache=encoder_cache, mm_hash=key)
+    # The model reads the loaded entries: each must equal a fresh encode.
+    mismatches = []
+    for key in loaded:
+        item = int(key.split("-")[1])
+        got = encoder_cache[key]
+        want = encode_item(item, got.shape[0], hidden, dtype, device, work)
+        if got.dtype != dtype or got.device.type != device.type or not torch.equal(got, want):
+            mismatches.append(key)
+    connector.get_finished(set(msg["finished"]))
+    worker_meta = connector.build_connector_worker_meta()
+    connector.clear_connector_metadata()
+    return {
+        "worker_meta": worker_meta,
+        "loaded": loaded,
+        "mismatches": mismatches,
+        "encoded": len(msg["encode"]),
+        "encode_ns": encode_ns,
+        "held": connector._work().held,
+    }
 
 
 def _worker_main(conn: Any, spec: Dict[str, Any], rank: int) -> None:
@@ -206,52 +268,22 @@ def _worker_main(conn: Any, spec: Dict[str, Any], rank: int) -> None:
     if device.type == "cuda":
         torch.cuda.set_device(0)
     dtype = getattr(torch, spec.get("dtype", "float32"))
-    hidden, work = spec["hidden"], spec.get("encode_work", 2)
     connector = ECTierConnector(make_vllm_config(spec, rank), ECConnectorRole.WORKER)
     encoder_cache: Dict[str, torch.Tensor] = {}
     connector.register_caches(encoder_cache)
+    # The engine's compute stream: a non-default one when asked, so that
+    # ectier's copies are checked to order against the current stream.
+    stream = torch.cuda.Stream() if spec.get("cuda_stream") else None
     try:
         while True:
             msg = pickle.loads(conn.recv_bytes())
             if msg is None:
                 break
-            for key in msg["free"]:
-                encoder_cache.pop(key, None)
-            # The runner's encoder-cache context: bind, load, encode, save.
-            connector.bind_connector_metadata(msg["meta"])
-            before = set(encoder_cache)
-            if connector.is_producer:
-                connector.start_save_caches(encoder_cache=encoder_cache)
-            if connector.is_consumer:
-                connector.start_load_caches(encoder_cache)
-            loaded = [k for k in encoder_cache if k not in before]
-            t0 = time.perf_counter_ns()
-            for item, tokens in msg["encode"]:
-                encoder_cache[item_key(item)] = encode_item(item, tokens, hidden, dtype, device, work)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            encode_ns = time.perf_counter_ns() - t0
-            for key in [k for k in encoder_cache if k not in before]:
-                connector.save_caches(encoder_cache=encoder_cache, mm_hash=key)
-            # The model reads the loaded entries: each must equal a fresh encode.
-            mismatches = []
-            for key in loaded:
-                item = int(key.split("-")[1])
-                got = encoder_cache[key]
-                want = encode_item(item, got.shape[0], hidden, dtype, device, work)
-                if got.dtype != dtype or got.device.type != device.type or not torch.equal(got, want):
-                    mismatches.append(key)
-            connector.get_finished(set(msg["finished"]))
-            worker_meta = connector.build_connector_worker_meta()
-            connector.clear_connector_metadata()
-            reply = {
-                "worker_meta": worker_meta,
-                "loaded": loaded,
-                "mismatches": mismatches,
-                "encoded": len(msg["encode"]),
-                "encode_ns": encode_ns,
-                "held": connector._work().held,
-            }
+            if stream is not None:
+                with torch.cuda.stream(stream):
+                    reply = _worker_step(connector, encoder_cache, msg, spec, device, dtype)
+            else:
+                reply = _worker_step(connector, encoder_cache, msg, spec, device, dtype)
             conn.send_bytes(pickle.dumps(reply))
         # Drain: the last reports of copies still in flight.
         connector._work().wait()
@@ -325,7 +357,9 @@ def _engine_main(control: Any, spec: Dict[str, Any]) -> None:
                 continue
             cmd = pickle.loads(control.recv_bytes())
             if cmd["op"] == "run":
-                control.send_bytes(pickle.dumps(engine.run(cmd["requests"], cmd.get("timeout", 120))))
+                control.send_bytes(
+                    pickle.dumps(engine.run(cmd["requests"], cmd.get("timeout", 120)))
+                )
             elif cmd["op"] == "stop":
                 break
         result = engine.stop_workers()
@@ -361,7 +395,9 @@ class _Engine:
         """One engine step for the requests admitted in it (all their items
         already allocated via update_state_after_alloc)."""
         self.steps += 1
-        meta = self.c.build_connector_meta(SchedulerOutput(self.steps, [r.request_id for r in scheduled]))
+        meta = self.c.build_connector_meta(
+            SchedulerOutput(self.steps, [r.request_id for r in scheduled])
+        )
         msg = {"meta": meta, "encode": self._encode, "free": self._free, "finished": []}
         data = pickle.dumps(msg)
         for p in self.pipes:
@@ -387,7 +423,9 @@ class _Engine:
         self._encode, self._free = [], []
         while waiting or self.c.has_pending_push_work():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"engine: {len(waiting)} requests still waiting after {timeout} s")
+                raise TimeoutError(
+                    f"engine: {len(waiting)} requests still waiting after {timeout} s"
+                )
             for rid in self.c.take_unavailable_requests():
                 failed.append(rid)
                 waiting = deque(r for r in waiting if r.request_id != rid)
@@ -408,8 +446,13 @@ class _Engine:
                 keep, params = self.c.request_finished(req)
                 assert keep is False
                 done[req.request_id] = params
-        return {"done": done, "failed": failed, "steps": self.steps, "counts": dict(self.counts),
-                "mismatches": list(self.mismatches)}
+        return {
+            "done": done,
+            "failed": failed,
+            "steps": self.steps,
+            "counts": dict(self.counts),
+            "mismatches": list(self.mismatches),
+        }
 
     def _schedule(self, req: Request) -> None:
         for i, f in enumerate(req.mm_features):
@@ -438,7 +481,11 @@ class _Engine:
             if "error" in f:
                 raise RuntimeError("worker failed:\n" + f["error"])
             if f["worker_meta"] is not None:
-                aggregated = f["worker_meta"] if aggregated is None else aggregated.aggregate(f["worker_meta"])
+                aggregated = (
+                    f["worker_meta"]
+                    if aggregated is None
+                    else aggregated.aggregate(f["worker_meta"])
+                )
         self.c.update_connector_output(ECConnectorOutput(aggregated))
         return {"pending_after_drain": self.c.has_pending_push_work()}
 
@@ -476,7 +523,9 @@ class Engine:
 
     def run(self, requests: List[Dict[str, Any]], timeout: float = 120) -> Dict[str, Any]:
         """Run requests ([{"id", "items", "params"}]) to completion."""
-        self._conn.send_bytes(pickle.dumps({"op": "run", "requests": requests, "timeout": timeout}))
+        self._conn.send_bytes(
+            pickle.dumps({"op": "run", "requests": requests, "timeout": timeout})
+        )
         return self._reply(timeout + 30)
 
     def stop(self) -> Dict[str, Any]:

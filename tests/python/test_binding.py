@@ -34,7 +34,13 @@ def _config(role="ec_both", rows=64, **extra):
 
 
 def _engine(region_dir, instance_id, **more):
-    return {"hidden_dim": HIDDEN, "dtype": "float32", "instance_id": instance_id, "region_dir": region_dir, **more}
+    return {
+        "hidden_dim": HIDDEN,
+        "dtype": "float32",
+        "instance_id": instance_id,
+        "region_dir": region_dir,
+        **more,
+    }
 
 
 def _request(key="img-a", tokens=4, rid="r1"):
@@ -89,12 +95,25 @@ def test_library_reports_its_versions(library):
 
 def test_each_status_family_has_its_exception_with_the_message():
     cases = {
-        -1: errors.InvalidInputError, -11: errors.InvalidInputError, -17: errors.InvalidInputError,
-        -3: errors.ConfigError, -9: errors.ConfigError, -10: errors.ConfigError,
-        -5: errors.NotFoundError, -6: errors.StateError, -8: errors.StateError, -13: errors.StateError,
-        -18: errors.StateError, -2: errors.ResourceError, -4: errors.ResourceError, -7: errors.ResourceError,
-        -12: errors.TransferError, -14: errors.TransferError, -15: errors.TransferError,
-        -16: errors.TransferError, -19: errors.InternalError,
+        -1: errors.InvalidInputError,
+        -11: errors.InvalidInputError,
+        -17: errors.InvalidInputError,
+        -3: errors.ConfigError,
+        -9: errors.ConfigError,
+        -10: errors.ConfigError,
+        -5: errors.NotFoundError,
+        -6: errors.StateError,
+        -8: errors.StateError,
+        -13: errors.StateError,
+        -18: errors.StateError,
+        -2: errors.ResourceError,
+        -4: errors.ResourceError,
+        -7: errors.ResourceError,
+        -12: errors.TransferError,
+        -14: errors.TransferError,
+        -15: errors.TransferError,
+        -16: errors.TransferError,
+        -19: errors.InternalError,
     }
     assert set(cases) == set(errors.STATUS_NAMES) - {0}
     for status, cls in cases.items():
@@ -123,10 +142,24 @@ def test_config_check_resolves_settings_and_takes_the_connector_name(library):
     "config, cls, message",
     [
         ("{", errors.InvalidInputError, "config is not valid JSON"),
-        ({"ec_connector": "ECTierConnector", "ec_role": "ec_both", "ec_connector_extra_config": {}},
-         errors.ConfigError, "ec_cpu_bytes must be specified in ec_connector_extra_config"),
-        ({"ec_connector": "ECCPU", "ec_role": "ec_both", "ec_connector_extra_config": {"ec_cpu_bytes": 1}},
-         errors.ConfigError, '"ECTierConnector"'),
+        (
+            {
+                "ec_connector": "ECTierConnector",
+                "ec_role": "ec_both",
+                "ec_connector_extra_config": {},
+            },
+            errors.ConfigError,
+            "ec_cpu_bytes must be specified in ec_connector_extra_config",
+        ),
+        (
+            {
+                "ec_connector": "ECCPU",
+                "ec_role": "ec_both",
+                "ec_connector_extra_config": {"ec_cpu_bytes": 1},
+            },
+            errors.ConfigError,
+            '"ECTierConnector"',
+        ),
         ({**_config(), "ec_role": "both"}, errors.ConfigError, "ec_role"),
         (_config(ec_cpu_byte=5), errors.ConfigError, "ec_cpu_byte"),
         (_config(copy_threads=0), errors.ConfigError, "copy_threads"),
@@ -151,7 +184,12 @@ def test_config_of_the_wrong_type_is_a_type_error(library):
 
 def test_geometry_from_width_and_from_every_model_config_file(library):
     g = ectier.Geometry.from_hidden_dim(3584, "bf16", "1GiB")
-    assert (g.hidden_dim, g.dtype, g.element_size, g.block_size_bytes) == (3584, "torch.bfloat16", 2, 7168)
+    assert (g.hidden_dim, g.dtype, g.element_size, g.block_size_bytes) == (
+        3584,
+        "torch.bfloat16",
+        2,
+        7168,
+    )
     assert g.num_blocks == (1 << 30) // 7168 and g.payload_bytes(10) == 71680
     assert g.torch_dtype is torch.bfloat16
     with open(os.path.join(HF_CONFIGS, "expected.json")) as f:
@@ -163,25 +201,62 @@ def test_geometry_from_width_and_from_every_model_config_file(library):
         with open(os.path.join(HF_CONFIGS, name)) as f:
             inline = ectier.Geometry.from_hf_config(json.load(f), 64 << 20)
         assert inline.hidden_dim == g.hidden_dim and inline.dtype == g.dtype
-    forced = ectier.Geometry.from_hf_config(os.path.join(HF_CONFIGS, "Qwen2-VL-7B-Instruct.json"), 1 << 20, "f32")
+    forced = ectier.Geometry.from_hf_config(
+        os.path.join(HF_CONFIGS, "Qwen2-VL-7B-Instruct.json"), 1 << 20, "f32"
+    )
     assert forced.block_size_bytes == 3584 * 4 and forced.dtype_source == "dtype"
 
 
 @pytest.mark.parametrize(
     "call, cls, message",
     [
-        (lambda: ectier.Geometry.from_hidden_dim(0, "bf16", 1024), errors.ConfigError, "hidden_dim = 0"),
-        (lambda: ectier.Geometry.from_hidden_dim(16, "int4", 1024), errors.InvalidInputError, "int4"),
-        (lambda: ectier.Geometry.from_hidden_dim(16, "bf16", 8), errors.ConfigError, "smaller than one block"),
-        (lambda: ectier.Geometry.from_hidden_dim(16, "bf16", "8 apples"), errors.ConfigError, "cpu_bytes"),
-        (lambda: ectier.Geometry.from_hf_config({"model_type": "x"}, 1024, "bf16"), errors.ConfigError,
-         "hidden_size"),
-        (lambda: ectier.Geometry.from_hf_config({"hidden_size": 8}, 1024), errors.ConfigError, "dtype is missing"),
-        (lambda: ectier.Geometry.from_hf_config(
-            {"vision_config": {"out_hidden_size": 8, "deepstack_visual_indexes": "1"}, "hidden_size": 8},
-            1024, "bf16"), errors.ConfigError, "deepstack_visual_indexes"),
-        (lambda: ectier.Geometry.from_hf_config("/nonexistent/config.json", 1024), errors.NotFoundError,
-         "/nonexistent/config.json"),
+        (
+            lambda: ectier.Geometry.from_hidden_dim(0, "bf16", 1024),
+            errors.ConfigError,
+            "hidden_dim = 0",
+        ),
+        (
+            lambda: ectier.Geometry.from_hidden_dim(16, "int4", 1024),
+            errors.InvalidInputError,
+            "int4",
+        ),
+        (
+            lambda: ectier.Geometry.from_hidden_dim(16, "bf16", 8),
+            errors.ConfigError,
+            "smaller than one block",
+        ),
+        (
+            lambda: ectier.Geometry.from_hidden_dim(16, "bf16", "8 apples"),
+            errors.ConfigError,
+            "cpu_bytes",
+        ),
+        (
+            lambda: ectier.Geometry.from_hf_config({"model_type": "x"}, 1024, "bf16"),
+            errors.ConfigError,
+            "hidden_size",
+        ),
+        (
+            lambda: ectier.Geometry.from_hf_config({"hidden_size": 8}, 1024),
+            errors.ConfigError,
+            "dtype is missing",
+        ),
+        (
+            lambda: ectier.Geometry.from_hf_config(
+                {
+                    "vision_config": {"out_hidden_size": 8, "deepstack_visual_indexes": "1"},
+                    "hidden_size": 8,
+                },
+                1024,
+                "bf16",
+            ),
+            errors.ConfigError,
+            "deepstack_visual_indexes",
+        ),
+        (
+            lambda: ectier.Geometry.from_hf_config("/nonexistent/config.json", 1024),
+            errors.NotFoundError,
+            "/nonexistent/config.json",
+        ),
     ],
 )
 def test_geometry_errors(library, call, cls, message):
@@ -368,8 +443,12 @@ def test_random_bytes_never_crash_the_decoders(pair):
         for _ in range(rng.randint(1, 6)):
             blob[rng.randrange(len(blob))] = rng.randrange(256)
         blob = bytes(blob[: rng.randint(0, len(blob))])
-        for call in (lambda: w.bind_metadata(blob), lambda: s.update_connector_output(blob),
-                     lambda: decode_report(blob), lambda: decode_metadata(blob, 64)):
+        for call in (
+            lambda: w.bind_metadata(blob),
+            lambda: s.update_connector_output(blob),
+            lambda: decode_report(blob),
+            lambda: decode_metadata(blob, 64),
+        ):
             try:
                 call()
             except ectier.ECTierError:
@@ -382,8 +461,13 @@ def test_closed_handles_refuse_every_call_and_close_once(region_dir, instance_id
         assert not s.closed
     assert s.closed
     s.close()  # again: nothing
-    for call in (lambda: s.has_cache_item("a"), lambda: s.build_connector_meta(), s.metrics,
-                 lambda: s.update_connector_output(b""), s.has_pending_push_work):
+    for call in (
+        lambda: s.has_cache_item("a"),
+        lambda: s.build_connector_meta(),
+        s.metrics,
+        lambda: s.update_connector_output(b""),
+        s.has_pending_push_work,
+    ):
         with pytest.raises(errors.StateError, match="scheduler is closed"):
             call()
     s.shutdown()  # closed: nothing to do

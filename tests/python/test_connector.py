@@ -14,8 +14,14 @@ from engine_sim import ParallelConfig, make_request, make_vllm_config
 
 
 def _spec(instance_id, **more):
-    spec = {"role": "ec_both", "cpu_bytes": 1 << 20, "hidden": 64, "dtype": "bfloat16", "tp": 2,
-            "instance_id": instance_id}
+    spec = {
+        "role": "ec_both",
+        "cpu_bytes": 1 << 20,
+        "hidden": 64,
+        "dtype": "bfloat16",
+        "tp": 2,
+        "instance_id": instance_id,
+    }
     spec.update(more)
     return spec
 
@@ -42,14 +48,22 @@ def test_the_engine_description_comes_from_the_engines_config(instance_id):
 
 
 def test_requests_become_ectiers_request_values():
-    req = make_request("r9", [{"item": 1, "tokens": 8}, {"item": 2, "tokens": 6, "media": False}],
-                       params={"img-0002": {"metadata": {}}})
+    req = make_request(
+        "r9",
+        [{"item": 1, "tokens": 8}, {"item": 2, "tokens": 6, "media": False}],
+        params={"img-0002": {"metadata": {}}},
+    )
     req.mm_features[0].mm_position.is_embed = [True] * 6 + [False] * 2
     value = ev.request_value(req, 11)
     assert value["request_id"] == "r9" and value["num_computed_tokens"] == 11
     f0, f1 = value["features"]
     assert (f0["identifier"], f0["mm_hash"], f0["offset"], f0["length"], f0["num_tokens"]) == (
-        "img-0001", "img-0001", 5, 8, 6)
+        "img-0001",
+        "img-0001",
+        5,
+        8,
+        6,
+    )
     assert f0["has_local_input"] is True and f0["metadata"] == {"image_grid_thw": [[1, 2, 4]]}
     assert f1["has_local_input"] is False and f1["metadata"] == {}
     assert value["ec_transfer_params"] == {"img-0002": {"metadata": {}}}
@@ -66,7 +80,9 @@ def _refused(cfg, role, cls, message, region_dir):
 
 
 @pytest.mark.parametrize("role", [ev.ECConnectorRole.SCHEDULER, ev.ECConnectorRole.WORKER])
-def test_configurations_it_cannot_serve_raise_clear_errors(region_dir, instance_id, monkeypatch, role):
+def test_configurations_it_cannot_serve_raise_clear_errors(
+    region_dir, instance_id, monkeypatch, role
+):
     monkeypatch.setenv("ECTIER_REGION_DIR", region_dir)
     cfg = make_vllm_config(_spec(instance_id))
     cfg.use_v2_model_runner = False
@@ -115,11 +131,15 @@ def test_wrong_tensors_and_wrong_metadata_are_refused(region_dir, instance_id, m
             w.save_caches(cache, "img-0001")
         w.get_finished(set())
         w.clear_connector_metadata()
-        s.update_connector_output(type("Out", (), {"ec_connector_worker_meta": w.build_connector_worker_meta()})())
+        s.update_connector_output(
+            type("Out", (), {"ec_connector_worker_meta": w.build_connector_worker_meta()})()
+        )
         m = s.metrics()
         assert m["saves_failed_total"] == 1 and m["region_used_blocks"] == 0
         with pytest.raises(errors.InvalidInputError):
-            s.update_connector_output(type("Out", (), {"ec_connector_worker_meta": ev.ECTierWorkerMetadata(b"junk")})())
+            s.update_connector_output(
+                type("Out", (), {"ec_connector_worker_meta": ev.ECTierWorkerMetadata(b"junk")})()
+            )
         assert not s.has_pending_push_work()
     finally:
         w.shutdown()

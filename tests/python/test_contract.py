@@ -95,8 +95,14 @@ def test_metadata_objects_pickle_and_aggregate_by_concatenation():
 def connectors(region_dir, instance_id, monkeypatch):
     """A scheduler connector and a worker connector of one ec_both instance."""
     monkeypatch.setenv("ECTIER_REGION_DIR", region_dir)
-    spec = {"role": "ec_both", "cpu_bytes": 64 * 64 * 4, "hidden": 64, "dtype": "float32", "tp": 1,
-            "instance_id": instance_id}
+    spec = {
+        "role": "ec_both",
+        "cpu_bytes": 64 * 64 * 4,
+        "hidden": 64,
+        "dtype": "float32",
+        "tp": 1,
+        "instance_id": instance_id,
+    }
     s = ev.ECTierConnector(make_vllm_config(spec), ev.ECConnectorRole.SCHEDULER)
     w = ev.ECTierConnector(make_vllm_config(spec), ev.ECConnectorRole.WORKER)
     yield s, w
@@ -154,8 +160,16 @@ def test_each_method_returns_its_documented_shape(connectors):
 def test_the_engines_factory_loads_the_class(region_dir, instance_id, monkeypatch):
     factory_mod = pytest.importorskip("vllm.distributed.ec_transfer.ec_connector.factory")
     monkeypatch.setenv("ECTIER_REGION_DIR", region_dir)
-    spec = {"role": "ec_both", "cpu_bytes": 1 << 20, "hidden": 64, "dtype": "float32", "instance_id": instance_id}
+    spec = {
+        "role": "ec_both",
+        "cpu_bytes": 1 << 20,
+        "hidden": 64,
+        "dtype": "float32",
+        "instance_id": instance_id,
+    }
     config = make_vllm_config(spec)
-    connector = factory_mod.ECConnectorFactory.create_connector(config, ev.ECConnectorRole.SCHEDULER)
+    connector = factory_mod.ECConnectorFactory.create_connector(
+        config, ev.ECConnectorRole.SCHEDULER
+    )
     assert type(connector).__name__ == "ECTierConnector"
     connector.shutdown()

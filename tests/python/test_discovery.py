@@ -43,7 +43,9 @@ def _compile(tmp_path, name: str, source: str) -> str:
 @pytest.fixture
 def other_abi(tmp_path) -> str:
     """A library that says it has ABI version 999."""
-    return _compile(tmp_path, "libectier_abi999", "unsigned ect_abi_version(void) { return 999; }\n")
+    return _compile(
+        tmp_path, "libectier_abi999", "unsigned ect_abi_version(void) { return 999; }\n"
+    )
 
 
 def _no_installed_library() -> bool:
@@ -61,7 +63,9 @@ def test_the_environment_variable_comes_first(build_lib, tmp_path):
 
 def test_a_library_beside_the_package(build_lib, tmp_path):
     os.symlink(build_lib, tmp_path / "libectier.so.0")
-    _, origin = _lib.find_library(env={}, package_dir=str(tmp_path), strategies=("beside the package",))
+    _, origin = _lib.find_library(
+        env={}, package_dir=str(tmp_path), strategies=("beside the package",)
+    )
     assert origin.endswith("libectier.so.0 (from beside the package)")
 
 
@@ -70,7 +74,8 @@ def test_pkg_config_names_the_libdir(build_lib, tmp_path):
         pytest.skip("no pkg-config")
     libdir = os.path.dirname(build_lib)
     (tmp_path / "ectier.pc").write_text(
-        f"libdir={libdir}\nName: ectier\nDescription: test\nVersion: 0.1.0\nLibs: -L${{libdir}} -lectier\n"
+        f"libdir={libdir}\nName: ectier\nDescription: test\nVersion: 0.1.0\n"
+        "Libs: -L${libdir} -lectier\n"
     )
     env = {"PATH": os.environ.get("PATH", "/usr/bin"), "PKG_CONFIG_LIBDIR": str(tmp_path)}
     _, origin = _lib.find_library(env=env, package_dir=str(tmp_path), strategies=("pkg-config",))
@@ -80,18 +85,27 @@ def test_pkg_config_names_the_libdir(build_lib, tmp_path):
 def test_the_loader_search_path_last(build_lib, tmp_path):
     env = dict(os.environ)
     env.pop("ECTIER_LIBRARY", None)
-    env.update(LD_LIBRARY_PATH=os.path.dirname(build_lib), PKG_CONFIG_LIBDIR=str(tmp_path),
-               PYTHONPATH=PYTHON_DIR)
+    env.update(
+        LD_LIBRARY_PATH=os.path.dirname(build_lib),
+        PKG_CONFIG_LIBDIR=str(tmp_path),
+        PYTHONPATH=PYTHON_DIR,
+    )
     out = subprocess.run(
         [sys.executable, "-c", "import ectier; print(ectier.library_path())"],
-        env=env, capture_output=True, text=True, check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip().endswith("(from loader search path)")
 
 
 def test_another_abi_version_is_refused_and_every_step_is_named(other_abi, tmp_path):
-    env = {"ECTIER_LIBRARY": other_abi, "PATH": os.environ.get("PATH", "/usr/bin"),
-           "PKG_CONFIG_LIBDIR": str(tmp_path)}
+    env = {
+        "ECTIER_LIBRARY": other_abi,
+        "PATH": os.environ.get("PATH", "/usr/bin"),
+        "PKG_CONFIG_LIBDIR": str(tmp_path),
+    }
     # In this process libectier is loaded already, so the loader would find
     # it by its soname: the loader step is checked in a fresh process below.
     steps = _lib.STRATEGIES[:3]
@@ -109,17 +123,27 @@ def test_another_abi_version_is_refused_and_every_step_is_named(other_abi, tmp_p
 def test_a_library_without_the_abi_symbol_is_refused(tmp_path):
     fake = _compile(tmp_path, "libnot", "int something(void) { return 1; }\n")
     with pytest.raises(LibraryError, match="has no ect_abi_version"):
-        _lib.find_library(env={"ECTIER_LIBRARY": fake}, package_dir=str(tmp_path), strategies=("ECTIER_LIBRARY",))
+        _lib.find_library(
+            env={"ECTIER_LIBRARY": fake}, package_dir=str(tmp_path), strategies=("ECTIER_LIBRARY",)
+        )
     with pytest.raises(LibraryError, match="cannot open|No such file"):
-        _lib.find_library(env={"ECTIER_LIBRARY": str(tmp_path / "missing.so")}, package_dir=str(tmp_path),
-                          strategies=("ECTIER_LIBRARY",))
+        _lib.find_library(
+            env={"ECTIER_LIBRARY": str(tmp_path / "missing.so")},
+            package_dir=str(tmp_path),
+            strategies=("ECTIER_LIBRARY",),
+        )
 
 
-def test_a_refused_environment_library_warns_when_a_later_step_works(build_lib, other_abi, tmp_path):
+def test_a_refused_environment_library_warns_when_a_later_step_works(
+    build_lib, other_abi, tmp_path
+):
     os.symlink(build_lib, tmp_path / "libectier.so")
     with pytest.warns(RuntimeWarning, match="ECTIER_LIBRARY"):
-        _, origin = _lib.find_library(env={"ECTIER_LIBRARY": other_abi}, package_dir=str(tmp_path),
-                                      strategies=("ECTIER_LIBRARY", "beside the package"))
+        _, origin = _lib.find_library(
+            env={"ECTIER_LIBRARY": other_abi},
+            package_dir=str(tmp_path),
+            strategies=("ECTIER_LIBRARY", "beside the package"),
+        )
     assert origin.endswith("(from beside the package)")
 
 
@@ -135,9 +159,15 @@ def test_importing_needs_no_library_and_first_use_raises(other_abi, tmp_path):
             print("refused:", e)
         """
     )
-    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "ECTIER_LIBRARY": other_abi,
-           "PKG_CONFIG_LIBDIR": str(tmp_path), "PYTHONPATH": PYTHON_DIR}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin"),
+        "ECTIER_LIBRARY": other_abi,
+        "PKG_CONFIG_LIBDIR": str(tmp_path),
+        "PYTHONPATH": PYTHON_DIR,
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
     assert "refused: cannot load libectier with ABI version 1" in out.stdout
     assert "ABI version 999" in out.stdout
     for i, step in enumerate(_lib.STRATEGIES):

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from engine_sim import Engine, item_tokens
+from engine_sim import Engine
 
 
 def _workload(n_requests: int, n_images: int, seed: int):

@@ -57,11 +57,14 @@ def test_consumer_pulls_from_producer_falls_back_and_fails_only_lost_requests(
 ):
     # The producer's tier holds 6 entries and announcements take no hold, so
     # of images 0..9 (encoded in order) the first four are evicted: lost.
-    producer = Engine(_spec("ec_producer", shm_instance + "p", transport, 6 * TOKENS, 1,
-                            {"announce_lease_s": 0}))
+    producer = Engine(
+        _spec("ec_producer", shm_instance + "p", transport, 6 * TOKENS, 1, {"announce_lease_s": 0})
+    )
     consumer = None
     try:
-        produced = producer.run([{"id": f"p{i}", "items": [{"item": i, "tokens": TOKENS}]} for i in range(10)])
+        produced = producer.run(
+            [{"id": f"p{i}", "items": [{"item": i, "tokens": TOKENS}]} for i in range(10)]
+        )
         params = {}
         for rid, p in produced["done"].items():
             assert p is not None and len(p) == 1
@@ -75,7 +78,11 @@ def test_consumer_pulls_from_producer_falls_back_and_fails_only_lost_requests(
         consumer = Engine(_spec("ec_consumer", shm_instance + "c", transport, 40 * TOKENS, 2))
 
         def req(rid, i, media, item_params):
-            return {"id": rid, "items": [{"item": i, "tokens": TOKENS, "media": media}], "params": item_params}
+            return {
+                "id": rid,
+                "items": [{"item": i, "tokens": TOKENS, "media": media}],
+                "params": item_params,
+            }
 
         def announced(i):
             return {item_key(i): params[item_key(i)]}
