@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import json
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _lib
 from ._handle import Handle
@@ -49,6 +49,17 @@ def describe(config: ConfigLike, engine: EngineLike) -> Dict[str, Any]:
     return json.loads(out or "{}")
 
 
+def create(side: str, config: ConfigLike, engine: EngineLike) -> Tuple[int, Dict[str, Any]]:
+    """Create the C object of a side ("scheduler" or "worker") from a config
+    and an engine description: (its pointer, what :func:`describe` says)."""
+    cfg, eng = config_text(config), engine_text(engine)
+    described = describe(cfg, engine)
+    out = ctypes.c_void_p()
+    fn = getattr(_lib.lib(), f"ect_{side}_create_json")
+    _lib.check(fn(cfg, len(cfg), eng, len(eng), ctypes.byref(out)))
+    return out.value or 0, described
+
+
 def request_text(request: Mapping[str, Any]) -> bytes:
     """The JSON text of a request mapping."""
     try:
@@ -74,12 +85,8 @@ class Scheduler(Handle):
     _kind = "scheduler"
 
     def __init__(self, config: ConfigLike, engine: EngineLike) -> None:
-        lib = _lib.lib()
-        cfg, eng = config_text(config), engine_text(engine)
-        described = describe(cfg, engine)
-        out = ctypes.c_void_p()
-        _lib.check(lib.ect_scheduler_create_json(cfg, len(cfg), eng, len(eng), ctypes.byref(out)))
-        super().__init__(out.value, lib.ect_scheduler_destroy)
+        ptr, described = create("scheduler", config, engine)
+        super().__init__(ptr, _lib.lib().ect_scheduler_destroy)
         self.geometry = Geometry(described)
         self.role: str = described["role"]
         self.p2p_enabled: bool = bool(described["p2p_enabled"])

@@ -24,10 +24,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _lib
 from ._handle import Handle
-from .config import ConfigLike, config_text
+from .config import ConfigLike
 from .errors import InvalidInputError, error_for
 from .geometry import Geometry
-from .scheduler import EngineLike, describe, engine_text
+from .scheduler import EngineLike, create
 
 log = logging.getLogger("ectier")
 
@@ -53,17 +53,15 @@ class Worker(Handle):
     _kind = "worker"
 
     def __init__(self, config: ConfigLike, engine: EngineLike) -> None:
-        lib = _lib.lib()
-        cfg, eng = config_text(config), engine_text(engine)
-        described = describe(cfg, engine)
-        out = ctypes.c_void_p()
-        _lib.check(lib.ect_worker_create_json(cfg, len(cfg), eng, len(eng), ctypes.byref(out)))
+        ptr, described = create("worker", config, engine)
         # Objects the C side copies from or into, by key (saves) and by
         # transfer id (loads); released as reports name them.
         self._saving: Dict[str, List[Any]] = {}
         self._loading: Dict[int, Any] = {}
         super().__init__(
-            out.value, lib.ect_worker_destroy, keep={"saves": self._saving, "loads": self._loading}
+            ptr,
+            _lib.lib().ect_worker_destroy,
+            keep={"saves": self._saving, "loads": self._loading},
         )
         self.geometry = Geometry(described)
         self.memory: str = str(engine.get("memory", "host"))
