@@ -42,7 +42,7 @@ static const struct {
 };
 
 #define P2P_HOW_TO                                                                                 \
-    "install libzmq3-dev libucx-dev libmsgpack-dev (scripts/install-deps.sh) and rebuild with "    \
+    "install libzmq3-dev libmsgpack-dev (scripts/install-deps.sh) and rebuild with "    \
     "-DECT_WITH_P2P=ON"
 
 const char *
@@ -77,8 +77,8 @@ ect_transport_str(ect_transport_t transport)
     switch (transport) {
     case ECT_TRANSPORT_AUTO:
         return "auto";
-    case ECT_TRANSPORT_UCX:
-        return "ucx";
+    case ECT_TRANSPORT_TCP:
+        return "tcp";
     case ECT_TRANSPORT_SAME_HOST:
         return "same_host";
     }

@@ -170,6 +170,29 @@ ect_metrics_format_prometheus(const ect_metrics_t *m, char *buf, size_t cap, siz
     gauge(&o, "grants_outstanding", "Reads granted to peers and not yet served.",
           m->grants_outstanding);
     counter(&o, "grants_expired_total", "Grants released by their lease.", m->grants_expired);
+    counter(&o, "grants_refused_total",
+            "Read requests refused because max_grants or max_grants_per_peer was reached.",
+            m->grants_refused);
+    counter(&o, "dones_rejected_total",
+            "'done' messages ignored because they named another connection's grant.",
+            m->dones_rejected);
+    counter(&o, "data_streams_served_total", "Grants whose bytes the data stream sent in full.",
+            m->stream_served);
+    counter(&o, "data_stream_bytes_total", "Payload bytes the data stream sent.", m->stream_bytes);
+    counter(
+        &o, "data_streams_denied_total",
+        "Data-stream requests naming no live grant (forged, replayed, lapsed) or the wrong size.",
+        m->stream_denied);
+    counter(&o, "data_stream_bad_requests_total",
+            "Malformed data-stream requests (connection cut).", m->stream_bad_requests);
+    counter(&o, "data_connections_refused_total",
+            "Data-stream connections closed at once (connection cap, or out of descriptors).",
+            m->stream_conns_refused);
+    counter(&o, "data_stream_timeouts_total",
+            "Data-stream connections cut for missing a request or send deadline.",
+            m->stream_timeouts);
+    counter(&o, "data_stream_send_failures_total", "Data streams cut by the peer.",
+            m->stream_send_failures);
     counter(&o, "grants_released_dead_peer_total", "Grants released because the peer died.",
             m->grants_released_dead_peer);
     counter(&o, "announcements_total", "Encodings announced to an orchestrator.", m->announcements);

@@ -85,6 +85,12 @@ typedef struct ect_xfer_req {
      * ECT_WIRE_CONNECTOR_VERSION when it was not. */
     int64_t connector_version;
     bool has_connector_version;
+    /* ectier's own key "ectier_runs": true, sent after the seed's keys: this
+     * consumer takes the entry's blocks as runs in the mem_descriptor
+     * (src/p2p/xport_internal.h) instead of src_block_indices.  A seed
+     * producer ignores the key (unknown keys are ignored); false (the
+     * default) is never encoded, so seed messages stay byte-exact. */
+    bool accepts_runs;
     void *arena_; /* owned storage of a decoded message; NULL otherwise */
 } ect_xfer_req_t;
 

@@ -18,7 +18,7 @@ import pytest
 from engine_sim import Engine, item_key
 
 #: Data transports to run over; extend when the library gains one.
-TRANSPORTS = ["same_host", "auto"]
+TRANSPORTS = ["same_host", "tcp", "auto"]
 
 TOKENS = 16
 HIDDEN = 64

@@ -126,8 +126,7 @@ test_announced_encoding_is_not_evictable(void)
 #define BIG_TOKENS 32768u /* 256 MiB */
 #define BIG_REGION (300ull << 20)
 
-/* Start `ectier producer` (a fresh process: never a fork of a process whose
- * UCX is running) serving one test-pattern entry of tokens rows on port
+/* Start `ectier producer` (a fresh process) serving one test-pattern entry of tokens rows on port
  * (0: any); returns its pid and the entry's announcement. */
 static pid_t
 spawn_producer(unsigned port, uint64_t tokens, char **params_p)
@@ -140,7 +139,7 @@ spawn_producer(unsigned port, uint64_t tokens, char **params_p)
     snprintf(cfg, sizeof(cfg),
              "{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_producer\", "
              "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": %llu, \"ec_enable_nixl\": true, "
-             "\"transport\": \"ucx\"}}",
+             "\"transport\": \"tcp\"}}",
              (unsigned long long)BIG_REGION);
     fflush(NULL);
     pid_t pid = fork();
@@ -188,34 +187,32 @@ start_and_wait_for_read(struct ect_cli_instance *c, const char *hash, const char
 static void
 test_producer_stopped_during_read_times_out_quarantines_and_settles(void)
 {
-    setenv("UCX_TLS", "tcp", 1);
     char *params;
     pid_t child = spawn_producer(0, BIG_TOKENS, &params);
     struct ect_cli_instance c;
     open_instance(&c, "ec_consumer", BIG_REGION, BIG_HIDDEN,
-                  "\"transport\": \"ucx\", \"read_timeout_s\": 1, \"quarantine_s\": 30");
+                  "\"transport\": \"tcp\", \"read_timeout_s\": 1, \"quarantine_s\": 30");
     char hash[65];
     params_hash(params, hash);
     start_and_wait_for_read(&c, hash, params);
     CHECK(kill(child, SIGSTOP) == 0);
-    /* The read cannot finish: after the read timeout the item falls back,
-     * but its blocks stay fenced (a DMA could still land). */
-    CHECK_EQ_INT(pf_fetch(&c, hash, BIG_TOKENS, params, 1, 15), PF_LOCAL);
+    /* The read cannot finish: after the read timeout the item falls back. */
+    CHECK_EQ_INT(pf_fetch(&c, hash, BIG_TOKENS, params, 1, 15), PF_ENCODE_LOCALLY);
     ect_metrics_t m = pf_metrics(&c);
     int completed_before_stop = m.p2p_reads_completed == 1;
     if (!completed_before_stop) {
         CHECK_EQ_U64(m.p2p_read_timeouts, 1);
-        /* The blocks stay fenced until the transport says the read is over
-         * (UCX may fail it once the peer stops answering) or the producer
-         * runs again and it completes; never longer than the quarantine. */
-        CHECK(kill(child, SIGCONT) == 0);
-        uint64_t end = pf_now_ns() + 20ull * 1000000000ull;
+        /* The cut stream settles the read: its blocks are freed while the
+         * producer is still stopped, without waiting for the quarantine
+         * (30 s here). */
+        uint64_t end = pf_now_ns() + 5ull * 1000000000ull;
         while ((pf_metrics(&c).cache.entries_not_ready != 0 ||
                 ect_scheduler_has_pending_push_work(c.sched)) &&
                pf_now_ns() < end)
             usleep(10000);
         CHECK_EQ_U64(pf_metrics(&c).cache.entries_not_ready, 0);
         CHECK(!ect_scheduler_has_pending_push_work(c.sched));
+        CHECK(kill(child, SIGCONT) == 0);
     }
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
@@ -229,21 +226,20 @@ test_producer_stopped_during_read_times_out_quarantines_and_settles(void)
 static void
 test_producer_killed_during_read_falls_back_and_a_restarted_one_serves(void)
 {
-    setenv("UCX_TLS", "tcp", 1);
     char *params;
     pid_t child = spawn_producer(0, BIG_TOKENS, &params);
     struct ect_cli_instance c;
     open_instance(&c, "ec_consumer", 2 * BIG_REGION, BIG_HIDDEN,
-                  "\"transport\": \"ucx\", \"read_timeout_s\": 2, \"quarantine_s\": 3");
+                  "\"transport\": \"tcp\", \"read_timeout_s\": 2, \"quarantine_s\": 3");
     char hash[65];
     params_hash(params, hash);
     start_and_wait_for_read(&c, hash, params);
     CHECK(kill(child, SIGKILL) == 0);
     waitpid(child, NULL, 0);
     enum pf_outcome o = pf_fetch(&c, hash, BIG_TOKENS, params, 1, 15);
-    CHECK_MSG(o == PF_LOCAL, "outcome %d: the read should fail or time out", o);
+    CHECK_MSG(o == PF_ENCODE_LOCALLY, "outcome %d: the read should fail or time out", o);
     pf_finish(&c, hash, BIG_TOKENS);
-    /* A new producer on the same port (new UCX worker, new offer): the
+    /* A new producer on the same port (new stream port, new offer): the
      * consumer reconnects without an extra round trip and keeps serving. */
     char *params2;
     pid_t child2 = spawn_producer(pf_params_port(params), 1000, &params2);
