@@ -88,12 +88,13 @@ ECT_API unsigned ect_abi_version(void);
 
 /* Check an ec_transfer_config (len bytes at json, need not be
  * NUL-terminated) exactly as ect_config_parse does and describe the result:
- * *resolved_p gets a JSON object with one member per setting of the
- * settings table (README "Settings"), keyed by its name, valued as resolved
- * (sizes and counts as integers, timeouts as numbers, flags as booleans,
- * words and names as strings; "role" and "p2p_enabled" under the names
- * ec_role and ec_enable_nixl).  Returns ECT_OK, the statuses of
- * ect_config_parse, ECT_ERR_INVALID_ARG, ECT_ERR_NO_MEMORY. */
+ * *resolved_p gets a JSON object with one member per field of the settings
+ * table (README "Settings"), keyed by the setting's name (ec_role,
+ * ec_cpu_bytes, ec_enable_nixl, transport, ..., and the side-channel
+ * environment variables by theirs) and valued as resolved: sizes, counts
+ * and ports as integers, timeouts as numbers, flags as booleans, words and
+ * names as strings.  Returns ECT_OK, the statuses of ect_config_parse,
+ * ECT_ERR_INVALID_ARG, ECT_ERR_NO_MEMORY. */
 ECT_API ect_status_t ect_config_check_json(const char *json, size_t len, char **resolved_p);
 
 /* Compute a block geometry.  spec: a JSON object with cpu_bytes (an integer
