@@ -17,6 +17,11 @@ objects the engine ships between its processes (they pickle as plain
 bytes), and loaded entries into tensors of the encoder cache.  Every
 decision (what to save, load, fetch, evict, fail) is the C library's.
 
+Environment: ``ECTIER_LIBRARY`` (the library, see :mod:`ectier._lib`),
+``ECTIER_REGION_DIR`` (the region's directory instead of ``/dev/shm``; the
+same-host P2P path serves only regions in ``/dev/shm``), and the
+side-channel variables of the README's settings.
+
 When the engine is importable the classes subclass its
 ``ECConnectorBase``, ``ECConnectorMetadata`` and
 ``ECConnectorWorkerMetadata``; otherwise standalone bases with the same
