@@ -23,6 +23,10 @@
  *              buffer received with recv() into one buffer, on one
  *              connection reused like ours; and `ucx_perftest -t tag_bw`
  *              over UCX_TLS=tcp (ectier 0.1's transport) for comparison.
+ *   the seed   a 7 MiB entry in 1, 16 and 1024 runs against one UCX get per
+ *              7 KiB block, the seed's transfer (ucx_perftest ucp_get of
+ *              7168 bytes over UCX_TLS=tcp, many in flight): target >= 5x
+ *              where the entry is fragmented, never slower.
  *   same host  memcpy of the same number of bytes from the producer's region
  *         (mapped read-only) into ours, reps alternating with the reads.
  */
@@ -132,40 +136,37 @@ region_params(ect_region_params_t *p, const char *name)
 }
 
 /* One entry's shape: its remote block ids and local runs. */
+#define MAX_FRAGS 1024u
+
 struct shape {
     size_t mib;
-    int fragmented;
+    unsigned frags; /* runs on each side */
     uint64_t n_blocks;
     uint64_t remote[MAX_BLOCKS];
-    ect_run_t local[FRAGS];
+    ect_run_t local[MAX_FRAGS];
     size_t n_local;
 };
 
-/* FRAGS runs of near-equal length in a permuted order with 3-block gaps;
- * the remote side uses one permutation, the local side another, so no two
- * runs coalesce on either side. */
+/* frags runs (1, or a power of two up to MAX_FRAGS) of near-equal length
+ * in a permuted order with 3-block gaps; the remote side uses one
+ * permutation, the local side another, so no two runs coalesce on either
+ * side. */
 static void
-make_shape(struct shape *s, size_t mib, int fragmented)
+make_shape(struct shape *s, size_t mib, unsigned frags)
 {
     s->mib = mib;
-    s->fragmented = fragmented;
+    s->frags = frags;
     s->n_blocks = ((uint64_t)mib << 20) / BLOCK;
-    if (!fragmented) {
-        for (uint64_t i = 0; i < s->n_blocks; i++)
-            s->remote[i] = i;
-        s->local[0] = (ect_run_t){0, s->n_blocks};
-        s->n_local = 1;
-        return;
-    }
-    uint64_t per = s->n_blocks / FRAGS, extra = s->n_blocks % FRAGS, k = 0;
-    for (unsigned i = 0; i < FRAGS; i++) {
+    uint64_t per = s->n_blocks / frags, extra = s->n_blocks % frags, k = 0;
+    uint64_t gap = frags > 1 ? 3 : 0;
+    for (unsigned i = 0; i < frags; i++) {
         uint64_t count = per + (i < extra);
-        unsigned rslot = (i * 7) % FRAGS, lslot = (i * 5 + 3) % FRAGS;
+        unsigned rslot = (i * 7) % frags, lslot = (i * 5 + 3) % frags;
         for (uint64_t b = 0; b < count; b++)
-            s->remote[k++] = rslot * (per + 3) + b;
-        s->local[i] = (ect_run_t){lslot * (per + 3), count};
+            s->remote[k++] = rslot * (per + gap) + b;
+        s->local[i] = (ect_run_t){lslot * (per + gap), count};
     }
-    s->n_local = FRAGS;
+    s->n_local = frags;
 }
 
 /* ---- producer --------------------------------------------------------------------- */
@@ -193,9 +194,9 @@ bench_claim(void *user, const char *session, const char *hash, const uint8_t *to
     struct bench_grants *g = user;
     unsigned mib, fr;
     unsigned long long slot;
-    if (sscanf(hash, "shape-%u-%u-%llu", &mib, &fr, &slot) != 3)
+    if (sscanf(hash, "shape-%u-%u-%llu", &mib, &fr, &slot) != 3 || fr == 0 || fr > MAX_FRAGS)
         return ECT_STREAM_DENIED;
-    make_shape(&g->shape, mib, (int)fr);
+    make_shape(&g->shape, mib, fr);
     size_t n = 0;
     for (uint64_t k = 0; k < g->shape.n_blocks; k++) {
         uint64_t b = g->shape.remote[k] + slot;
@@ -368,7 +369,7 @@ timed_read(ect_xport_client_t *client, const struct producer *p, const struct sh
            uint64_t slot_blocks)
 {
     char hash[64];
-    snprintf(hash, sizeof(hash), "shape-%zu-%d-%llu", s->mib, s->fragmented,
+    snprintf(hash, sizeof(hash), "shape-%zu-%u-%llu", s->mib, s->frags,
              (unsigned long long)slot_blocks);
     uint8_t desc[ECT_XPORT_DESC_LEN] = {'E', 'C', 'T', 'D', 2};
     uint64_t bs = BLOCK, nb = REGION_BLOCKS;
@@ -482,6 +483,10 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
     return 0;
 }
 
+/* The seed's comparison (issue 11): a 7 MiB entry in 1, 16 and 1024 runs. */
+#define SEED_CMD 100u
+static const unsigned SEED_FRAGS[3] = {1, 16, 1024};
+
 /* A consumer's figures for one size: GB/s (ceiling 0) or the memcpy
  * ceiling (ceiling 1) of warm/cold reads, contiguous/fragmented. */
 #define N_FIGS                 8
@@ -516,12 +521,18 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     if (ect__xport_client_create(&cp, &client) != ECT_OK)
         goto close_theirs;
     uint8_t i;
-    while (read_full(cmd, &i, 1) == 0 && i < N_SIZES) {
+    while (read_full(cmd, &i, 1) == 0 && (i < N_SIZES || i >= SEED_CMD)) {
         double fig[N_FIGS] = {0};
         int st = 0;
-        for (int cold = 0; cold < 2; cold++)
+        if (i >= SEED_CMD) {
+            /* A 7 MiB entry in SEED_FRAGS[i - SEED_CMD] runs, warm. */
+            make_shape(&shape, 7, SEED_FRAGS[(i - SEED_CMD) % 3]);
+            st = measure_shape(client, mine, theirs, p, &shape, mode == MODE_SAME_HOST, 0, &fig[0],
+                               &fig[1]);
+        }
+        for (int cold = 0; cold < 2 && i < N_SIZES; cold++)
             for (int fr = 0; fr < 2 && st == 0; fr++) {
-                make_shape(&shape, SIZES_MIB[i], fr);
+                make_shape(&shape, SIZES_MIB[i], fr ? FRAGS : 1);
                 st = measure_shape(client, mine, theirs, p, &shape, mode == MODE_SAME_HOST, cold,
                                    &fig[FIG(cold, fr, 0)], &fig[FIG(cold, fr, 1)]);
             }
@@ -655,7 +666,7 @@ spawn(char *const argv[], int out_fd)
 /* One ucx_perftest run (server + client); the client's overall bandwidth
  * in GB/s (it prints MiB/s), or < 0. */
 static double
-perftest(const char *test, size_t bytes, int error_handling)
+perftest(const char *test, size_t bytes, int error_handling, unsigned outstanding)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
         int port = free_port();
@@ -668,6 +679,8 @@ perftest(const char *test, size_t bytes, int error_handling)
         iters = iters < 16 ? 16 : iters > 400 ? 400 : iters;
         snprintf(iters_s, sizeof(iters_s), "%zu", iters);
         snprintf(warm_s, sizeof(warm_s), "%zu", iters / 5 + 2);
+        char outstanding_s[16];
+        snprintf(outstanding_s, sizeof(outstanding_s), "%u", outstanding);
         /* ectier 0.1's UCX contexts used 64 KiB tcp send segments; the
          * reference gets the same unless the user set one. */
         int set_seg = getenv("UCX_TCP_TX_SEG_SIZE") == NULL;
@@ -689,6 +702,7 @@ perftest(const char *test, size_t bytes, int error_handling)
                                "-s",          size_s,
                                "-n",          iters_s,
                                "-w",          warm_s,
+                               "-O",          outstanding_s,
                                "-v",          error_handling ? "-e" : NULL,
                                NULL};
         pid_t client = spawn(client_argv, out[1]);
@@ -839,7 +853,7 @@ run_mode(enum mode mode)
             bare = tcp_ceiling(bytes);
             if (perftest_path[0]) {
                 setenv("UCX_TLS", "tcp", 1);
-                tag = perftest("tag_bw", bytes, 1);
+                tag = perftest("tag_bw", bytes, 1, 0);
                 unsetenv("UCX_TLS");
             }
         }
@@ -855,6 +869,32 @@ run_mode(enum mode mode)
                     print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], tag, "UCX tag_bw", 0);
             }
         fflush(stdout);
+    }
+    if (mode == MODE_TCP) {
+        /* The seed moved bytes with one transfer descriptor per 7 KiB block
+         * (one UCX get each); ucx_perftest's ucp_get of 7168-byte messages
+         * over UCX_TLS=tcp is that, on the same loopback. */
+        double seed = -1;
+        if (perftest_path[0]) {
+            /* The seed posts all of an entry's descriptors at once: the best
+             * of 16 and 256 gets in flight. */
+            setenv("UCX_TLS", "tcp", 1);
+            double a = perftest("ucp_get", BLOCK, 1, 16), b = perftest("ucp_get", BLOCK, 1, 256);
+            seed = a > b ? a : b;
+            unsetenv("UCX_TLS");
+        }
+        for (unsigned k = 0; k < 3; k++) {
+            double fig[N_FIGS];
+            if (consumer_measure(&c, (uint8_t)(SEED_CMD + k), fig) != 0)
+                goto stop;
+            char what[96];
+            snprintf(what, sizeof(what), "tcp        7 MiB %4u runs warm vs UCX get per block",
+                     SEED_FRAGS[k]);
+            if (seed > 0)
+                ect_bench_row(what, fig[0], seed, "GB/s", SEED_FRAGS[k] > 1 ? 5.0 : 1.0);
+            else
+                printf("  %-50s %10.3f %-6s (no ucx_perftest)\n", what, fig[0], "GB/s");
+        }
     }
     rc = 0;
 stop:
@@ -873,6 +913,8 @@ ect_bench_xport(int argc, char **argv)
            "  consumer in separate processes; figure: median over %.1f s of reads (start to DONE)\n"
            "  tcp ceiling: the same bytes as one send()/recv() over a bare loopback TCP\n"
            "  connection between two processes; for reference %s\n"
+           "  the seed's way: a 7 MiB entry moved as one UCX get per 7 KiB block (ucx_perftest\n"
+           "  ucp_get -s 7168 over UCX_TLS=tcp, the best of 16 and 256 in flight)\n"
            "  same-host ceiling: memcpy of the same bytes, region to region, alternating;\n"
            "  warm = one entry re-read, cold = walking the region (from DRAM)\n",
            BLOCK, READ_SECONDS,

@@ -83,6 +83,11 @@ typedef struct ect_config {
     /* ZeroMQ PUB endpoint for eviction/lifecycle events ("tcp://host:port",
      * "ipc://path", "inproc://name"); "" = no event stream. */
     char events_endpoint[ECT_CONFIG_ADDR_MAX + 1];
+    /* ZeroMQ ROUTER endpoint answering replay requests of the event stream
+     * (src/p2p/events.h); "" = none.  Needs events_endpoint. */
+    char events_replay_endpoint[ECT_CONFIG_ADDR_MAX + 1];
+    unsigned events_replay_buffer; /* recent event batches kept for replay (10000) */
+    unsigned events_hwm;           /* PUB high-water mark, messages per subscriber (100000) */
     /* "host:port" to serve Prometheus text over HTTP; "" = not served. */
     char metrics_address[ECT_CONFIG_ADDR_MAX + 1];
     /* ZeroMQ CURVE key files for the control plane; "" = off.  Read by the

@@ -78,6 +78,12 @@ typedef struct ect_metrics {
     uint64_t stream_timeouts;             /* connections cut by a request or send deadline */
     uint64_t stream_send_failures;        /* streams cut by the peer */
     ect_latency_hist_t p2p_fetch_latency; /* request sent -> entry ready */
+    /* the event stream (zero without events_endpoint) */
+    uint64_t events_batches;       /* batches numbered and published */
+    uint64_t events_dropped;       /* events lost before numbering: the queue was full */
+    uint64_t events_hwm_drops;     /* batches a subscriber missed at its high-water mark */
+    uint64_t events_replays;       /* replays answered to the end marker */
+    uint64_t events_replay_errors; /* replay requests refused (malformed, busy) or abandoned */
     /* the cache (occupancy, pins, holds, evictions, runs per entry) */
     ect_cache_stats_t cache;
 } ect_metrics_t;

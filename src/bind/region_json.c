@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <ectier/binding.h>
+#include <ectier/geometry.h>
 
 #include "bind/bind.h"
 #include "bind/region_json.h"
@@ -57,6 +58,11 @@ ect__region_info_json(const ect_region_info_t *i)
         cJSON_AddNumberToObject(o, "layout_version", i->layout_version);
         cJSON_AddNumberToObject(o, "hidden_dim", (double)i->hidden_dim);
         cJSON_AddNumberToObject(o, "dtype_code", i->dtype_code);
+        const char *dtype = ect_dtype_name((ect_dtype_t)i->dtype_code);
+        if (dtype != NULL)
+            cJSON_AddStringToObject(o, "dtype", dtype);
+        else
+            cJSON_AddNullToObject(o, "dtype");
         cJSON_AddNumberToObject(o, "element_size", i->element_size);
         cJSON_AddNumberToObject(o, "block_size_bytes", (double)i->block_size_bytes);
         cJSON_AddNumberToObject(o, "num_blocks", (double)i->num_blocks);

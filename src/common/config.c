@@ -345,6 +345,19 @@ ect__config_validate_ex(const ect_config_t *cfg, int have_p2p)
     for (size_t i = 0; i < n; i++)
         if ((s = ect__setting_check(&rows[i], cfg)) != ECT_OK)
             return s;
+    if (cfg->events_replay_endpoint[0] != '\0' && cfg->events_endpoint[0] == '\0')
+        return ect__error(ECT_ERR_CONFIG,
+                          "events_replay_endpoint = %s needs events_endpoint: it replays that "
+                          "stream",
+                          ect__quote(q, sizeof(q), cfg->events_replay_endpoint,
+                                     strlen(cfg->events_replay_endpoint)));
+    if (cfg->events_replay_endpoint[0] != '\0' &&
+        strcmp(cfg->events_replay_endpoint, cfg->events_endpoint) == 0)
+        return ect__error(ECT_ERR_CONFIG,
+                          "events_replay_endpoint = %s is events_endpoint too: give the replay "
+                          "socket an endpoint of its own",
+                          ect__quote(q, sizeof(q), cfg->events_replay_endpoint,
+                                     strlen(cfg->events_replay_endpoint)));
     if (cfg->curve_allowed_clients_file[0] != '\0' && cfg->curve_server_key_file[0] == '\0')
         return ect__error(ECT_ERR_CONFIG,
                           "curve_allowed_clients_file = %s needs curve_server_key_file: an "

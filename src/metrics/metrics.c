@@ -198,6 +198,16 @@ ect_metrics_format_prometheus(const ect_metrics_t *m, char *buf, size_t cap, siz
     counter(&o, "announcements_total", "Encodings announced to an orchestrator.", m->announcements);
     histogram(&o, "p2p_fetch_seconds", "Peer fetch latency, request sent to entry ready.",
               &m->p2p_fetch_latency);
+    counter(&o, "events_batches_total", "Event stream batches published.", m->events_batches);
+    counter(&o, "events_dropped_total", "Events lost before publishing: the queue was full.",
+            m->events_dropped);
+    counter(&o, "events_hwm_drops_total",
+            "Event batches a subscriber missed at its high-water mark (replayable).",
+            m->events_hwm_drops);
+    counter(&o, "events_replays_total", "Event replays answered to the end.", m->events_replays);
+    counter(&o, "events_replay_errors_total",
+            "Event replay requests refused (malformed, busy) or abandoned.",
+            m->events_replay_errors);
     const ect_cache_stats_t *c = &m->cache;
     gauge(&o, "region_blocks", "Blocks in the region.", c->num_blocks);
     gauge(&o, "region_used_blocks", "Blocks held by entries.", c->used_blocks);

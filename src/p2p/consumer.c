@@ -2,9 +2,9 @@
  * The consumer session: see consumer.h for the states and locking.
  *
  * Transfers are kept in a map keyed by the local cache key.  The session
- * thread waits on the DEALER pool for acks (a short timeout while reads are
- * in flight, so it can drive them), then walks the table for deadlines,
- * retries and read completion.  Cache calls (mark_ready, discard) happen on
+ * thread waits on the DEALER pool for acks, woken early by new fetches and
+ * by reads that settle (the transports call back), then walks the table for
+ * deadlines, retries and read completion.  Cache calls (mark_ready, discard) happen on
  * this thread too; the cache is thread-safe.
  */
 #include <inttypes.h>
@@ -24,7 +24,6 @@
 #include "proto/wire.h"
 
 #define IDLE_POLL_MS   20
-#define BUSY_POLL_MS   1
 #define RETRY_FIRST_NS (20ull * 1000 * 1000)
 #define RETRY_MAX_NS   (500ull * 1000 * 1000)
 
@@ -73,8 +72,7 @@ struct ect_consumer {
     pthread_mutex_t lock;
     ect_strmap_t xfers; /* key -> struct xfer */
     size_t n_reading;
-    size_t n_copy_reading; /* same-host copies: polled every BUSY_POLL_MS (tcp reads wake us) */
-    ect_metrics_t m;       /* only the p2p fields are used */
+    ect_metrics_t m; /* only the p2p fields are used */
 
     ect_wire_buf_t out; /* session thread only */
 };
@@ -145,8 +143,7 @@ send_done(ect_consumer_t *c, const struct xfer *x)
 static void
 leave_reading(ect_consumer_t *c, struct xfer *x)
 {
-    if (x->kind == ECT_XPORT_SAME_HOST)
-        c->n_copy_reading--;
+    (void)c;
     x->kind = ECT_XPORT_NONE;
 }
 
@@ -206,7 +203,6 @@ start_read_locked(ect_consumer_t *c, struct xfer *x, const ect_xfer_ack_t *ack)
     x->kind = kind;
     x->deadline_ns = ect__now_ns() + c->read_timeout_ns;
     c->n_reading++;
-    c->n_copy_reading += kind == ECT_XPORT_SAME_HOST;
     c->m.p2p_reads_started++;
 }
 
@@ -394,9 +390,9 @@ session_thread(void *arg)
 {
     ect_consumer_t *c = arg;
     while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
-        pthread_mutex_lock(&c->lock);
-        int wait_ms = c->n_copy_reading > 0 ? BUSY_POLL_MS : IDLE_POLL_MS;
-        pthread_mutex_unlock(&c->lock);
+        /* New fetches and settled reads of either transport wake this
+         * thread; the timeout only paces deadline checks. */
+        int wait_ms = IDLE_POLL_MS;
         char host[ECT_CTL_HOST_MAX + 1];
         uint16_t port;
         const void *payload;
@@ -461,8 +457,7 @@ ect__consumer_fetch(ect_consumer_t *c, const char *key, const char *mm_hash, con
         goto out;
     }
     /* The DEALER belongs to the session thread; the request is sent from
-     * there on its next round (within a millisecond when reads are busy,
-     * IDLE_POLL_MS otherwise) by the retry path. */
+     * there at once (the wake-up below) by the retry path. */
     x->state = X_RETRY;
     x->deadline_ns = 0;
     ect__ctl_client_wake(c->ctl);
@@ -519,6 +514,9 @@ ect__consumer_cancel(ect_consumer_t *c, const char *key)
     if (node != NULL) {
         struct xfer *x = node->value;
         if (x->state == X_READING) {
+            /* A stream is cut at once (its blocks then come back on the
+             * next step); a same-host copy runs out under the fence. */
+            ect__xport_read_cancel(c->xport, x->read);
             leave_reading(c, x);
             x->state = X_QUARANTINED;
             x->cancelled = 1;

@@ -37,10 +37,14 @@
  * Threading: transport.h.  The server's fields are immutable once started
  * (its stream part has its own thread).  A client is used by one thread at
  * a time; the stream client's thread and the copy engine's threads touch
- * only the bytes and state of their own reads.
+ * only the bytes and state of their own reads.  The waiter thread blocks on
+ * each large same-host batch in turn, publishes its outcome in the read
+ * (copy_done, release/acquire) and calls the wake callback, so no thread
+ * polls a copy on a timer; its queue is under wlock.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +272,12 @@ struct ect_xport_read {
     ect_xport_stream_read_t *tcp;
     uint64_t ticket; /* same-host copy batch */
     int copied;      /* same-host read already copied in read_start */
+    /* A same-host batch: the waiter thread's verdict (copy_done, atomic,
+     * set after copy_status and copy_why). */
+    int copy_done;
+    ect_status_t copy_status;
+    char copy_why[160];
+    struct ect_xport_read *wnext; /* the waiter's queue */
     int detached;
     struct ect_xport_read *prev, *next;
 };
@@ -287,6 +297,15 @@ struct ect_xport_client {
     ect_xport_read_t *reads;
     ect_xport_stream_client_t *tcp; /* created on first tcp use */
     ect_copy_engine_t *copy;        /* created on first large same-host read */
+    /* The waiter thread: waits for each same-host batch to land and wakes
+     * the caller (no polling on a timer).  wlock guards the queue and
+     * wstop; started with the copy engine. */
+    pthread_t waiter;
+    int waiter_started;
+    pthread_mutex_t wlock;
+    pthread_cond_t wcond;
+    ect_xport_read_t *wq_head, *wq_tail;
+    int wstop;
     ect_xport_counters_t counters;
 };
 
@@ -320,6 +339,10 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
     c->prefer = params->prefer;
     c->wake = params->wake;
     c->wake_arg = params->wake_arg;
+    if (pthread_mutex_init(&c->wlock, NULL) != 0 || pthread_cond_init(&c->wcond, NULL) != 0) {
+        free(c);
+        return ect__error(ECT_ERR_INTERNAL, "xport client: cannot create its waiter's lock");
+    }
     snprintf(c->region_dir, sizeof(c->region_dir), "%s", dir);
     /* Without a boot id the same-host path is never usable; tcp still is. */
     if (params->prefer != ECT_TRANSPORT_TCP) {
@@ -647,10 +670,10 @@ read_update(ect_xport_client_t *c, ect_xport_read_t *r)
             return;
         st = rs == ECT_XPORT_READ_DONE ? ECT_OK : ECT_ERR_TRANSPORT;
     } else {
-        st = ect_copy_query(c->copy, r->ticket);
-        if (st == ECT_ERR_BUSY)
+        if (!__atomic_load_n(&r->copy_done, __ATOMIC_ACQUIRE))
             return;
-        snprintf(why, sizeof(why), "%s", ect_last_error());
+        st = r->copy_status;
+        snprintf(why, sizeof(why), "%s", r->copy_why);
     }
     if (st == ECT_OK) {
         r->state = ECT_XPORT_READ_DONE;
@@ -730,6 +753,62 @@ start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *
     return st;
 }
 
+/* The waiter thread: one same-host batch after another, in submission
+ * order (the copy engine finishes them in about that order anyway). */
+static void *
+waiter_main(void *arg)
+{
+    ect_xport_client_t *c = arg;
+    pthread_mutex_lock(&c->wlock);
+    for (;;) {
+        while (c->wq_head == NULL && !c->wstop)
+            pthread_cond_wait(&c->wcond, &c->wlock);
+        if (c->wq_head == NULL)
+            break; /* stopping, and nothing left to wait for */
+        ect_xport_read_t *r = c->wq_head;
+        c->wq_head = r->wnext;
+        if (c->wq_head == NULL)
+            c->wq_tail = NULL;
+        pthread_mutex_unlock(&c->wlock);
+        ect_status_t st = ect_copy_wait(c->copy, r->ticket);
+        r->copy_status = st;
+        snprintf(r->copy_why, sizeof(r->copy_why), "%s", st == ECT_OK ? "" : ect_last_error());
+        __atomic_store_n(&r->copy_done, 1, __ATOMIC_RELEASE);
+        if (c->wake != NULL)
+            c->wake(c->wake_arg);
+        pthread_mutex_lock(&c->wlock);
+    }
+    pthread_mutex_unlock(&c->wlock);
+    return NULL;
+}
+
+static void
+waiter_enqueue(ect_xport_client_t *c, ect_xport_read_t *r)
+{
+    pthread_mutex_lock(&c->wlock);
+    r->wnext = NULL;
+    if (c->wq_tail != NULL)
+        c->wq_tail->wnext = r;
+    else
+        c->wq_head = r;
+    c->wq_tail = r;
+    pthread_cond_signal(&c->wcond);
+    pthread_mutex_unlock(&c->wlock);
+}
+
+static void
+waiter_stop(ect_xport_client_t *c)
+{
+    if (!c->waiter_started)
+        return;
+    pthread_mutex_lock(&c->wlock);
+    c->wstop = 1;
+    pthread_cond_signal(&c->wcond);
+    pthread_mutex_unlock(&c->wlock);
+    pthread_join(c->waiter, NULL);
+    c->waiter_started = 0;
+}
+
 static ect_status_t
 start_same_host(ect_xport_client_t *c, struct peer *p, const ect_xport_segment_t *segs,
                 size_t n_segs, ect_xport_read_t *r)
@@ -746,8 +825,17 @@ start_same_host(ect_xport_client_t *c, struct peer *p, const ect_xport_segment_t
             if ((st = ect_copy_engine_create_cpu(&cp, &c->copy)) != ECT_OK)
                 return st;
         }
+        if (!c->waiter_started) {
+            int rc = pthread_create(&c->waiter, NULL, waiter_main, c);
+            if (rc != 0) {
+                errno = rc;
+                return ect__error_errno(ECT_ERR_IO, "xport client: cannot start its waiter");
+            }
+            c->waiter_started = 1;
+        }
         if ((st = ect__xport_shm_post(c->copy, p->shm, segs, n_segs, &r->ticket)) != ECT_OK)
             return st;
+        waiter_enqueue(c, r);
     }
     r->peer = p;
     p->busy++;
@@ -907,6 +995,9 @@ ect__xport_client_destroy(ect_xport_client_t *c)
         struct timespec ts = {0, 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+    /* The waiter finishes what it has queued (so nothing lands after this)
+     * and stops; then the engine has nothing in flight. */
+    waiter_stop(c);
     ect_copy_engine_destroy(c->copy);
     c->copy = NULL;
     for (ect_xport_read_t *r = c->reads, *next; r != NULL; r = next) {
@@ -922,5 +1013,7 @@ ect__xport_client_destroy(ect_xport_client_t *c)
             next = p->next;
             peer_free(p);
         }
+    pthread_cond_destroy(&c->wcond);
+    pthread_mutex_destroy(&c->wlock);
     free(c);
 }

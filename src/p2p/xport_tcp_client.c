@@ -43,6 +43,8 @@ ect_status_t
 ect__xport_resolve(const char *host, uint16_t port, int passive, struct sockaddr_storage *addr_p,
                    socklen_t *len_p)
 {
+    if (passive && strcmp(host, "*") == 0)
+        host = "0.0.0.0"; /* as the control plane binds "*" */
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
     struct addrinfo *res = NULL;
     int rc = getaddrinfo(host, NULL, &hints, &res);

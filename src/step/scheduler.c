@@ -175,7 +175,9 @@ shutdown_locked(ect_scheduler_t *s)
         s->p2p = NULL;
     }
     /* After the sessions (they publish announcements), before the cache
-     * (the stream is its listener). */
+     * (the stream is its listener).  Its counters are kept, as the
+     * sessions' are, though the last batches go out after they are read. */
+    ect__p2p_events_metrics(s->events, &s->m);
     ect__p2p_events_stop(s->events);
     s->events = NULL;
     ect_step_meta_destroy(s->step);
@@ -595,6 +597,7 @@ ect_scheduler_metrics(ect_scheduler_t *s, ect_metrics_t *metrics_p)
         *metrics_p = s->m;
         if (s->p2p != NULL)
             ect__p2p_metrics(s->p2p, metrics_p);
+        ect__p2p_events_metrics(s->events, metrics_p);
     }
     pthread_mutex_unlock(&s->lock);
     return st;

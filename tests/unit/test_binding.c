@@ -611,6 +611,7 @@ test_region_list_and_gc_json(void)
     const cJSON *r = cJSON_GetArrayItem(list, 0);
     CHECK_STR_EQ(str(r, "kind"), "region");
     CHECK_EQ_U64(num(r, "num_blocks"), 64);
+    CHECK_STR_EQ(str(r, "dtype"), "float32");
     CHECK_EQ_U64(num(r, "holders"), 1);
     CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(r, "orphaned")));
     cJSON_Delete(list);

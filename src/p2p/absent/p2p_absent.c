@@ -104,3 +104,10 @@ ect__p2p_events_stop(struct ect__events *events)
 {
     (void)events;
 }
+
+void
+ect__p2p_events_metrics(struct ect__events *events, ect_metrics_t *metrics)
+{
+    (void)events;
+    (void)metrics;
+}
