@@ -6,8 +6,14 @@
 # Each program under BUILD_DIR/tests/ prints a result line per case and ends
 # with "<prog>: N passed, N failed, N skipped" (tests/harness.c).  This script
 # adds those up; a program that dies without its closing line counts as one
-# failure.  It ends with "N passed, N failed, N skipped" and exits non-zero
-# if anything failed.
+# failure.  Then the Python tests (tests/python, pytest) run against this
+# build's libectier (ECTIER_LIBRARY=BUILD_DIR/libectier.so) when FILTER is
+# empty or part of "python"; their counts join the total.  They are left
+# out of sanitizer builds (see below).  It ends with
+# "N passed, N failed, N skipped" and exits non-zero if anything failed.
+#
+# Environment: ECT_TEST_PYTHON (default /usr/bin/python3, which has
+# Debian's python3-pytest and python3-torch).
 set -u
 build=${1:?usage: run-tests.sh BUILD_DIR [FILTER]}
 filter=${2:-}
@@ -41,6 +47,42 @@ for prog in $(find "$dir" -maxdepth 1 -type f -executable -name 'test_*' | sort)
         [ "$f" -eq 0 ] && total_fail=$((total_fail + 1))
     fi
 done
+
+# ---- Python ------------------------------------------------------------------
+# Not in sanitizer builds: an instrumented libectier in an uninstrumented
+# Python needs the sanitizer runtime preloaded into every process (and
+# child) the tests start, and torch's and Python's own allocations then
+# drown the report; the C paths the binding drives are the ones the C tests
+# run under the sanitizers.
+python=${ECT_TEST_PYTHON:-/usr/bin/python3}
+sanitize=$(sed -n 's/^ECT_SANITIZE:STRING=//p' "$build/CMakeCache.txt" 2>/dev/null)
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "$filter" ] || [[ "python" == *"$filter"* ]]; then
+    echo "== python (pytest)"
+    if [ -n "$sanitize" ]; then
+        echo "SKIP python tests (sanitizer build: $sanitize)"
+        total_skip=$((total_skip + 1))
+    elif ! "$python" -c 'import pytest' 2>/dev/null; then
+        echo "SKIP python tests ($python has no pytest: run scripts/install-deps.sh)"
+        total_skip=$((total_skip + 1))
+    else
+        lib=$(cd "$build" && pwd)/libectier.so
+        ECTIER_LIBRARY=$lib timeout -k 5 1200 "$python" -m pytest -q -rs -p no:cacheprovider \
+            "$root/tests/python" >"$log" 2>&1
+        rc=$?
+        cat "$log"
+        last=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$log" | tail -n 1)
+        count() { echo "$last" | grep -oE "[0-9]+ $1" | grep -oE '[0-9]+' || echo 0; }
+        p=$(count passed) f=$(count failed) e=$(count error) s=$(count skipped)
+        total_pass=$((total_pass + p)); total_skip=$((total_skip + s))
+        total_fail=$((total_fail + f + e))
+        if [ -z "$last" ] || [ "$rc" -ne 0 ]; then
+            failed_progs+=("python")
+            [ $((f + e)) -eq 0 ] && total_fail=$((total_fail + 1))
+        fi
+    fi
+fi
+
 if [ ${#failed_progs[@]} -ne 0 ]; then
     echo "failing programs: ${failed_progs[*]}"
 fi

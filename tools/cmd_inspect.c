@@ -14,6 +14,7 @@
 #include <ectier/geometry.h>
 #include <ectier/region.h>
 
+#include "bind/region_json.h"
 #include "cli.h"
 
 static const char usage[] =
@@ -27,22 +28,6 @@ struct inspect_ctx {
     cJSON *array;
     unsigned shown, live, orphaned, other;
 };
-
-static const char *
-kind_str(ect_region_file_kind_t kind)
-{
-    switch (kind) {
-    case ECT_REGION_FILE_REGION:
-        return "region";
-    case ECT_REGION_FILE_BAD:
-        return "bad";
-    case ECT_REGION_FILE_FOREIGN:
-        return "foreign";
-    case ECT_REGION_FILE_TEMP:
-        return "temp";
-    }
-    return "unknown";
-}
 
 static void
 format_age(char *buf, size_t len, double s)
@@ -131,53 +116,6 @@ print_text(const ect_region_info_t *i)
         printf("  last changed %s ago\n", age);
 }
 
-static cJSON *
-pid_array(unsigned n, const int32_t *pids)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (unsigned i = 0; a != NULL && i < n && i < ECT_REGION_MAX_PIDS; i++)
-        cJSON_AddItemToArray(a, cJSON_CreateNumber(pids[i]));
-    return a;
-}
-
-static cJSON *
-to_json(const ect_region_info_t *i)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (o == NULL)
-        return NULL;
-    cJSON_AddStringToObject(o, "name", i->name);
-    cJSON_AddStringToObject(o, "path", i->path);
-    cJSON_AddStringToObject(o, "kind", kind_str(i->kind));
-    if (i->problem[0])
-        cJSON_AddStringToObject(o, "problem", i->problem);
-    cJSON_AddNumberToObject(o, "file_size", (double)i->file_size);
-    cJSON_AddNumberToObject(o, "age_s", i->age_s);
-    cJSON_AddNumberToObject(o, "holders", i->n_holders);
-    cJSON_AddItemToObject(o, "holder_pids", pid_array(i->n_holders, i->holder_pids));
-    cJSON_AddNumberToObject(o, "waiters", i->n_waiters);
-    cJSON_AddItemToObject(o, "waiter_pids", pid_array(i->n_waiters, i->waiter_pids));
-    cJSON_AddBoolToObject(o, "orphaned", i->n_holders == 0 && i->kind != ECT_REGION_FILE_FOREIGN);
-    if (i->kind == ECT_REGION_FILE_REGION) {
-        cJSON_AddNumberToObject(o, "layout_version", i->layout_version);
-        cJSON_AddNumberToObject(o, "hidden_dim", (double)i->hidden_dim);
-        cJSON_AddNumberToObject(o, "dtype_code", i->dtype_code);
-        const char *dtype = ect_dtype_name((ect_dtype_t)i->dtype_code);
-        if (dtype != NULL)
-            cJSON_AddStringToObject(o, "dtype", dtype);
-        else
-            cJSON_AddNullToObject(o, "dtype");
-        cJSON_AddNumberToObject(o, "element_size", i->element_size);
-        cJSON_AddNumberToObject(o, "block_size_bytes", (double)i->block_size_bytes);
-        cJSON_AddNumberToObject(o, "num_blocks", (double)i->num_blocks);
-        cJSON_AddNumberToObject(o, "data_offset", (double)i->data_offset);
-        cJSON_AddNumberToObject(o, "creator_pid", i->creator_pid);
-        cJSON_AddNumberToObject(o, "created_unix_ns", (double)i->created_unix_ns);
-        cJSON_AddStringToObject(o, "instance_id", i->instance_id);
-    }
-    return o;
-}
-
 static int
 on_file(const ect_region_info_t *info, void *user)
 {
@@ -194,7 +132,7 @@ on_file(const ect_region_info_t *info, void *user)
     else
         c->other++;
     if (c->json) {
-        cJSON *o = to_json(info);
+        cJSON *o = ect__region_info_json(info);
         if (o != NULL)
             cJSON_AddItemToArray(c->array, o);
     } else {

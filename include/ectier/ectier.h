@@ -20,6 +20,7 @@
 #include <ectier/metrics.h>
 #include <ectier/scheduler.h>
 #include <ectier/worker.h>
+#include <ectier/binding.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,8 +2,8 @@
  * ect_config_parse: the engine's ec_transfer_config JSON to an ect_config_t.
  *
  * The bytes are checked before cJSON sees them (size, NUL bytes, UTF-8,
- * \u0000 escapes, nesting), because cJSON accepts bad UTF-8, silently cuts
- * strings at an escaped NUL and ignores trailing text.  The document is then
+ * \u0000 escapes, nesting: common/json.c), because cJSON accepts bad UTF-8,
+ * silently cuts strings at an escaped NUL and ignores trailing text.  The document is then
  * walked key by key: every key is looked up in the settings table
  * (settings.c), which converts and checks its value; what the table does not
  * know is refused by name inside the extra config and ignored at the top
@@ -25,8 +25,8 @@
 
 #include "common/config_internal.h"
 #include "common/error.h"
+#include "common/json.h"
 #include "common/settings.h"
-#include "common/utf8.h"
 
 /* Settings rows fit a fixed "seen" array. */
 #define ROWS_MAX 64
@@ -107,150 +107,7 @@ ect_config_init(ect_config_t *cfg)
     return ECT_OK;
 }
 
-/* ---- the bytes before cJSON ---------------------------------------------------- */
-
-/* Length of the JSON number at s (RFC 8259: -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?),
- * or 0 if the text there is not one.  cJSON alone would take "0123" or "1.". */
-static size_t
-json_number_len(const char *s, size_t n)
-{
-    size_t i = 0;
-    if (i < n && s[i] == '-')
-        i++;
-    if (i < n && s[i] == '0') {
-        i++;
-    } else if (i < n && s[i] >= '1' && s[i] <= '9') {
-        while (i < n && isdigit((unsigned char)s[i]))
-            i++;
-    } else {
-        return 0;
-    }
-    if (i < n && s[i] == '.') {
-        size_t start = ++i;
-        while (i < n && isdigit((unsigned char)s[i]))
-            i++;
-        if (i == start)
-            return 0;
-    }
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        i++;
-        if (i < n && (s[i] == '+' || s[i] == '-'))
-            i++;
-        size_t start = i;
-        while (i < n && isdigit((unsigned char)s[i]))
-            i++;
-        if (i == start)
-            return 0;
-    }
-    /* A number runs until a delimiter; "01" or "1.2.3" leave junk here. */
-    if (i < n && (isalnum((unsigned char)s[i]) || s[i] == '.' || s[i] == '+' || s[i] == '-'))
-        return 0;
-    return i;
-}
-
-static ect_status_t
-precheck(const char *json, size_t len)
-{
-    size_t bad;
-    bool in_string = false, escaped = false;
-    unsigned depth = 0;
-
-    if (len == 0)
-        return ect__error(ECT_ERR_PARSE, "config is empty: expected a JSON object");
-    if (len > ECT_CONFIG_JSON_MAX)
-        return ect__error(ECT_ERR_PARSE, "config is %zu bytes: at most %d are accepted", len,
-                          ECT_CONFIG_JSON_MAX);
-    if (!ect__utf8_valid(json, len, &bad))
-        return ect__error(ECT_ERR_PARSE, "config is not valid UTF-8: bad byte 0x%02x at offset %zu",
-                          (unsigned char)json[bad], bad);
-    for (size_t i = 0; i < len; i++) {
-        char c = json[i];
-        if (c == '\0')
-            return ect__error(ECT_ERR_PARSE, "config has a NUL byte at offset %zu", i);
-        if (in_string) {
-            if (escaped) {
-                escaped = false;
-                if (c == 'u' && len - i > 4 && memcmp(json + i + 1, "0000", 4) == 0)
-                    return ect__error(ECT_ERR_PARSE,
-                                      "config has an escaped NUL (\\u0000) in a string at offset "
-                                      "%zu: not allowed in keys or values",
-                                      i - 1);
-            } else if (c == '\\') {
-                escaped = true;
-            } else if (c == '"') {
-                in_string = false;
-            } else if ((unsigned char)c < 0x20) {
-                return ect__error(ECT_ERR_PARSE,
-                                  "config is not valid JSON: raw control character 0x%02x in a "
-                                  "string at offset %zu (write it as an escape)",
-                                  (unsigned char)c, i);
-            }
-        } else if (c == '-' || isdigit((unsigned char)c)) {
-            size_t k = json_number_len(json + i, len - i);
-            if (k == 0)
-                return ect__error(ECT_ERR_PARSE,
-                                  "config is not valid JSON: malformed number at offset %zu", i);
-            i += k - 1;
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > ECT_CONFIG_DEPTH_MAX)
-                return ect__error(ECT_ERR_PARSE,
-                                  "config nests arrays or objects more than %d deep (offset %zu)",
-                                  ECT_CONFIG_DEPTH_MAX, i);
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            depth--;
-        }
-    }
-    return ECT_OK;
-}
-
-static ect_status_t
-parse_json(const char *json, size_t len, cJSON **root_p)
-{
-    const char *end = NULL;
-    char q[128];
-    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-    if (root == NULL) {
-        size_t off = end != NULL && end >= json && end <= json + len ? (size_t)(end - json) : 0;
-        return ect__error(ECT_ERR_PARSE, "config is not valid JSON: error at offset %zu near %s",
-                          off,
-                          ect__quote(q, sizeof(q), json + off, len - off > 20 ? 20 : len - off));
-    }
-    /* cJSON stops after the first value; anything but white space after it
-     * is a second value or garbage. */
-    size_t off = (size_t)(end - json);
-    while (off < len && strchr(" \t\r\n", json[off]) != NULL)
-        off++;
-    if (off < len) {
-        cJSON_Delete(root);
-        return ect__error(ECT_ERR_PARSE, "config has text after the JSON value at offset %zu: %s",
-                          off,
-                          ect__quote(q, sizeof(q), json + off, len - off > 20 ? 20 : len - off));
-    }
-    *root_p = root;
-    return ECT_OK;
-}
-
 /* ---- keys ------------------------------------------------------------------------ */
-
-static ect_status_t
-check_keys(const cJSON *obj, const char *where)
-{
-    size_t count = 0;
-    char q[128];
-    for (const cJSON *a = obj->child; a != NULL; a = a->next) {
-        if (++count > ECT_CONFIG_KEYS_MAX)
-            return ect__error(ECT_ERR_CONFIG, "config has more than %d keys %s",
-                              ECT_CONFIG_KEYS_MAX, where);
-        for (const cJSON *b = obj->child; b != a; b = b->next)
-            if (strcmp(a->string, b->string) == 0)
-                return ect__error(ECT_ERR_CONFIG,
-                                  "config has the key %s twice %s: give each key once",
-                                  ect__quote(q, sizeof(q), a->string, strlen(a->string)), where);
-    }
-    return ECT_OK;
-}
 
 /* Edit distance, ignoring case; both strings are short (the caller checks). */
 static size_t
@@ -398,7 +255,7 @@ apply_extra(const cJSON *extra, struct parse_state *st)
     const struct ect__setting *rows = ect__settings(&n);
     ect_status_t s;
 
-    if ((s = check_keys(extra, "in ec_connector_extra_config")) != ECT_OK)
+    if ((s = ect__json_check_keys("config", extra, "in ec_connector_extra_config")) != ECT_OK)
         return s;
     if ((s = refuse_unknown_keys(extra)) != ECT_OK)
         return s;
@@ -530,7 +387,7 @@ apply_document(const cJSON *root, int have_p2p, struct parse_state *st)
                           "config must be a JSON object with ec_connector, ec_role and "
                           "ec_connector_extra_config; got %s",
                           ect__describe_json(shown, sizeof(shown), root));
-    if ((s = check_keys(root, "at the top level")) != ECT_OK)
+    if ((s = ect__json_check_keys("config", root, "at the top level")) != ECT_OK)
         return s;
     if ((s = refuse_misplaced_keys(root)) != ECT_OK)
         return s;
@@ -583,9 +440,7 @@ ect__config_parse_ex(const char *json, size_t len, int have_p2p, ect_config_t *c
     st.p2p_label = "ec_enable_nixl";
     if ((s = ect_config_init(&st.cfg)) != ECT_OK)
         return s;
-    if ((s = precheck(json, len)) != ECT_OK)
-        return s;
-    if ((s = parse_json(json, len, &root)) != ECT_OK)
+    if ((s = ect__json_parse("config", json, len, ECT_CONFIG_JSON_MAX, &root)) != ECT_OK)
         return s;
     s = apply_document(root, have_p2p, &st);
     cJSON_Delete(root);

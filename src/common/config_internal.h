@@ -10,10 +10,7 @@
 
 /* The largest config document accepted, in bytes. */
 #define ECT_CONFIG_JSON_MAX (1024 * 1024)
-/* The deepest nesting of arrays and objects accepted (a config needs 2). */
-#define ECT_CONFIG_DEPTH_MAX 32
-/* The most keys one object may have (keeps duplicate detection cheap). */
-#define ECT_CONFIG_KEYS_MAX 256
+/* Nesting and key limits: ECT_JSON_DEPTH_MAX, ECT_JSON_KEYS_MAX (common/json.h). */
 
 ect_status_t ect__config_parse_ex(const char *json, size_t len, int have_p2p, ect_config_t *cfg_p);
 

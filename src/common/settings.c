@@ -31,7 +31,7 @@ _Static_assert(sizeof(ect_transport_t) == sizeof(int), "ect_transport_t must be 
  * was written as exactly this integer (or with a fraction we can see). */
 #define EXACT_INT_LIMIT 9007199254740992.0 /* 2^53 */
 
-static const char *const connector_choices[] = {"ECCPUConnector", "ectier"};
+static const char *const connector_choices[] = {"ECTierConnector", "ECCPUConnector", "ectier"};
 static const char *const role_choices[] = {"ec_producer", "ec_consumer", "ec_both"};
 static const char *const transport_choices[] = {"auto", "tcp", "same_host"};
 
@@ -183,7 +183,9 @@ static const struct ect__setting table[] = {
      .where = ECT_SETTING_TOP,
      .type = ECT_SETTING_ENUM,
      .flags = ECT_SETTING_REQUIRED,
-     .doc = "The connector the engine loads; ectier answers to the seed's name and its own.",
+     .doc = "The connector the engine loads: `ECTierConnector` with `ec_connector_module_path` "
+            "`ectier.vllm` loads ectier's Python connector; ectier also answers to the seed's "
+            "name and its own.",
      .offset = NO_FIELD,
      .choices = CHOICES(connector_choices)},
     {.name = "ec_role",

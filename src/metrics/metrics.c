@@ -7,11 +7,13 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <ectier/metrics.h>
 
 #include "common/error.h"
+#include "metrics/render.h"
 
 static const double latency_bounds[ECT_METRICS_LATENCY_BUCKETS] = ECT_METRICS_LATENCY_BOUNDS_S;
 
@@ -228,4 +230,27 @@ ect_metrics_format_prometheus(const ect_metrics_t *m, char *buf, size_t cap, siz
         return ect__error(ECT_ERR_OVERFLOW, "metrics format: need %zu bytes, have %zu", o.len + 1,
                           cap);
     return ECT_OK;
+}
+
+ect_status_t
+ect__metrics_render(const ect_metrics_t *metrics, char **text_p, size_t *len_p)
+{
+    if (metrics == NULL || text_p == NULL || len_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "metrics render: NULL argument");
+    size_t cap = 16384, len = 0;
+    for (;;) {
+        char *buf = malloc(cap);
+        if (buf == NULL)
+            return ect__error(ECT_ERR_NO_MEMORY, "metrics render: out of memory (%zu bytes)", cap);
+        ect_status_t st = ect_metrics_format_prometheus(metrics, buf, cap, &len);
+        if (st == ECT_OK) {
+            *text_p = buf;
+            *len_p = len;
+            return ECT_OK;
+        }
+        free(buf);
+        if (st != ECT_ERR_OVERFLOW || len + 1 <= cap)
+            return st;
+        cap = len + 1;
+    }
 }

@@ -32,6 +32,7 @@
 #include "common/strmap.h"
 #include "common/utf8.h"
 #include "metrics/http.h"
+#include "metrics/render.h"
 #include "step/instance_region.h"
 #include "step/p2p_hooks.h"
 #include "step/scheduler_hooks.h"
@@ -98,24 +99,7 @@ render_metrics(void *user, char **body_p, size_t *len_p)
 {
     ect_metrics_t m;
     ect_status_t st = ect_scheduler_metrics(user, &m);
-    if (st != ECT_OK)
-        return st;
-    size_t cap = 16384, len = 0;
-    for (;;) {
-        char *buf = malloc(cap);
-        if (buf == NULL)
-            return ect__error(ECT_ERR_NO_MEMORY, "metrics http: out of memory (%zu bytes)", cap);
-        st = ect_metrics_format_prometheus(&m, buf, cap, &len);
-        if (st == ECT_OK) {
-            *body_p = buf;
-            *len_p = len;
-            return ECT_OK;
-        }
-        free(buf);
-        if (st != ECT_ERR_OVERFLOW || len + 1 <= cap)
-            return st;
-        cap = len + 1;
-    }
+    return st != ECT_OK ? st : ect__metrics_render(&m, body_p, len_p);
 }
 
 ect_status_t

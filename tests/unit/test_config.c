@@ -60,8 +60,8 @@ static void
 test_each_role_and_connector_name_is_accepted(void)
 {
     static const char *const roles[] = {"ec_producer", "ec_consumer", "ec_both"};
-    static const char *const connectors[] = {"ECCPUConnector", "ectier"};
-    for (int c = 0; c < 2; c++) {
+    static const char *const connectors[] = {"ECTierConnector", "ECCPUConnector", "ectier"};
+    for (int c = 0; c < 3; c++) {
         for (int r = 0; r < 3; r++) {
             char json[256];
             ect_config_t cfg;
@@ -248,7 +248,8 @@ test_connector_and_role_errors_name_allowed_values(void)
 {
     static const struct bad_case cases[] = {
         {"{\"ec_role\": \"ec_both\", \"ec_connector_extra_config\": {\"ec_cpu_bytes\": 1}}",
-         ECT_ERR_CONFIG, "ec_connector is missing", "\"ECCPUConnector\", \"ectier\""},
+         ECT_ERR_CONFIG, "ec_connector is missing",
+         "\"ECTierConnector\", \"ECCPUConnector\", \"ectier\""},
         {"{\"ec_connector\": \"SHMConnector\", \"ec_role\": \"ec_both\"}", ECT_ERR_CONFIG,
          "ec_connector", "\"SHMConnector\""},
         {"{\"ec_connector\": 5, \"ec_role\": \"ec_both\"}", ECT_ERR_CONFIG, "ec_connector", "= 5"},
