@@ -186,7 +186,10 @@ ect_cli_demo(int argc, char **argv)
                "and rebuild)\n");
 #endif
     char verdict[256];
-    verdict_text(verdict, sizeof(verdict), cpu, peer);
+    if (rc == 0)
+        verdict_text(verdict, sizeof(verdict), cpu, peer);
+    else
+        snprintf(verdict, sizeof(verdict), "no verdict: the demo failed (see above and the log)");
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddBoolToObject(o, "ok", rc == 0);
@@ -216,8 +219,11 @@ ect_cli_demo(int argc, char **argv)
         cJSON_Delete(o);
     } else {
         printf("\n%s\n", verdict);
-        printf("  (CPU tier: load copies against re-encoding the same items; peer: a warm "
-               "same-host\n   fetch, p50, against encoding one item of its size)\n");
+        if (rc == 0)
+            printf("  (CPU tier: load copies against re-encoding the same items%s)\n",
+                   ECT_HAVE_P2P ? "; peer: a warm same-host\n   fetch, p50, against encoding "
+                                  "one item of its size"
+                                : "");
         printf("messages of the producer, consumers and ectier itself: %s\n", log_name);
     }
     ect_log_set_sink(NULL, NULL);

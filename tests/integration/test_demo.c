@@ -319,7 +319,7 @@ test_demo_text_fits_100_columns_and_names_its_log(void)
 }
 
 static void
-test_demo_rejects_unknown_arguments(void)
+test_demo_rejects_bad_arguments(void)
 {
     struct cli_run r;
     cli_run(&r, 30, "demo", "--bogus", NULL);
@@ -329,12 +329,18 @@ test_demo_rejects_unknown_arguments(void)
     cli_run(&r, 30, "demo", "--log", NULL);
     CHECK_CLI_RC(&r, 2);
     cli_run_free(&r);
+    /* A log it cannot write stops it before anything runs. */
+    cli_run(&r, 30, "demo", "--log", "/nonexistent-ectier-dir/demo.log", NULL);
+    CHECK_CLI_RC(&r, 1);
+    CHECK_CONTAINS(r.err, "--log /nonexistent-ectier-dir/demo.log: No such file or directory");
+    CHECK_MSG(r.out[0] == '\0', "it ran anyway:\n%s", r.out);
+    cli_run_free(&r);
 }
 
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_demo_json_figures_agree_with_each_other),
     ECT_CASE(test_demo_text_fits_100_columns_and_names_its_log),
-    ECT_CASE(test_demo_rejects_unknown_arguments),
+    ECT_CASE(test_demo_rejects_bad_arguments),
 };
 
 int
