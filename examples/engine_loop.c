@@ -273,8 +273,15 @@ worker_main(unsigned rank, int fd_in, int fd_out, const struct ect_loop_workload
             goto done;
         }
         c.p += meta_len;
-        /* 2. Loads from the CPU tier start before the model runs. */
-        if (ect_worker_start_load(worker, load_target, &ctx, NULL) != ECT_OK) {
+        /* 2. Loads from the CPU tier start before the model runs.  Here
+         *    the model (the stand-in encoder below) runs on the same cores
+         *    as the copy threads, so the worker lets the loads land first:
+         *    that costs only their copy time, and the copy time it reports
+         *    (the load_ns of ectier's metrics, submit to landed) is then the
+         *    copies' own rather than the encoding they would overlap.  A
+         *    CUDA engine orders the loads on its compute stream instead. */
+        if (ect_worker_start_load(worker, load_target, &ctx, NULL) != ECT_OK ||
+            ect_worker_wait(worker) != ECT_OK) {
             fprintf(stderr, "engine_loop: worker %u: load: %s\n", rank, ect_last_error());
             goto done;
         }
@@ -673,6 +680,13 @@ ect_loop_default_workload(struct ect_loop_workload *wl)
     };
 }
 
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 double
 ect_loop_encode_ms(uint64_t tokens, uint64_t hidden, unsigned encode_work)
 {
@@ -680,38 +694,84 @@ ect_loop_encode_ms(uint64_t tokens, uint64_t hidden, unsigned encode_work)
     uint8_t *buf = malloc(nbytes);
     if (buf == NULL)
         return 0.0;
-    uint64_t t0 = now_ns();
-    encode_item(1, encode_work, buf, nbytes);
-    double ms = (double)(now_ns() - t0) / 1e6;
+    /* The median of a few runs into memory already touched, so neither a
+     * stray preemption nor first-touch page faults count as encoding. */
+    enum { RUNS = 5 };
+    uint64_t ns[RUNS];
+    memset(buf, 0, nbytes);
+    for (unsigned r = 0; r < RUNS; r++) {
+        uint64_t t0 = now_ns();
+        encode_item(1, encode_work, buf, nbytes);
+        ns[r] = now_ns() - t0;
+    }
     free(buf);
-    return ms;
+    qsort(ns, RUNS, sizeof(ns[0]), cmp_u64);
+    return (double)ns[RUNS / 2] / 1e6;
+}
+
+double
+ect_loop_load_ms_per_rank(const struct ect_loop_workload *wl, const struct ect_loop_summary *s)
+{
+    return wl->tp_size ? (double)s->load_ns / 1e6 / wl->tp_size : 0.0;
+}
+
+double
+ect_loop_reload_speedup(const struct ect_loop_workload *wl, const struct ect_loop_summary *s)
+{
+    double load_ms = ect_loop_load_ms_per_rank(wl, s);
+    return load_ms > 0 ? ((double)s->avoided_encode_ns / 1e6) / load_ms : 0.0;
+}
+
+void
+ect_loop_format_speedup(char *buf, size_t len, double speedup)
+{
+    snprintf(buf, len, speedup >= 10 ? "%.0f\u00d7" : "%.1f\u00d7", speedup);
+}
+
+/* bytes per ns is GB/s (10^9 bytes a second). */
+static double
+gb_per_s(uint64_t bytes, double ns)
+{
+    return ns > 0 ? (double)bytes / ns : 0.0;
 }
 
 void
 ect_loop_print_summary(const struct ect_loop_workload *wl, const struct ect_loop_summary *s)
 {
-    double save_gbs = s->save_ns ? (double)s->save_bytes / (double)s->save_ns : 0;
-    double load_gbs = s->load_ns ? (double)s->load_bytes / (double)s->load_ns : 0;
-    printf("local CPU tier (%u requests, %" PRIu64 " media items, %u steps, tp=%u)\n", s->requests,
-           s->items, s->steps, wl->tp_size);
-    printf("  GPU-cache hits      %8" PRIu64 "\n", s->gpu_hits);
-    printf("  CPU-tier hits       %8" PRIu64 "   (reloaded instead of encoded)\n", s->cpu_hits);
-    printf("  misses (encoded)    %8" PRIu64 "\n", s->misses);
-    printf("  CPU-tier evictions  %8" PRIu64 "\n", s->evictions);
-    /* Copy time runs from submit until the worker saw the batch landed; a
-     * load's includes the encoding it overlapped with. */
-    printf("  saved               %8.1f MiB in %" PRIu64 " entries, %.2f GB/s submit-to-landed\n",
-           (double)s->save_bytes / 1048576.0, s->saves, save_gbs);
-    printf("  loaded              %8.1f MiB over %u ranks, %.2f GB/s submit-to-landed "
-           "(overlaps encoding)\n",
-           (double)s->load_bytes / 1048576.0, wl->tp_size, load_gbs);
-    printf("  verified reloads    %8" PRIu64 "   (byte-for-byte against a fresh encode; %" PRIu64
-           " mismatches)\n",
-           s->verified, s->mismatches);
-    printf("  encode time spent   %8.1f ms\n", (double)s->encode_ns / 1e6);
-    printf("  encode time avoided %8.1f ms   (measured re-encodes of the reloaded items)\n",
-           (double)s->avoided_encode_ns / 1e6);
-    printf("  wall time           %8.1f ms\n", (double)s->wall_ns / 1e6);
+    unsigned tp = wl->tp_size ? wl->tp_size : 1;
+    double load_ms = ect_loop_load_ms_per_rank(wl, s);
+    char speedup[32];
+    ect_loop_format_speedup(speedup, sizeof(speedup), ect_loop_reload_speedup(wl, s));
+    printf("local CPU tier: %u requests, %" PRIu64 " media items, %u steps, tp=%u "
+           "(a scheduler, %u workers)\n",
+           s->requests, s->items, s->steps, wl->tp_size, wl->tp_size);
+    printf("  hits by tier       GPU cache %" PRIu64 ", CPU tier %" PRIu64
+           " (reloaded, not encoded), misses %" PRIu64 "\n",
+           s->gpu_hits, s->cpu_hits, s->misses);
+    printf("  evictions          %" PRIu64 " CPU-tier entries, to make room for new saves\n",
+           s->evictions);
+    printf("  saves              %" PRIu64 " entries, %.1f MiB: the copies took %.1f ms, "
+           "%.2f GB/s\n",
+           s->saves, (double)s->save_bytes / 1048576.0, (double)s->save_ns / 1e6,
+           gb_per_s(s->save_bytes, (double)s->save_ns));
+    printf("  loads              %" PRIu64 " entries, %.1f MiB a rank: the copies took %.1f ms "
+           "a rank, %.2f GB/s\n",
+           s->cpu_hits, (double)s->load_bytes / tp / 1048576.0, load_ms,
+           gb_per_s(s->load_bytes, (double)s->load_ns));
+    printf("  copy times         submit to landed, timed by the workers, with nothing else "
+           "running\n");
+    printf("  verified reloads   %" PRIu64 " (%" PRIu64 " x %u ranks) against a fresh encode, "
+           "byte for byte: %" PRIu64 " mismatches\n",
+           s->verified, s->cpu_hits, wl->tp_size, s->mismatches);
+    printf("  encode time spent  %.1f ms on the %" PRIu64 " misses\n", (double)s->encode_ns / 1e6,
+           s->misses);
+    printf("  encode avoided     %.1f ms: the %" PRIu64
+           " reloaded items, re-encoded to verify them\n",
+           (double)s->avoided_encode_ns / 1e6, s->cpu_hits);
+    printf(
+        "  reload vs encode   %.1f ms of load copies instead of %.1f ms of encoding: %s faster\n",
+        load_ms, (double)s->avoided_encode_ns / 1e6, speedup);
+    printf("  wall time          %.1f ms\n", (double)s->wall_ns / 1e6);
 }
 
 #ifndef ECT_EXAMPLE_NO_MAIN

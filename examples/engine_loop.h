@@ -5,6 +5,7 @@
 #ifndef ECT_EXAMPLES_ENGINE_LOOP_H
 #define ECT_EXAMPLES_ENGINE_LOOP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* One request: up to 4 media items, each a content id (an "image"). */
@@ -36,6 +37,8 @@ struct ect_loop_summary {
     uint64_t misses;    /* encoded */
     uint64_t evictions; /* CPU-tier entries evicted to make room */
     uint64_t saves;     /* entries that landed in the CPU tier */
+    /* The copies' bytes and time, from the workers' reports (ectier's
+     * metrics), summed over the ranks: every rank loads each reloaded item. */
     uint64_t save_bytes, save_ns;
     uint64_t load_bytes, load_ns;
     uint64_t verified;          /* reloaded entries compared with a fresh encode */
@@ -58,7 +61,20 @@ void ect_loop_default_workload(struct ect_loop_workload *workload);
  * of hidden bf16 elements. */
 double ect_loop_encode_ms(uint64_t tokens, uint64_t hidden, unsigned encode_work);
 
-/* Print a summary as a table on stdout. */
+/* Time in ms one rank's load copies took: load_ns over the ranks. */
+double ect_loop_load_ms_per_rank(const struct ect_loop_workload *workload,
+                                 const struct ect_loop_summary *summary);
+
+/* How many times faster the reloads were than encoding: the measured encode
+ * time of the reloaded items (avoided_encode_ns) over one rank's load copy
+ * time (ect_loop_load_ms_per_rank).  0 when nothing was reloaded. */
+double ect_loop_reload_speedup(const struct ect_loop_workload *workload,
+                               const struct ect_loop_summary *summary);
+
+/* A speedup for people: "38×" from 10 up, "4.2×" below. */
+void ect_loop_format_speedup(char *buf, size_t len, double speedup);
+
+/* Print a summary on stdout, in lines of at most 100 columns. */
 void ect_loop_print_summary(const struct ect_loop_workload *workload,
                             const struct ect_loop_summary *summary);
 

@@ -4,7 +4,9 @@
  * print the figures of the Grafana dashboard (tools/grafana/) as a compact
  * summary: lookups and hit rate, saves and loads with their bytes, P2P
  * reads, fallbacks and acks by status, fetch latency percentiles, region
- * occupancy, pins, holds and grants, the event stream.  --watch refreshes
+ * occupancy, pins, holds and grants (and grants refused), the producer's
+ * data stream (grants served, bytes, requests denied, connections cut),
+ * the event stream.  --watch refreshes
  * it and adds the rates over the last interval, from successive scrapes.
  *
  * The endpoint is input from outside: the fetch has a deadline and a size
@@ -29,7 +31,8 @@ static const char usage[] =
     "usage: ectier stats HOST:PORT [--watch] [--interval S] [--count N] [--timeout S]\n"
     "  Read the Prometheus endpoint of a running instance (its metrics_address) and print\n"
     "  its figures: lookups and hit rate, saves and loads, P2P reads, fallbacks and acks by\n"
-    "  status, fetch latency percentiles, region occupancy, pins, holds and grants, events.\n"
+    "  status, fetch latency percentiles, region occupancy, pins, holds and grants, the\n"
+    "  producer's data stream (served, denied, cut), events.\n"
     "  --watch       refresh every interval, with the rates since the previous scrape\n"
     "  --interval S  seconds between refreshes (default 1)\n"
     "  --count N     stop after N scrapes (default: one, or until interrupted with --watch)\n"
@@ -45,7 +48,9 @@ struct figures {
     double loads_queued, loads_completed, save_bytes, save_s, load_bytes, load_s;
     double reads_started, reads_completed, read_bytes, fallbacks, unavailable, retries;
     double ack_timeouts, read_timeouts, transport_errors, wire_dropped;
-    double grants, grants_expired, grants_dead_peer;
+    double grants, grants_expired, grants_dead_peer, grants_refused, dones_rejected;
+    double stream_served, stream_bytes, stream_denied, stream_bad_requests;
+    double stream_conns_refused, stream_timeouts, stream_send_failures;
     double region_blocks, used_blocks, evictable_blocks, entries, entries_not_ready;
     double entries_pinned, pins, holds_active, holds_pending;
     double evictions, evicted_blocks, alloc_no_space;
@@ -91,6 +96,15 @@ static const struct {
     F("grants_outstanding", grants),
     F("grants_expired_total", grants_expired),
     F("grants_released_dead_peer_total", grants_dead_peer),
+    F("grants_refused_total", grants_refused),
+    F("dones_rejected_total", dones_rejected),
+    F("data_streams_served_total", stream_served),
+    F("data_stream_bytes_total", stream_bytes),
+    F("data_streams_denied_total", stream_denied),
+    F("data_stream_bad_requests_total", stream_bad_requests),
+    F("data_connections_refused_total", stream_conns_refused),
+    F("data_stream_timeouts_total", stream_timeouts),
+    F("data_stream_send_failures_total", stream_send_failures),
     F("region_blocks", region_blocks),
     F("region_used_blocks", used_blocks),
     F("region_evictable_blocks", evictable_blocks),
@@ -287,6 +301,16 @@ print_summary(const ect__prom_t *p, const struct figures *x)
            count_str(&f, x->pins), count_str(&f, x->holds_active), count_str(&f, x->holds_pending),
            count_str(&f, x->grants), count_str(&f, x->grants_expired),
            count_str(&f, x->grants_dead_peer));
+    f.next = 0;
+    printf("grants     %s refused (max_grants, max_grants_per_peer), %s 'done' of another "
+           "connection\n",
+           count_str(&f, x->grants_refused), count_str(&f, x->dones_rejected));
+    printf("stream     %s grants served, %s sent; %s denied, %s bad requests\n",
+           count_str(&f, x->stream_served), bytes_str(&f, x->stream_bytes),
+           count_str(&f, x->stream_denied), count_str(&f, x->stream_bad_requests));
+    printf("stream cut %s connections refused, %s timed out, %s by the peer\n",
+           count_str(&f, x->stream_conns_refused), count_str(&f, x->stream_timeouts),
+           count_str(&f, x->stream_send_failures));
     printf("evictions  %s entries, %s blocks; %s allocations refused (region full)\n",
            count_str(&f, x->evictions), count_str(&f, x->evicted_blocks),
            count_str(&f, x->alloc_no_space));
@@ -320,6 +344,11 @@ print_rates(const struct figures *prev, const struct figures *x)
            bytes_str(&f, (x->read_bytes - prev->read_bytes) / dt),
            rate_str(&f, (x->fallbacks - prev->fallbacks) / dt),
            rate_str(&f, (x->nacks_received - prev->nacks_received) / dt));
+    printf("  stream   served %s, %s/s; denied %s, grants refused %s\n",
+           rate_str(&f, (x->stream_served - prev->stream_served) / dt),
+           bytes_str(&f, (x->stream_bytes - prev->stream_bytes) / dt),
+           rate_str(&f, (x->stream_denied - prev->stream_denied) / dt),
+           rate_str(&f, (x->grants_refused - prev->grants_refused) / dt));
     printf("  fetch    ");
     double dcum[BUCKETS_MAX];
     size_t n = x->n_buckets == prev->n_buckets ? x->n_buckets : 0;

@@ -1,6 +1,7 @@
 /*
  * Internal entry points of the scheduler side (src/step/scheduler.c) beyond
- * the public interface, for tests: the metrics endpoint's port, and the
+ * the public interface, for tests and the CLI: the metrics endpoint's port
+ * (`ectier producer` reports it), and the
  * cache under the scheduler, so a test
  * can put an entry into the state a peer-to-peer read would leave it in
  * (a consumer-only instance has no other way to get a ready entry while

@@ -63,6 +63,11 @@ test_stats_summarises_a_real_instance(void)
     CHECK_CONTAINS(r.out, "\nentries    5, 0 not ready, 0 pinned\n");
     CHECK_CONTAINS(r.out, "\nfetch      none\n");
     CHECK_CONTAINS(r.out, "\nacks in    none\n");
+    /* Zeros, not "-": the names stats reads are the ones the library exports. */
+    CHECK_CONTAINS(r.out, "\ngrants     0 refused (max_grants, max_grants_per_peer), 0 'done' of "
+                          "another connection\n");
+    CHECK_CONTAINS(r.out, "\nstream     0 grants served, 0 B sent; 0 denied, 0 bad requests\n");
+    CHECK_CONTAINS(r.out, "\nstream cut 0 connections refused, 0 timed out, 0 by the peer\n");
     /* A person's terminal: no line over 100 columns. */
     for (const char *l = r.out; *l != '\0';) {
         size_t len = strcspn(l, "\n");
@@ -299,6 +304,31 @@ test_stats_reads_percentiles_from_the_buckets(void)
 }
 
 static void
+test_stats_shows_the_data_stream_and_grant_refusals(void)
+{
+    /* Every value distinct, so each lands where its name says. */
+    static const char page[] = "ectier_hits_total 0\n"
+                               "ectier_grants_refused_total 3\n"
+                               "ectier_dones_rejected_total 1\n"
+                               "ectier_data_streams_served_total 24\n"
+                               "ectier_data_stream_bytes_total 44040192\n"
+                               "ectier_data_streams_denied_total 2\n"
+                               "ectier_data_stream_bad_requests_total 5\n"
+                               "ectier_data_connections_refused_total 6\n"
+                               "ectier_data_stream_timeouts_total 7\n"
+                               "ectier_data_stream_send_failures_total 8\n";
+    struct cli_run r;
+    stats_of_fake(&r, FAKE_PAGE, page);
+    CHECK_CLI_RC(&r, 0);
+    CHECK_CONTAINS(r.out, "\ngrants     3 refused (max_grants, max_grants_per_peer), 1 'done' of "
+                          "another connection\n");
+    CHECK_CONTAINS(r.out, "\nstream     24 grants served, 42.0 MiB sent; 2 denied, 5 bad "
+                          "requests\n");
+    CHECK_CONTAINS(r.out, "\nstream cut 6 connections refused, 7 timed out, 8 by the peer\n");
+    cli_run_free(&r);
+}
+
+static void
 test_hostile_servers_get_a_clear_error_in_bounded_time(void)
 {
     static const struct {
@@ -358,6 +388,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_stats_summarises_a_real_instance),
     ECT_CASE(test_watch_shows_rates_between_scrapes),
     ECT_CASE(test_stats_reads_percentiles_from_the_buckets),
+    ECT_CASE(test_stats_shows_the_data_stream_and_grant_refusals),
     ECT_CASE(test_hostile_servers_get_a_clear_error_in_bounded_time),
 };
 

@@ -3,7 +3,10 @@
  * use.  With --fill N --tokens T it creates N ready entries of the test
  * pattern (tools/p2p/pattern.h), prints the ec_transfer_params that
  * request_finished returns for each (one JSON object per line), then
- * "ready", and serves consumers until SIGINT or SIGTERM.
+ * "ready", and serves consumers until SIGINT or SIGTERM.  With a
+ * metrics_address it says on stderr where the metrics are served (the port
+ * the system picked for port 0), before "ready", so a black-box user can
+ * scrape them; stdout stays "params lines, then ready" for its callers.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -14,6 +17,7 @@
 #include "cli.h"
 #include "instance.h"
 #include "pattern.h"
+#include "step/scheduler_hooks.h"
 
 static const char usage[] =
     "usage: ectier producer --config JSON|@FILE --model NAME --hidden N --dtype D\n"
@@ -27,7 +31,9 @@ static const char usage[] =
     "  --fill N --tokens T\n"
     "                    create N ready test entries of T tokens each\n"
     "Prints one ec_transfer_params object per line, then 'ready'; serves until\n"
-    "SIGINT/SIGTERM, then cleans up and exits 0.\n";
+    "SIGINT/SIGTERM, then cleans up and exits 0.  With metrics_address in the config,\n"
+    "first says on stderr where the metrics are: 'ectier producer: metrics at\n"
+    "http://HOST:PORT/metrics' (the port picked for port 0).\n";
 
 static int
 parse_count(const char *text, unsigned long long max, unsigned long long *out)
@@ -92,6 +98,13 @@ ect_cli_producer(int argc, char **argv)
         return ect_cli_usage_error("producer", usage,
                                    "ec_role must be ec_producer or ec_both, not %s",
                                    ect_role_str(in.cfg.role));
+    }
+    if (in.cfg.metrics_address[0] != '\0') {
+        /* HOST as configured, PORT as bound: "127.0.0.1:0" names no port. */
+        const char *colon = strrchr(in.cfg.metrics_address, ':');
+        int host_len = colon != NULL ? (int)(colon - in.cfg.metrics_address) : 0;
+        fprintf(stderr, "ectier producer: metrics at http://%.*s:%u/metrics\n", host_len,
+                in.cfg.metrics_address, (unsigned)ect__scheduler_metrics_port(in.sched));
     }
     size_t nbytes = (size_t)(n_tokens * in.geom.block_size_bytes);
     uint8_t *payload = n_fill > 0 ? malloc(nbytes ? nbytes : 1) : NULL;
