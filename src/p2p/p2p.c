@@ -22,8 +22,6 @@
  * Locks: p2p->lock guards the item records and the unavailable queue and is
  * taken before the consumer's or producer's lock (order: src/step/scheduler.c).
  */
-#include <cJSON.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +32,7 @@
 #include "common/strmap.h"
 #include "p2p/consumer.h"
 #include "p2p/producer.h"
+#include "proto/params.h"
 #include "proto/wire.h"
 #include "step/p2p_hooks.h"
 
@@ -176,17 +175,6 @@ mark_unavailable_locked(struct ect__p2p *p, const char *request_id)
     }
 }
 
-/* An integer JSON number in [lo, hi], exactly. */
-static int
-json_uint(const cJSON *v, double lo, double hi, uint64_t *out)
-{
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo ||
-        v->valuedouble > hi || floor(v->valuedouble) != v->valuedouble)
-        return -1;
-    *out = (uint64_t)v->valuedouble;
-    return 0;
-}
-
 enum verdict { ITEM_READY, ITEM_DEFER, ITEM_LOCAL, ITEM_FAIL };
 
 /* The item could not be fetched: compute it here if the media is still on
@@ -222,7 +210,7 @@ defer_locked(struct ect__p2p *p, const ect_mm_feature_t *f, struct item_rec *rec
 
 static enum verdict
 decide_item_locked(struct ect__p2p *p, const ect_request_t *r, const ect_mm_feature_t *f,
-                   const cJSON *params, uint64_t now)
+                   const ect_params_t *params, uint64_t now)
 {
     char k[2 * ECT_KEY_MAX + 2];
     item_key(r, f, k, sizeof(k));
@@ -246,28 +234,25 @@ decide_item_locked(struct ect__p2p *p, const ect_request_t *r, const ect_mm_feat
     if (exists) /* not ready and not ours: a local save or a settling read */
         return defer_locked(p, f, rec, now);
     const char *h = f->mm_hash != NULL ? f->mm_hash : f->identifier;
-    const cJSON *item = params != NULL ? cJSON_GetObjectItemCaseSensitive(params, h) : NULL;
-    const cJSON *host = item != NULL ? cJSON_GetObjectItemCaseSensitive(item, "peer_host") : NULL;
-    if (!cJSON_IsObject(item) || !cJSON_IsString(host) || host->valuestring[0] == '\0')
+    ect_params_item_t item;
+    ect_status_t found = params != NULL ? ect__params_find(params, h, &item) : ECT_ERR_NOT_FOUND;
+    if (found == ECT_ERR_PARSE) {
+        ECT_LOG_W("p2p: request '%s': %s: failing the request", r->request_id ? r->request_id : "?",
+                  ect_last_error());
+        return ITEM_FAIL;
+    }
+    if (found != ECT_OK || !item.served)
         return ITEM_LOCAL; /* not announced with an address: encode here */
-    uint64_t size = 0, port = 0, want = f->num_tokens * p->geom.block_size_bytes;
-    if (json_uint(cJSON_GetObjectItemCaseSensitive(item, "size_bytes"), 0, 9007199254740991.0,
-                  &size) != 0 ||
-        size != want) {
-        ECT_LOG_W("p2p: request '%s': size_bytes of '%s' is not %llu (this instance's size for "
-                  "%llu tokens): failing the request",
-                  r->request_id ? r->request_id : "?", h, (unsigned long long)want,
-                  (unsigned long long)f->num_tokens);
+    uint64_t want = f->num_tokens * p->geom.block_size_bytes;
+    if (item.size_bytes != want) {
+        ECT_LOG_W("p2p: request '%s': size_bytes of '%s' is %llu, not %llu (this instance's size "
+                  "for %llu tokens): failing the request",
+                  r->request_id ? r->request_id : "?", h, (unsigned long long)item.size_bytes,
+                  (unsigned long long)want, (unsigned long long)f->num_tokens);
         return ITEM_FAIL;
     }
-    if (json_uint(cJSON_GetObjectItemCaseSensitive(item, "peer_port"), 1, 65535, &port) != 0) {
-        ECT_LOG_W("p2p: request '%s': peer_port of '%s' is not a port number: failing the "
-                  "request",
-                  r->request_id ? r->request_id : "?", h);
-        return ITEM_FAIL;
-    }
-    ect_status_t st = ect__consumer_fetch(p->consumer, f->identifier, h, host->valuestring,
-                                          (uint16_t)port, f->num_tokens);
+    ect_status_t st = ect__consumer_fetch(p->consumer, f->identifier, h, item.peer_host,
+                                          item.peer_port, f->num_tokens);
     if (st == ECT_OK || st == ECT_ERR_EXISTS || st == ECT_ERR_NO_SPACE)
         return defer_locked(p, f, rec, now);
     return fall_back_locked(p, f, rec, ect_last_error());
@@ -280,14 +265,10 @@ ect__p2p_ensure(struct ect__p2p *p, const ect_request_t *r, int *available_p)
     if (p->consumer == NULL || r->ec_transfer_params_json == NULL ||
         r->ec_transfer_params_json[0] == '\0')
         return ECT_OK;
-    cJSON *params = cJSON_Parse(r->ec_transfer_params_json);
-    if (params != NULL && !cJSON_IsObject(params)) {
-        cJSON_Delete(params);
-        params = NULL;
-    }
-    if (params == NULL)
-        ECT_LOG_W("p2p: request '%s': ec_transfer_params is not a JSON object; ignoring it",
-                  r->request_id ? r->request_id : "?");
+    ect_params_t *params = NULL;
+    if (ect__params_decode(r->ec_transfer_params_json, &params) != ECT_OK)
+        ECT_LOG_W("p2p: request '%s': %s; ignoring it (its items are encoded here)",
+                  r->request_id ? r->request_id : "?", ect_last_error());
     uint64_t now = ect__now_ns();
     int pending = 0, failed = 0;
     pthread_mutex_lock(&p->lock);
@@ -310,7 +291,7 @@ ect__p2p_ensure(struct ect__p2p *p, const ect_request_t *r, int *available_p)
     if (failed)
         mark_unavailable_locked(p, r->request_id ? r->request_id : "");
     pthread_mutex_unlock(&p->lock);
-    cJSON_Delete(params);
+    ect__params_destroy(params);
     *available_p = !pending && !failed;
     return ECT_OK;
 }

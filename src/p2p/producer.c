@@ -16,7 +16,6 @@
  * Announcements live in a map keyed by mm_hash: the cache key of the entry
  * and the FIFO of its hold ids with their deadlines.
  */
-#include <cJSON.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -30,6 +29,7 @@
 #include "p2p/events.h"
 #include "p2p/producer.h"
 #include "p2p/transport.h"
+#include "proto/params.h"
 #include "proto/wire.h"
 
 #define POLL_MS  20
@@ -805,86 +805,60 @@ ect__producer_stop(ect_producer_t *p)
 
 /* ---- announcements (scheduler thread) ------------------------------------ */
 
-static cJSON *
-feature_metadata(const ect_mm_feature_t *f)
-{
-    if (f->metadata_json == NULL)
-        return cJSON_CreateObject();
-    cJSON *m = cJSON_Parse(f->metadata_json);
-    if (m == NULL || !cJSON_IsObject(m)) {
-        ECT_LOG_W("producer: metadata of '%s' is not a JSON object; announcing {}", f->identifier);
-        cJSON_Delete(m);
-        return cJSON_CreateObject();
-    }
-    return m;
-}
-
 ect_status_t
 ect__producer_announce(ect_producer_t *p, const ect_request_t *req, char **params_json_p)
 {
     *params_json_p = NULL;
     if (req->n_features == 0)
         return ECT_OK;
-    cJSON *root = cJSON_CreateObject();
-    if (root == NULL)
+    ect_params_item_t *items = calloc(req->n_features, sizeof(*items));
+    if (items == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory announcing");
     uint64_t now = ect__now_ns();
-    ect_status_t st = ECT_OK;
-    for (size_t i = 0; i < req->n_features && st == ECT_OK; i++) {
+    for (size_t i = 0; i < req->n_features; i++) {
         const ect_mm_feature_t *f = &req->features[i];
         const char *h = f->mm_hash != NULL ? f->mm_hash : f->identifier;
-        cJSON *item = cJSON_CreateObject();
         ect_cache_entry_t e;
         int held = ect_cache_get(p->cache, f->identifier, &e) == ECT_OK;
         uint64_t hold_id = 0;
         if (held && p->announce_lease_ns > 0 &&
             ect_cache_hold(p->cache, f->identifier, now + p->announce_lease_ns, &hold_id) != ECT_OK)
             held = 0;
-        if (item == NULL) {
-            st = ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory announcing");
-        } else if (held) {
-            /* Both halves: the metadata and the address, so an orchestrator may
-             * drop the media from the follow-up request. */
-            cJSON_AddItemToObject(item, "metadata", feature_metadata(f));
-            cJSON_AddStringToObject(item, "peer_host", p->host);
-            cJSON_AddNumberToObject(item, "peer_port", p->port);
-            cJSON_AddNumberToObject(item, "size_bytes",
-                                    (double)(f->num_tokens * p->geom.block_size_bytes));
-            pthread_mutex_lock(&p->lock);
-            struct announcement *a = announcement_get_locked(p, h, f->identifier);
-            if (a != NULL && hold_id != 0) {
-                if (a->n == a->cap) {
-                    size_t cap = a->cap ? a->cap * 2 : 4;
-                    struct hold_ref *grown = realloc(a->holds, cap * sizeof(*grown));
-                    if (grown != NULL) {
-                        a->holds = grown;
-                        a->cap = cap;
-                    }
+        /* Both halves (the metadata and the address, so an orchestrator may
+         * drop the media from the follow-up request), or neither (it keeps
+         * the media on the request). */
+        items[i] = (ect_params_item_t){.mm_hash = h,
+                                       .metadata_json = held ? f->metadata_json : NULL,
+                                       .served = held,
+                                       .peer_host = p->host,
+                                       .peer_port = p->port,
+                                       .size_bytes = f->num_tokens * p->geom.block_size_bytes};
+        if (!held)
+            continue;
+        pthread_mutex_lock(&p->lock);
+        struct announcement *a = announcement_get_locked(p, h, f->identifier);
+        if (a != NULL && hold_id != 0) {
+            if (a->n == a->cap) {
+                size_t cap = a->cap ? a->cap * 2 : 4;
+                struct hold_ref *grown = realloc(a->holds, cap * sizeof(*grown));
+                if (grown != NULL) {
+                    a->holds = grown;
+                    a->cap = cap;
                 }
-                if (a->n < a->cap)
-                    a->holds[a->n++] = (struct hold_ref){hold_id, now + p->announce_lease_ns};
-                else
-                    ect_cache_release_hold(p->cache, hold_id);
             }
-            p->announcements++;
-            pthread_mutex_unlock(&p->lock);
-            ect__events_publish(p->events, ECT__EVENT_ANNOUNCED, f->identifier, e.n_blocks);
-        } else {
-            /* Neither half: the orchestrator keeps the media on the request. */
-            cJSON_AddItemToObject(item, "metadata", cJSON_CreateObject());
+            if (a->n < a->cap)
+                a->holds[a->n++] = (struct hold_ref){hold_id, now + p->announce_lease_ns};
+            else
+                ect_cache_release_hold(p->cache, hold_id);
         }
-        if (item != NULL)
-            cJSON_AddItemToObject(root, h, item);
+        p->announcements++;
+        pthread_mutex_unlock(&p->lock);
+        ect__events_publish(p->events, ECT__EVENT_ANNOUNCED, f->identifier, e.n_blocks);
     }
-    char *text = st == ECT_OK ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    if (st == ECT_OK && text == NULL)
-        st = ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory announcing");
-    if (st != ECT_OK)
-        return st;
-    /* cJSON allocates with malloc: ect_free releases it. */
-    *params_json_p = text;
-    return ECT_OK;
+    /* The text is malloc'd (cJSON's allocator): ect_free releases it. */
+    ect_status_t st = ect__params_encode(items, req->n_features, params_json_p);
+    free(items);
+    return st;
 }
 
 int
