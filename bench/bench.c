@@ -1,20 +1,47 @@
 /*
- * `ectier bench [NAME...]`: runs the registered benchmarks (all by default).
+ * `ectier bench [--json] [--plot DIR] [NAME...]`: runs the registered
+ * benchmarks (all by default), and holds what they share (bench.h): figure
+ * output (text, JSON lines, gnuplot charts), medians, cache-state helpers
+ * and the CPU copy ceiling.
+ *
+ * Under --json, stdout carries only the JSON objects, one a line; every
+ * other line a benchmark prints (headers, breakdowns, notes) goes to stderr,
+ * so `ectier bench --json copy > copy.jsonl` is machine-readable whatever
+ * the benchmarks print.  Under --plot DIR, each benchmark that reports
+ * figures with an entry size gets DIR/<bench>.dat (one block a series:
+ * size in MiB, value, ceiling), DIR/<bench>.gp and, through gnuplot,
+ * DIR/<bench>.png: value against entry size, solid, with its ceiling
+ * dashed in the same colour beside it.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "cli.h"
+#include "common/clock.h"
+#include "copy/ntcopy.h"
 #include "ectier_build_config.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 static const struct ect_bench benches[] = {
     {"cache", "cache ops at 1K vs 1M entries; runs per entry after 1M random ops", ect_bench_cache},
-    {"copy", "cpu copy engine save/load of 1-32 MiB entries vs memcpy", ect_bench_copy},
+    {"copy", "cpu copy engine save/load of 1-32 MiB entries vs the best copy", ect_bench_copy},
     {"cuda", "CUDA copy engine: save/load vs one pinned copy; overlap with compute",
      ect_bench_cuda},
     {"region", "first copies into a region with and without pre-fault", ect_bench_region},
-    {"step", "scheduler+worker save/load steps of 1-32 MiB entries vs memcpy", ect_bench_step},
+    {"step", "scheduler+worker save/load steps of 1-32 MiB entries vs the best copy",
+     ect_bench_step},
 #if ECT_HAVE_P2P
     {"control", "control-plane round trip vs bare ZeroMQ DEALER/ROUTER", ect_bench_control},
     {"session", "producer XferReq->XferAck round trip vs bare ZeroMQ; acks/s with 8 consumers",
@@ -25,44 +52,750 @@ static const struct ect_bench benches[] = {
     {NULL, NULL, NULL},
 };
 
+/* ---- figure output ---------------------------------------------------------------- */
+
+struct kept_fig {
+    char *series;
+    double bytes, value, ceiling;
+};
+
+static struct {
+    const char *bench; /* the benchmark running now */
+    FILE *json;        /* --json: the real stdout; NULL otherwise */
+    const char *plot_dir;
+    struct kept_fig *kept; /* --plot: this bench's figures that have a size */
+    size_t n_kept, cap_kept;
+    char unit[16];
+} out;
+
+static void
+json_string(FILE *f, const char *s)
+{
+    if (s == NULL) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void
+json_number(FILE *f, double v, int have)
+{
+    if (have)
+        fprintf(f, "%.6g", v);
+    else
+        fputs("null", f);
+}
+
+static void
+keep_for_plot(const ect_bench_fig_t *fig)
+{
+    if (out.plot_dir == NULL || fig->bytes <= 0)
+        return;
+    if (out.n_kept == out.cap_kept) {
+        size_t cap = out.cap_kept ? out.cap_kept * 2 : 32;
+        struct kept_fig *k = realloc(out.kept, cap * sizeof(*k));
+        if (k == NULL)
+            return; /* the chart misses a point; the figure itself was printed */
+        out.kept = k;
+        out.cap_kept = cap;
+    }
+    char *series = strdup(fig->series != NULL ? fig->series : fig->name);
+    if (series == NULL)
+        return;
+    out.kept[out.n_kept++] = (struct kept_fig){
+        .series = series, .bytes = fig->bytes, .value = fig->value, .ceiling = fig->ceiling};
+    if (out.unit[0] == '\0' && fig->unit != NULL)
+        snprintf(out.unit, sizeof(out.unit), "%s", fig->unit);
+}
+
+void
+ect_bench_figure(const ect_bench_fig_t *fig)
+{
+    int have_ceiling = fig->ceiling > 0;
+    double ratio = have_ceiling ? fig->value / fig->ceiling : 0.0;
+    int have_target = fig->target > 0 && have_ceiling;
+    keep_for_plot(fig);
+    if (out.json != NULL) {
+        FILE *f = out.json;
+        fputs("{\"bench\": ", f);
+        json_string(f, out.bench);
+        fputs(", \"name\": ", f);
+        json_string(f, fig->name);
+        fputs(", \"value\": ", f);
+        json_number(f, fig->value, 1);
+        fputs(", \"unit\": ", f);
+        json_string(f, fig->unit);
+        fputs(", \"ceiling\": ", f);
+        json_number(f, fig->ceiling, have_ceiling);
+        fputs(", \"ceiling_is\": ", f);
+        json_string(f, have_ceiling ? fig->ceiling_is : NULL);
+        fputs(", \"ratio\": ", f);
+        json_number(f, ratio, have_ceiling);
+        fputs(", \"target\": ", f);
+        json_number(f, fig->target, have_target);
+        fprintf(f, ", \"met\": %s",
+                !have_target           ? "null"
+                : ratio >= fig->target ? "true"
+                                       : "false");
+        fputs(", \"bytes\": ", f);
+        if (fig->bytes > 0)
+            fprintf(f, "%.0f", fig->bytes);
+        else
+            fputs("null", f);
+        fputs(", \"series\": ", f);
+        json_string(f, fig->bytes > 0 ? (fig->series != NULL ? fig->series : fig->name) : NULL);
+        fputs("}\n", f);
+        fflush(f);
+        return;
+    }
+    printf("  %-44s %10.3f %-6s", fig->name, fig->value, fig->unit);
+    if (have_ceiling)
+        printf(" ceiling %10.3f %-6s ratio %5.2f", fig->ceiling, fig->unit, ratio);
+    if (have_target)
+        printf("  (target %.2f%s)", fig->target, ratio >= fig->target ? "" : ", MISSED");
+    if (have_ceiling && fig->ceiling_is != NULL)
+        printf("  [%s]", fig->ceiling_is);
+    printf("\n");
+}
+
+void
+ect_bench_copy_figure(const char *name, const char *series, double gbps, double ceiling,
+                      const char *ceiling_is, double bytes)
+{
+    ect_bench_fig_t fig = {.name = name,
+                           .value = gbps,
+                           .unit = "GB/s",
+                           .ceiling = ceiling,
+                           .ceiling_is = ceiling_is,
+                           .target = 0.9,
+                           .bytes = bytes,
+                           .series = series};
+    ect_bench_figure(&fig);
+}
+
 void
 ect_bench_row(const char *what, double value, double ceiling, const char *unit, double target)
 {
-    double ratio = ceiling > 0 ? value / ceiling : 0.0;
-    printf("  %-44s %10.3f %-6s ceiling %10.3f %-6s ratio %5.2f", what, value, unit, ceiling, unit,
-           ratio);
-    if (target > 0)
-        printf("  (target %.2f%s)", target, ratio >= target ? "" : ", MISSED");
-    printf("\n");
+    ect_bench_fig_t fig = {
+        .name = what, .value = value, .unit = unit, .ceiling = ceiling, .target = target};
+    ect_bench_figure(&fig);
+}
+
+static int
+cmp_kept(const void *a, const void *b)
+{
+    const struct kept_fig *x = a, *y = b;
+    int c = strcmp(x->series, y->series);
+    return c != 0 ? c : (x->bytes > y->bytes) - (x->bytes < y->bytes);
+}
+
+static void
+drop_kept(void)
+{
+    for (size_t i = 0; i < out.n_kept; i++)
+        free(out.kept[i].series);
+    out.n_kept = 0;
+    out.unit[0] = '\0';
+}
+
+static int
+write_plot_files(const char *dir, const char *bench, char *png, size_t png_len, char *gp,
+                 size_t gp_len)
+{
+    char dat[4096];
+    snprintf(dat, sizeof(dat), "%s/%s.dat", dir, bench);
+    snprintf(gp, gp_len, "%s/%s.gp", dir, bench);
+    snprintf(png, png_len, "%s/%s.png", dir, bench);
+    FILE *d = fopen(dat, "w"), *g = fopen(gp, "w");
+    if (d == NULL || g == NULL) {
+        fprintf(stderr, "ectier bench --plot: cannot write %s: %s\n", d == NULL ? dat : gp,
+                strerror(errno));
+        if (d != NULL)
+            fclose(d);
+        if (g != NULL)
+            fclose(g);
+        return -1;
+    }
+    qsort(out.kept, out.n_kept, sizeof(*out.kept), cmp_kept);
+    fprintf(g,
+            "# ectier bench %s: written by `ectier bench --plot`; run with gnuplot\n"
+            "set terminal pngcairo size 1100,650 noenhanced font \",10\"\n"
+            "set output '%s'\n"
+            "set title 'ectier bench %s: %s against entry size (solid), its ceiling (dashed)'\n"
+            "set xlabel 'entry size (MiB)'\nset ylabel '%s'\n"
+            "set logscale x 2\nset grid\nset key outside right top\nset yrange [0:*]\n",
+            bench, png, bench, out.unit, out.unit);
+    fprintf(g, "plot ");
+    size_t block = 0;
+    for (size_t i = 0; i < out.n_kept;) {
+        size_t j = i;
+        int has_ceiling = 0;
+        while (j < out.n_kept && strcmp(out.kept[j].series, out.kept[i].series) == 0) {
+            const struct kept_fig *k = &out.kept[j];
+            fprintf(d, "%.6g %.6g %.6g\n", k->bytes / (1 << 20), k->value,
+                    k->ceiling > 0 ? k->ceiling : 0.0 / 0.0);
+            has_ceiling |= k->ceiling > 0;
+            j++;
+        }
+        fprintf(d, "\n\n");
+        char title[256];
+        snprintf(title, sizeof(title), "%s", out.kept[i].series);
+        for (char *p = title; *p != '\0'; p++)
+            if (*p == '\'')
+                *p = '"';
+        fprintf(g, "%s'%s/%s.dat' index %zu using 1:2 with linespoints lc %zu lw 2 pt 7 title '%s'",
+                block > 0 ? ", \\\n     " : "", dir, bench, block, block + 1, title);
+        if (has_ceiling)
+            fprintf(g,
+                    ", \\\n     '%s/%s.dat' index %zu using 1:3 with linespoints lc %zu dt 2 pt 6 "
+                    "title '%s: ceiling'",
+                    dir, bench, block, block + 1, title);
+        block++;
+        i = j;
+    }
+    fprintf(g, "\n");
+    int bad = ferror(d) || ferror(g);
+    bad |= fclose(d) != 0;
+    bad |= fclose(g) != 0;
+    if (bad) {
+        fprintf(stderr, "ectier bench --plot: writing %s or %s failed\n", dat, gp);
+        return -1;
+    }
+    return 0;
+}
+
+/* Run gnuplot on the script.  0 done; 1 gnuplot missing; -1 it failed. */
+static int
+run_gnuplot(const char *gp)
+{
+    char *const argv[] = {"gnuplot", (char *)gp, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    /* Its messages go to our stderr; under --json stdout is the JSON. */
+    posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc == ENOENT)
+        return 1;
+    if (rc != 0) {
+        fprintf(stderr, "ectier bench --plot: cannot run gnuplot: %s\n", strerror(rc));
+        return -1;
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* After a benchmark: its chart, if it reported figures with a size.
+ * Returns 0, 1 when gnuplot is missing, -1 on failure. */
+static int
+plot_bench(const char *bench)
+{
+    if (out.plot_dir == NULL)
+        return 0;
+    if (out.n_kept == 0) {
+        fprintf(stderr,
+                "ectier bench --plot: %s reports no figure against an entry size; no "
+                "chart\n",
+                bench);
+        return 0;
+    }
+    char png[4096], gp[4096];
+    int rc = write_plot_files(out.plot_dir, bench, png, sizeof(png), gp, sizeof(gp));
+    drop_kept();
+    if (rc != 0)
+        return -1;
+    rc = run_gnuplot(gp);
+    if (rc == 0)
+        fprintf(stderr, "ectier bench --plot: wrote %s\n", png);
+    else if (rc < 0)
+        fprintf(stderr, "ectier bench --plot: gnuplot failed on %s\n", gp);
+    return rc;
+}
+
+/* ---- medians ------------------------------------------------------------------------ */
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double
+ect_bench_median(double *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- cache state ---------------------------------------------------------------------- */
+
+#if defined(__x86_64__)
+__attribute__((target("clflushopt"))) static void
+flush_opt(const char *p, const char *end)
+{
+    for (; p < end; p += 64)
+        _mm_clflushopt((void *)p);
+}
+
+void
+ect_bench_cold(const void *p, size_t len)
+{
+    if (len == 0)
+        return;
+    const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)63), *end = (const char *)p + len;
+    /* clflushopt is weakly ordered and ~15x faster than clflush here; the
+     * fence completes it before the timed copy. */
+    if (__builtin_cpu_supports("clflushopt"))
+        flush_opt(c, end);
+    else
+        for (; c < end; c += 64)
+            _mm_clflush(c);
+    _mm_mfence();
+}
+
+int
+ect_bench_cold_works(void)
+{
+    return 1;
+}
+#else
+void
+ect_bench_cold(const void *p, size_t len)
+{
+    (void)p;
+    (void)len;
+}
+
+int
+ect_bench_cold_works(void)
+{
+    return 0;
+}
+#endif
+
+void
+ect_bench_warm(const void *p, size_t len)
+{
+    const volatile unsigned char *c = p;
+    unsigned char x = 0;
+    for (size_t i = 0; i < len; i += 64)
+        x ^= c[i];
+    if (len > 0)
+        x ^= c[len - 1];
+    __asm__ volatile("" : : "r"(x));
+}
+
+/* ---- the CPU copy ceiling -------------------------------------------------------------- */
+
+struct way {
+    int nt;
+    unsigned threads;
+    char name[40];
+};
+
+/* Locking: `lock` guards job, armed and stop, and helpers sleep on cv.  While
+ * a multi-threaded copy is timed the driver and the helpers meet on the
+ * atomics ready, go and done, without the lock. */
+struct ect_bench_ceiling {
+    unsigned threads;
+    struct way ways[ECT_BENCH_MAX_WAYS];
+    unsigned n_ways;
+    unsigned rotate;
+    unsigned best;                 /* the way that won the last ect_bench_ceiling_gbps */
+    double *t[ECT_BENCH_MAX_WAYS]; /* samples (seconds) of each way */
+    size_t n, cap;
+    char describe[256];
+
+    pthread_t *helpers;
+    unsigned n_helpers;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int armed, stop;
+    unsigned job; /* increases per multi-threaded copy */
+    const ect_copy_op_t *ops;
+    size_t n_ops, total;
+    int nt;
+    unsigned ready, go, done; /* atomics */
+};
+
+/* Copy the bytes [lo, hi) of the ops' concatenated stream. */
+static void
+copy_share(const ect_copy_op_t *ops, size_t n_ops, size_t lo, size_t hi, int nt)
+{
+    size_t pos = 0;
+    for (size_t i = 0; i < n_ops && pos < hi; i++) {
+        size_t end = pos + ops[i].len;
+        if (end > lo) {
+            size_t a = lo > pos ? lo - pos : 0, b = (hi < end ? hi : end) - pos;
+            char *d = (char *)ops[i].dst + a;
+            const char *s = (const char *)ops[i].src + a;
+            if (nt)
+                ect__copy_nt(d, s, b - a);
+            else
+                memcpy(d, s, b - a);
+        }
+        pos = end;
+    }
+    if (nt)
+        ect__copy_nt_fence();
+}
+
+/* Thread j of k copies an equal share, cut at cache-line multiples. */
+static void
+share_bounds(size_t total, unsigned j, unsigned k, size_t *lo, size_t *hi)
+{
+    *lo = j == 0 ? 0 : (size_t)((double)total * j / k) & ~(size_t)63;
+    *hi = j + 1 == k ? total : (size_t)((double)total * (j + 1) / k) & ~(size_t)63;
+}
+
+struct helper_arg {
+    ect_bench_ceiling_t *c;
+    unsigned index; /* 1 .. threads-1; the driver is 0 */
+};
+
+static void *
+helper_main(void *p)
+{
+    struct helper_arg *a = p;
+    ect_bench_ceiling_t *c = a->c;
+    unsigned me = a->index, last = 0;
+    free(a);
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        while (!c->stop && (!c->armed || c->job == last))
+            pthread_cond_wait(&c->cv, &c->lock);
+        if (c->stop)
+            break;
+        unsigned job = last = c->job;
+        const ect_copy_op_t *ops = c->ops;
+        size_t n_ops = c->n_ops, total = c->total, lo, hi;
+        int nt = c->nt;
+        pthread_mutex_unlock(&c->lock);
+        share_bounds(total, me, c->threads, &lo, &hi);
+        __atomic_fetch_add(&c->ready, 1, __ATOMIC_ACQ_REL);
+        while (__atomic_load_n(&c->go, __ATOMIC_ACQUIRE) != job)
+            __builtin_ia32_pause();
+        copy_share(ops, n_ops, lo, hi, nt);
+        __atomic_fetch_add(&c->done, 1, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+static double
+time_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t *ops, size_t n_ops,
+         size_t total)
+{
+    if (w->threads == 1) {
+        uint64_t t0 = ect__now_ns();
+        copy_share(ops, n_ops, 0, total, w->nt);
+        return (double)(ect__now_ns() - t0) / 1e9;
+    }
+    pthread_mutex_lock(&c->lock);
+    c->ops = ops;
+    c->n_ops = n_ops;
+    c->total = total;
+    c->nt = w->nt;
+    c->job++;
+    unsigned job = c->job;
+    __atomic_store_n(&c->ready, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->done, 0, __ATOMIC_RELAXED);
+    c->armed = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->lock);
+    /* Untimed: every helper awake and spinning on go. */
+    while (__atomic_load_n(&c->ready, __ATOMIC_ACQUIRE) != c->n_helpers)
+        __builtin_ia32_pause();
+    size_t lo, hi;
+    share_bounds(total, 0, c->threads, &lo, &hi);
+    uint64_t t0 = ect__now_ns();
+    __atomic_store_n(&c->go, job, __ATOMIC_RELEASE);
+    copy_share(ops, n_ops, lo, hi, w->nt);
+    while (__atomic_load_n(&c->done, __ATOMIC_ACQUIRE) != c->n_helpers)
+        __builtin_ia32_pause();
+    double s = (double)(ect__now_ns() - t0) / 1e9;
+    pthread_mutex_lock(&c->lock);
+    c->armed = 0;
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
+ect_bench_ceiling_t *
+ect_bench_ceiling_create(unsigned threads)
+{
+    ect_bench_ceiling_t *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        fprintf(stderr, "bench: out of memory for the copy ceiling\n");
+        return NULL;
+    }
+    c->threads = threads > 0 ? threads : 1;
+    for (unsigned multi = 0; multi <= (c->threads > 1); multi++) {
+        for (int nt = 0; nt <= ect__copy_nt_available(); nt++) {
+            struct way *w = &c->ways[c->n_ways++];
+            w->nt = nt;
+            w->threads = multi ? c->threads : 1;
+            snprintf(w->name, sizeof(w->name), "%s, %u thread%s", nt ? "NT stores" : "memcpy",
+                     w->threads, w->threads == 1 ? "" : "s");
+        }
+    }
+    char on[32] = "1 thread";
+    if (c->threads > 1)
+        snprintf(on, sizeof(on), "1 and %u threads", c->threads);
+    snprintf(c->describe, sizeof(c->describe),
+             "the best of memcpy%s on %s%s: the same bytes between the same buffers, in the "
+             "same cache state",
+             ect__copy_nt_available() ? " and non-temporal stores" : "", on,
+             c->threads > 1 ? " (helpers already spinning when the clock starts)" : "");
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->helpers = calloc(c->threads, sizeof(*c->helpers));
+    if (c->helpers == NULL) {
+        fprintf(stderr, "bench: out of memory for the copy ceiling\n");
+        ect_bench_ceiling_destroy(c);
+        return NULL;
+    }
+    for (unsigned i = 1; i < c->threads; i++) {
+        struct helper_arg *a = malloc(sizeof(*a));
+        if (a == NULL || (a->c = c, a->index = i,
+                          pthread_create(&c->helpers[c->n_helpers], NULL, helper_main, a) != 0)) {
+            free(a);
+            fprintf(stderr, "bench: cannot start the ceiling's copy threads\n");
+            ect_bench_ceiling_destroy(c);
+            return NULL;
+        }
+        c->n_helpers++;
+    }
+    return c;
+}
+
+void
+ect_bench_ceiling_destroy(ect_bench_ceiling_t *c)
+{
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->lock);
+    c->stop = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->lock);
+    for (unsigned i = 0; i < c->n_helpers; i++)
+        pthread_join(c->helpers[i], NULL);
+    free(c->helpers);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->lock);
+    for (unsigned w = 0; w < ECT_BENCH_MAX_WAYS; w++)
+        free(c->t[w]);
+    free(c);
+}
+
+void
+ect_bench_ceiling_reset(ect_bench_ceiling_t *c)
+{
+    c->n = 0;
+}
+
+int
+ect_bench_ceiling_sample(ect_bench_ceiling_t *c, const ect_copy_op_t *ops, size_t n_ops,
+                         void (*prepare)(void *arg), void *arg)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        for (unsigned w = 0; w < c->n_ways; w++) {
+            double *t = realloc(c->t[w], cap * sizeof(*t));
+            if (t == NULL) {
+                fprintf(stderr, "bench: out of memory for ceiling samples\n");
+                return -1;
+            }
+            c->t[w] = t;
+        }
+        c->cap = cap;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < n_ops; i++)
+        total += ops[i].len;
+    for (unsigned k = 0; k < c->n_ways; k++) {
+        unsigned w = (k + c->rotate) % c->n_ways;
+        if (prepare != NULL)
+            prepare(arg);
+        c->t[w][c->n] = time_way(c, &c->ways[w], ops, n_ops, total);
+    }
+    c->rotate++;
+    c->n++;
+    return 0;
+}
+
+double
+ect_bench_ceiling_gbps(ect_bench_ceiling_t *c, double bytes, const char **way_p)
+{
+    double best = 0;
+    unsigned best_way = 0;
+    for (unsigned w = 0; w < c->n_ways && c->n > 0; w++) {
+        double med = ect_bench_median(c->t[w], c->n);
+        double gbps = med > 0 ? bytes / med / 1e9 : 0;
+        if (gbps > best) {
+            best = gbps;
+            best_way = w;
+        }
+    }
+    c->best = best_way;
+    if (way_p != NULL)
+        *way_p = c->ways[best_way].name;
+    return best;
+}
+
+double
+ect_bench_ceiling_copy_best(ect_bench_ceiling_t *c, const ect_copy_op_t *ops, size_t n_ops)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n_ops; i++)
+        total += ops[i].len;
+    return time_way(c, &c->ways[c->best], ops, n_ops, total);
+}
+
+const char *
+ect_bench_ceiling_describe(const ect_bench_ceiling_t *c)
+{
+    return c->describe;
+}
+
+/* ---- the command ------------------------------------------------------------------------ */
+
+/* `--selftest`: a fixed set of figures through the same output path (text,
+ * --json, --plot), measuring nothing, so tests can check the output's shape
+ * without running a benchmark.  Covers: no ceiling, a met and a missed
+ * target, a name that needs JSON escaping, two series with sizes. */
+static int
+selftest(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("  fixed figures for tests; nothing is measured\n");
+    ect_bench_row("no ceiling", 2.5, 0, "us", 0);
+    ect_bench_row("quote \" backslash \\ tab \t", 1, 2, "GB/s", 0);
+    static const double mib[] = {1, 8, 32};
+    for (int s = 0; s < 2; s++) {
+        for (int i = 0; i < 3; i++) {
+            char name[64];
+            snprintf(name, sizeof(name), "%s %2.0f MiB", s ? "load" : "save", mib[i]);
+            ect_bench_fig_t fig = {.name = name,
+                                   .value = 8 + 2 * i + s,
+                                   .unit = "GB/s",
+                                   .ceiling = 12 + i,
+                                   .ceiling_is = "fixed",
+                                   .target = 0.9,
+                                   .bytes = mib[i] * (1 << 20),
+                                   .series = s ? "load" : "save"};
+            ect_bench_figure(&fig);
+        }
+    }
+    return 0;
 }
 
 int
 ect_cli_bench(int argc, char **argv)
 {
-    static const char usage[] = "usage: ectier bench [NAME...]\n";
-    int rc = 0, ran = 0;
+    static const char usage[] =
+        "usage: ectier bench [--json] [--plot DIR] [NAME...]\n"
+        "  --json      one JSON object per figure on stdout (name, value, unit, ceiling, ratio,\n"
+        "              target, ...); every other line goes to stderr\n"
+        "  --plot DIR  also write DIR/<bench>.png (gnuplot): bandwidth against entry size,\n"
+        "              with its ceiling beside it, per benchmark\n"
+        "  --selftest  instead of the benchmarks, print fixed figures (for tests)\n";
+    int rc = 0, json = 0, self = 0;
+    const char *plot_dir = NULL;
+    char *names[64];
+    int n_names = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("%sbenchmarks:\n", usage);
             for (const struct ect_bench *b = benches; b->name != NULL; b++)
                 printf("  %-12s %s\n", b->name, b->summary);
             return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (strcmp(argv[i], "--selftest") == 0) {
+            self = 1;
+        } else if (strcmp(argv[i], "--plot") == 0) {
+            if (i + 1 >= argc)
+                return ect_cli_usage_error("bench", usage, "--plot needs a directory");
+            plot_dir = argv[++i];
+        } else if (argv[i][0] == '-') {
+            return ect_cli_usage_error("bench", usage, "unknown option '%s'", argv[i]);
+        } else {
+            int known = 0;
+            for (const struct ect_bench *b = benches; b->name != NULL; b++)
+                known |= strcmp(argv[i], b->name) == 0;
+            if (!known)
+                return ect_cli_usage_error("bench", usage, "no benchmark named '%s'", argv[i]);
+            if (n_names < (int)(sizeof(names) / sizeof(names[0])))
+                names[n_names++] = argv[i];
         }
     }
-    for (const struct ect_bench *b = benches; b->name != NULL; b++) {
-        int wanted = argc < 2;
-        for (int i = 1; i < argc; i++)
-            if (strcmp(argv[i], b->name) == 0)
+    if (plot_dir != NULL && mkdir(plot_dir, 0777) != 0 && errno != EEXIST)
+        return ect_cli_fail("bench", "--plot: cannot create %s: %s", plot_dir, strerror(errno));
+    memset(&out, 0, sizeof(out));
+    out.plot_dir = plot_dir;
+    if (json) {
+        fflush(stdout);
+        int fd = dup(STDOUT_FILENO);
+        if (fd < 0 || (out.json = fdopen(fd, "w")) == NULL ||
+            dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+            return ect_cli_fail("bench", "--json: cannot set up the output: %s", strerror(errno));
+    }
+    int plot_missing = 0, plot_failed = 0;
+    static const struct ect_bench self_bench = {"selftest", "fixed figures for tests", selftest};
+    const struct ect_bench *todo[sizeof(benches) / sizeof(benches[0])];
+    size_t n_todo = 0;
+    if (self)
+        todo[n_todo++] = &self_bench;
+    for (const struct ect_bench *b = benches; b->name != NULL && !self; b++) {
+        int wanted = n_names == 0;
+        for (int i = 0; i < n_names; i++)
+            if (strcmp(names[i], b->name) == 0)
                 wanted = 1;
-        if (!wanted)
-            continue;
+        if (wanted)
+            todo[n_todo++] = b;
+    }
+    for (size_t k = 0; k < n_todo; k++) {
+        const struct ect_bench *b = todo[k];
         printf("== bench %s: %s\n", b->name, b->summary);
         fflush(stdout);
-        ran++;
+        out.bench = b->name;
         if (b->run(1, (char *[]){(char *)b->name, NULL}) != 0)
             rc = 1;
+        fflush(stdout);
+        int p = plot_bench(b->name);
+        plot_missing |= p > 0;
+        plot_failed |= p < 0;
+        drop_kept();
     }
-    if (ran == 0 && argc >= 2)
-        return ect_cli_usage_error("bench", usage, "no benchmark named '%s'", argv[1]);
+    free(out.kept);
+    if (out.json != NULL)
+        fclose(out.json);
+    if (plot_missing) {
+        fprintf(stderr,
+                "ectier bench --plot: gnuplot is not installed, so no PNG was drawn; the data "
+                "and the gnuplot scripts are in %s (apt-get install gnuplot-nox, then run "
+                "gnuplot on each .gp file)\n",
+                plot_dir);
+        rc = 1;
+    }
+    if (plot_failed)
+        rc = 1;
     return rc;
 }

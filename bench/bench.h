@@ -2,9 +2,30 @@
  * `ectier bench`: benchmarks, each printing its figures next to a ceiling
  * measured in the same run and the ratio (SPEC §12).  One function per
  * bench/bench_<name>.c, registered in bench/bench.c.
+ *
+ * bench/bench.c is the one home of what the benchmarks share:
+ *   - figures: every result goes through ect_bench_figure (or its short form
+ *     ect_bench_row), which prints the text row, or one JSON object a line
+ *     (`ectier bench --json`), and keeps it for the charts of
+ *     `ectier bench --plot DIR`;
+ *   - the CPU copy ceiling: the machine's best copy of the same bytes, the
+ *     best of memcpy and non-temporal stores, on one thread and on as many
+ *     threads as the engine copies with (helpers already spinning when the
+ *     clock starts, so the hand-off costs a cache line, not a wake-up);
+ *   - cache state: ect_bench_cold / ect_bench_warm put the bytes of both
+ *     sides of a copy in a stated state before each timed copy, the same for
+ *     the engine and its ceiling;
+ *   - medians.
+ *
+ * Benchmarks are single-threaded drivers; none of this is thread-safe
+ * except where a comment says so.
  */
 #ifndef ECT_BENCH_BENCH_H
 #define ECT_BENCH_BENCH_H
+
+#include <stddef.h>
+
+#include <ectier/copy.h>
 
 struct ect_bench {
     const char *name;
@@ -23,7 +44,89 @@ int ect_bench_step(int argc, char **argv);
 int ect_bench_session(int argc, char **argv); /* P2P builds only */
 int ect_bench_xport(int argc, char **argv);   /* P2P builds only (bench/p2p/) */
 
-/* Print one result row: "<what>  <value> <unit>  ceiling <c> <unit>  ratio <r> (target <t>)". */
+/* ---- figures ------------------------------------------------------------------ */
+
+typedef struct ect_bench_fig {
+    const char *name;       /* what was measured, one line (borrowed) */
+    double value;           /* in unit */
+    const char *unit;       /* "GB/s", "Mop/s", "us", ... */
+    double ceiling;         /* in unit; <= 0: none */
+    const char *ceiling_is; /* what the ceiling was, e.g. "NT stores, 2 threads"; may be NULL */
+    double target;          /* the ratio value/ceiling must reach; <= 0: none */
+    double bytes;           /* entry size it was measured at (x axis of --plot); 0: none */
+    const char *series;     /* the chart line it belongs to, e.g. "save, 1 run"; NULL: name */
+} ect_bench_fig_t;
+
+/* Report one figure: a text row "<name> <value> <unit> ceiling <c> ratio <r>
+ * (target <t>[, MISSED])", or under --json one object on stdout:
+ * {"bench", "name", "value", "unit", "ceiling", "ceiling_is", "ratio",
+ *  "target", "met", "bytes", "series"} (null where a field does not apply).
+ * fig and its strings are borrowed; under --plot it is copied. */
+void ect_bench_figure(const ect_bench_fig_t *fig);
+
+/* A CPU-tier copy figure: GB/s at an entry size against the copy ceiling,
+ * with the SPEC §12 target of 0.9. */
+void ect_bench_copy_figure(const char *name, const char *series, double gbps, double ceiling,
+                           const char *ceiling_is, double bytes);
+
+/* Short form without a size or ceiling description. */
 void ect_bench_row(const char *what, double value, double ceiling, const char *unit, double target);
+
+/* ---- medians ---------------------------------------------------------------------- */
+
+/* Median of v[0 .. n) (n > 0); sorts v. */
+double ect_bench_median(double *v, size_t n);
+
+/* ---- cache state -------------------------------------------------------------------- */
+
+/* Evict [p, p + len) from every cache level (written back if dirty), so the
+ * next copy finds it in memory, as it finds a region block nobody touched
+ * for a long time.  x86-64 only; elsewhere a no-op (figures are then
+ * cache-warm: the header of each bench says which). */
+void ect_bench_cold(const void *p, size_t len);
+
+/* Read every cache line of [p, p + len), so that it is in the cache, as the
+ * engine's own buffers usually are. */
+void ect_bench_warm(const void *p, size_t len);
+
+/* 1 when ect_bench_cold really evicts on this machine. */
+int ect_bench_cold_works(void);
+
+/* ---- the CPU copy ceiling -------------------------------------------------------------- */
+
+#define ECT_BENCH_MAX_WAYS 4
+
+typedef struct ect_bench_ceiling ect_bench_ceiling_t;
+
+/* A ceiling for copies done by up to `threads` threads (the engine's copy
+ * threads; at least 1).  It measures every way of copying the same ops:
+ * memcpy and non-temporal stores (where built), on 1 thread and on
+ * `threads` threads, each thread taking an equal share of the bytes.  The
+ * helper threads sleep except while a ceiling copy is being timed.  NULL on
+ * failure (message printed).  Release with ect_bench_ceiling_destroy. */
+ect_bench_ceiling_t *ect_bench_ceiling_create(unsigned threads);
+void ect_bench_ceiling_destroy(ect_bench_ceiling_t *c);
+
+/* Forget the samples of the previous figure. */
+void ect_bench_ceiling_reset(ect_bench_ceiling_t *c);
+
+/* One sample of every way: prepare(arg) (may be NULL) runs untimed before
+ * each, to set the cache state; then the ops are copied and timed.  The
+ * order of the ways rotates from call to call.  Returns 0, or -1 when out of
+ * memory (message printed). */
+int ect_bench_ceiling_sample(ect_bench_ceiling_t *c, const ect_copy_op_t *ops, size_t n_ops,
+                             void (*prepare)(void *arg), void *arg);
+
+/* The ceiling in GB/s for `bytes` bytes a sample: the best over the ways of
+ * the median time of that way.  *way_p (may be NULL) gets the winner's name
+ * ("NT stores, 2 threads"), valid while c lives. */
+double ect_bench_ceiling_gbps(ect_bench_ceiling_t *c, double bytes, const char **way_p);
+
+/* Copy the ops once with the way that won the last ect_bench_ceiling_gbps
+ * (for a figure that must copy the way its ceiling did); returns seconds. */
+double ect_bench_ceiling_copy_best(ect_bench_ceiling_t *c, const ect_copy_op_t *ops, size_t n_ops);
+
+/* A line for a bench's header: what the ceiling is. */
+const char *ect_bench_ceiling_describe(const ect_bench_ceiling_t *c);
 
 #endif /* ECT_BENCH_BENCH_H */

@@ -311,7 +311,13 @@ print_fragmentation(const char *what, const struct frag_result *r)
            (unsigned long long)r->end.free_runs);
     char row[96];
     snprintf(row, sizeof(row), "%s: share in <= 2 runs", what);
-    ect_bench_row(row, (double)le2 / (double)r->allocs, 1.0, "", 0.5);
+    ect_bench_fig_t fig = {.name = row,
+                           .value = (double)le2 / (double)r->allocs,
+                           .unit = "share",
+                           .ceiling = 1.0,
+                           .ceiling_is = "every allocation in <= 2 runs",
+                           .target = 0.5};
+    ect_bench_figure(&fig);
 }
 
 /* Best of three runs each, small and large alternating, so a neighbour's
@@ -333,7 +339,13 @@ rates(const char *what, const struct zipf *z_small, const struct zipf *z_large)
            small / 1e6, large / 1e6);
     char row[96];
     snprintf(row, sizeof(row), "cache ops, 1M entries, %s keys (ceiling: 1K)", what);
-    ect_bench_row(row, large / 1e6, small / 1e6, "Mop/s", 0.7);
+    ect_bench_fig_t fig = {.name = row,
+                           .value = large / 1e6,
+                           .unit = "Mop/s",
+                           .ceiling = small / 1e6,
+                           .ceiling_is = "the 1K-entry rate in this run",
+                           .target = 0.7};
+    ect_bench_figure(&fig);
     return 0;
 }
 

@@ -1,25 +1,28 @@
 /*
  * `ectier bench step`: the whole step protocol in one process — a scheduler
  * and a worker (CPU copy engine) over a real /dev/shm region — saving and
- * reloading 1, 8 and 32 MiB entries, against memcpy of the same bytes
- * between the same buffers in the same run (SPEC §12: CPU-tier save/load of
- * >= 1 MiB entries >= 0.9 x memcpy).
+ * reloading 1, 8 and 32 MiB entries, against the machine's best copy of the
+ * same bytes between the same buffer and blocks in the same run (SPEC §12:
+ * CPU-tier save/load of >= 1 MiB entries >= 0.9 x the copy).
  *
  * A save step is timed from update_state_after_alloc to the worker's report
  * applied by the scheduler: build and encode the step metadata, bind it,
  * save, submit, wait until landed, take and encode the report, apply it.  A
  * load step likewise, from has_cache_item to the applied report.  So the
- * figure includes every cost the protocol adds to the copy itself.  The
- * ceiling copies the entry's bytes with memcpy between the same engine
- * buffer and the same region blocks.  Steps and memcpy repetitions
- * alternate, and so does which of the two goes first in a rep (the second
- * finds the bytes in cache); each figure is a median.  A first line gives
- * the fixed cost of a step, with a 1000-byte entry.  Every rep saves a new
- * entry; the
- * region holds a few, so older ones are evicted as in production.
- * Blocks are 7168 bytes (3584 hidden x bf16): entries end in a partial
- * block.  Everything is warmed (pre-faulted region, touched buffers, pooled
- * engine records) before timing.
+ * figure includes every cost the protocol adds to the copy itself; a
+ * breakdown line gives the median of each part, and what the copy threads'
+ * hand-offs cost (a woken thread starts late: that is the VM's wake-up).
+ *
+ * The ceiling (bench.h) is the best of memcpy and non-temporal stores on 1
+ * thread and on as many threads as the engine has, helpers already spinning:
+ * a physical limit.  Cache state, the same before every timed step and
+ * ceiling copy: the region's blocks evicted (a new entry's blocks, and an
+ * entry's blocks when it is loaded, were last touched long ago), the engine
+ * buffer warm.  Every rep saves a new entry; the region holds a few, so
+ * older ones are evicted as in production.  Blocks are 7168 bytes (3584
+ * hidden x bf16): entries end in a partial block.  The region is
+ * pre-faulted and the engine's pools warm before timing.  A first line gives
+ * the fixed cost of a step, with a 1000-byte entry.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +33,18 @@
 
 #include "bench.h"
 #include "common/clock.h"
+#include "copy/cpu.h"
 
 #define HIDDEN      3584u
 #define BLOCK_BYTES (HIDDEN * 2u)
 #define MAX_PAYLOAD ((size_t)32 << 20)
 #define KEEP        3 /* largest entries the region holds at once */
+#define MAX_RUNS    64
+
+/* The parts of a step, in order; a step's time is their sum. */
+enum part { SCHEDULE, META, BIND, SUBMIT, COPY, REPORT, APPLY, N_PARTS };
+static const char *const PART_NAMES[N_PARTS] = {"schedule", "metadata", "bind", "submit",
+                                                "copy",     "report",   "apply"};
 
 struct step_bench {
     ect_config_t cfg;
@@ -42,11 +52,18 @@ struct step_bench {
     char instance[64];
     ect_scheduler_t *sched;
     ect_worker_t *worker;
-    ect_region_t *region; /* the bench's own view, for the memcpy ceiling */
-    unsigned char *src;   /* engine memory saved from */
-    unsigned char *dst;   /* engine memory loaded into */
-    unsigned char *buf;   /* encoded metadata / report */
+    ect_copy_engine_t *engine; /* the worker's, borrowed by it; ours for its counters */
+    ect_region_t *region;      /* the bench's own view, for the ceiling */
+    ect_bench_ceiling_t *ceiling;
+    unsigned char *src; /* engine memory saved from */
+    unsigned char *dst; /* engine memory loaded into */
+    unsigned char *buf; /* encoded metadata / report */
     size_t buf_cap;
+};
+
+/* One timed step: the clock at the start and after each part. */
+struct stamps {
+    uint64_t t[N_PARTS + 1];
 };
 
 static int
@@ -54,20 +71,6 @@ fail(const char *what)
 {
     fprintf(stderr, "bench step: %s: %s\n", what, ect_last_error());
     return 1;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double
-median(double *v, size_t n)
-{
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static int
@@ -97,39 +100,48 @@ load_target(void *user, const char *key, uint64_t n_tokens, size_t nbytes, void 
     return ECT_OK;
 }
 
-/* Scheduler -> worker: build and encode the step, bind it on the worker. */
+/* Scheduler -> worker: build and encode the step (META), bind it on the
+ * worker (BIND). */
 static int
-ship_meta(struct step_bench *b, ect_step_meta_t **meta_p)
+ship_meta(struct step_bench *b, ect_step_meta_t **meta_p, struct stamps *s)
 {
     ect_step_meta_t *m;
     size_t len;
     if (ect_scheduler_build_connector_meta(b->sched, &m) != ECT_OK)
         return fail("build_connector_meta");
     if (grow(b, ect_step_meta_encoded_size(m)) != 0 ||
-        ect_step_meta_encode(m, b->buf, b->buf_cap, &len) != ECT_OK ||
-        ect_worker_bind_metadata(b->worker, b->buf, len) != ECT_OK) {
+        ect_step_meta_encode(m, b->buf, b->buf_cap, &len) != ECT_OK) {
         ect_step_meta_destroy(m);
-        return fail("ship the step metadata");
+        return fail("encode the step metadata");
     }
+    s->t[META + 1] = ect__now_ns();
+    if (ect_worker_bind_metadata(b->worker, b->buf, len) != ECT_OK) {
+        ect_step_meta_destroy(m);
+        return fail("bind the step metadata");
+    }
+    s->t[BIND + 1] = ect__now_ns();
     *meta_p = m;
     return 0;
 }
 
-/* Worker -> scheduler: wait until landed, end the step, encode the report
- * and apply it. */
+/* Worker -> scheduler: wait until landed (COPY), end the step, take and
+ * encode the report (REPORT), apply it (APPLY). */
 static int
-ship_report(struct step_bench *b)
+ship_report(struct step_bench *b, struct stamps *s)
 {
     ect_worker_report_t *r = NULL;
     size_t len = 0;
     if (ect_worker_wait(b->worker) != ECT_OK)
         return fail("worker wait");
+    s->t[COPY + 1] = ect__now_ns();
     ect_worker_clear_metadata(b->worker);
     if (ect_worker_take_report(b->worker, &r) != ECT_OK || r == NULL)
         return fail("take_report");
     int rc = grow(b, ect_worker_report_encoded_size(r)) != 0 ||
-             ect_worker_report_encode(r, b->buf, b->buf_cap, &len) != ECT_OK ||
-             ect_scheduler_update_connector_output(b->sched, b->buf, len) != ECT_OK;
+             ect_worker_report_encode(r, b->buf, b->buf_cap, &len) != ECT_OK;
+    s->t[REPORT + 1] = ect__now_ns();
+    rc = rc || ect_scheduler_update_connector_output(b->sched, b->buf, len) != ECT_OK;
+    s->t[APPLY + 1] = ect__now_ns();
     ect_worker_report_destroy(r);
     return rc ? fail("apply the report") : 0;
 }
@@ -146,15 +158,20 @@ update(struct step_bench *b, const char *key, uint64_t tokens)
 
 /* One save step of key; runs and n_runs get its blocks (for the ceiling). */
 static int
-save_step(struct step_bench *b, const char *key, size_t payload, ect_run_t *runs, size_t *n_runs)
+save_step(struct step_bench *b, const char *key, size_t payload, ect_run_t *runs, size_t *n_runs,
+          struct stamps *s)
 {
     uint64_t tokens = (payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
     ect_step_meta_t *m;
-    if (update(b, key, tokens) != 0 || ship_meta(b, &m) != 0)
+    s->t[0] = ect__now_ns();
+    if (update(b, key, tokens) != 0)
+        return 1;
+    s->t[SCHEDULE + 1] = ect__now_ns();
+    if (ship_meta(b, &m, s) != 0)
         return 1;
     const ect_step_item_t *it = ect_step_meta_find_save(m, key);
     int rc = 1;
-    if (it == NULL || it->n_runs > 64) {
+    if (it == NULL || it->n_runs > MAX_RUNS) {
         fprintf(stderr, "bench step: no save of %s in the step (region too small?)\n", key);
         goto destroy_meta;
     }
@@ -165,135 +182,220 @@ save_step(struct step_bench *b, const char *key, size_t payload, ect_run_t *runs
         fail("save");
         goto destroy_meta;
     }
-    rc = ship_report(b);
+    s->t[SUBMIT + 1] = ect__now_ns();
+    rc = ship_report(b, s);
 destroy_meta:
     ect_step_meta_destroy(m);
     return rc;
 }
 
 static int
-load_step(struct step_bench *b, const char *key, size_t payload)
+load_step(struct step_bench *b, const char *key, size_t payload, struct stamps *s)
 {
     uint64_t tokens = (payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
     ect_step_meta_t *m;
+    s->t[0] = ect__now_ns();
     if (!ect_scheduler_has_cache_item(b->sched, key)) {
         fprintf(stderr, "bench step: %s is not in the CPU tier after its save\n", key);
         return 1;
     }
-    if (update(b, key, tokens) != 0 || ship_meta(b, &m) != 0)
+    if (update(b, key, tokens) != 0)
+        return 1;
+    s->t[SCHEDULE + 1] = ect__now_ns();
+    if (ship_meta(b, &m, s) != 0)
         return 1;
     int rc = ect_step_meta_n_loads(m) != 1 ||
              ect_worker_start_load(b->worker, load_target, b, NULL) != ECT_OK;
+    s->t[SUBMIT + 1] = ect__now_ns();
     ect_step_meta_destroy(m);
     if (rc)
         return fail("start_load");
-    return ship_report(b);
+    return ship_report(b, s);
 }
 
-/* The ceiling: the same bytes between the same buffer and blocks. */
-static void
-memcpy_entry(struct step_bench *b, ect_copy_dir_t dir, const ect_run_t *runs, size_t n_runs,
-             size_t payload)
+/* The entry's bytes as copy ops between the engine buffer and its blocks. */
+static size_t
+entry_ops(struct step_bench *b, ect_copy_dir_t dir, const ect_run_t *runs, size_t n_runs,
+          size_t payload, ect_copy_op_t *ops)
 {
-    size_t off = 0;
+    size_t off = 0, n = 0;
     for (size_t i = 0; i < n_runs && off < payload; i++) {
         size_t len = (size_t)runs[i].count * BLOCK_BYTES;
         if (len > payload - off)
             len = payload - off;
         unsigned char *blk = ect_region_block_ptr(b->region, runs[i].first);
-        if (dir == ECT_COPY_SAVE)
-            memcpy(blk, b->src + off, len);
-        else
-            memcpy(b->dst + off, blk, len);
+        ops[n++] = dir == ECT_COPY_SAVE ? (ect_copy_op_t){blk, b->src + off, len}
+                                        : (ect_copy_op_t){b->dst + off, blk, len};
         off += len;
     }
+    return n;
+}
+
+/* The cache state before every timed copy (see the file comment). */
+struct state {
+    struct step_bench *b;
+    const ect_copy_op_t *ops;
+    size_t n_ops;
+    ect_copy_dir_t dir;
+};
+
+static void
+prepare(void *arg)
+{
+    const struct state *st = arg;
+    for (size_t i = 0; i < st->n_ops; i++) {
+        const ect_copy_op_t *op = &st->ops[i];
+        const void *region = st->dir == ECT_COPY_SAVE ? op->dst : op->src;
+        const void *engine = st->dir == ECT_COPY_SAVE ? op->src : op->dst;
+        ect_bench_cold(region, op->len);
+        ect_bench_warm(engine, op->len);
+    }
+}
+
+struct samples {
+    double *save, *load; /* seconds per step */
+    double *part[2][N_PARTS];
+};
+
+static void
+keep(struct samples *sm, int is_load, unsigned i, const struct stamps *s)
+{
+    double total = (double)(s->t[N_PARTS] - s->t[0]) / 1e9;
+    (is_load ? sm->load : sm->save)[i] = total;
+    for (int p = 0; p < N_PARTS; p++)
+        sm->part[is_load][p][i] = (double)(s->t[p + 1] - s->t[p]) / 1e9;
+}
+
+static void
+print_breakdown(struct samples *sm, int is_load, unsigned reps, const char *what, double copy_s)
+{
+    printf("    %s, median us:", what);
+    double sum = 0;
+    for (int p = 0; p < N_PARTS; p++) {
+        double us = ect_bench_median(sm->part[is_load][p], reps) * 1e6;
+        sum += us;
+        printf(" %s %.1f", PART_NAMES[p], us);
+        if (p == COPY && copy_s > 0)
+            printf(" (best copy %.1f)", copy_s * 1e6);
+    }
+    printf("; parts add to %.1f\n", sum);
+}
+
+static void
+print_handoffs(const struct ect__copy_cpu_stats *a, const struct ect__copy_cpu_stats *z)
+{
+    uint64_t woken = z->handoffs_woken - a->handoffs_woken;
+    uint64_t polling = z->handoffs_polling - a->handoffs_polling;
+    printf("    copy engine: pieces by copy threads %llu, by the waiting caller %llu; %llu "
+           "batches copied inside submit; %llu wake-ups",
+           (unsigned long long)(z->pieces_by_threads - a->pieces_by_threads),
+           (unsigned long long)(z->pieces_by_waiters - a->pieces_by_waiters),
+           (unsigned long long)(z->batches_inline - a->batches_inline),
+           (unsigned long long)(z->wakeups - a->wakeups));
+    if (woken > 0)
+        printf("; a woken copy thread took its first piece %.1f us after submit (mean of %llu)",
+               (double)(z->handoff_woken_ns - a->handoff_woken_ns) / 1e3 / (double)woken,
+               (unsigned long long)woken);
+    if (polling > 0)
+        printf("; a polling one %.1f us after (mean of %llu)",
+               (double)(z->handoff_polling_ns - a->handoff_polling_ns) / 1e3 / (double)polling,
+               (unsigned long long)polling);
+    printf("\n");
 }
 
 static int
 measure(struct step_bench *b, size_t payload, unsigned reps)
 {
-    double *t = malloc(4 * reps * sizeof(double));
-    if (t == NULL) {
+    struct samples sm;
+    double *mem = malloc(2 * (N_PARTS + 1) * reps * sizeof(double));
+    if (mem == NULL) {
         fprintf(stderr, "bench step: out of memory\n");
         return 1;
     }
-    double *t_save = t, *t_load = t + reps, *c_save = t + 2 * reps, *c_load = t + 3 * reps;
-    ect_run_t runs[64];
+    sm.save = mem;
+    sm.load = mem + reps;
+    for (int d = 0; d < 2; d++)
+        for (int p = 0; p < N_PARTS; p++)
+            sm.part[d][p] = mem + (2 + (size_t)d * N_PARTS + (size_t)p) * reps;
+    ect_bench_ceiling_t *cs = b->ceiling;
+    ect_bench_ceiling_t *cl = ect_bench_ceiling_create(b->cfg.copy_threads);
+    ect_run_t runs[MAX_RUNS];
+    ect_copy_op_t ops[MAX_RUNS];
     size_t n_runs = 0;
     char key[64];
     int rc = 1;
+    if (cl == NULL)
+        goto free_samples;
+    ect_bench_ceiling_reset(cs);
     /* Warm-up, with a byte-for-byte check (a fast wrong copy is no result). */
+    struct stamps s;
     for (unsigned i = 0; i < 3; i++) {
         snprintf(key, sizeof(key), "warm-%zu-%u", payload, i);
         memset(b->dst, 0, payload);
-        if (save_step(b, key, payload, runs, &n_runs) != 0 || load_step(b, key, payload) != 0)
-            goto free_times;
+        if (save_step(b, key, payload, runs, &n_runs, &s) != 0 ||
+            load_step(b, key, payload, &s) != 0)
+            goto free_ceiling;
         if (memcmp(b->dst, b->src, payload) != 0) {
             fprintf(stderr, "bench step: a %zu-byte entry came back changed\n", payload);
-            goto free_times;
+            goto free_ceiling;
         }
     }
+    struct ect__copy_cpu_stats before, after;
+    ect__copy_cpu_stats(b->engine, &before);
     for (unsigned i = 0; i < reps; i++) {
         snprintf(key, sizeof(key), "e-%zu-%u", payload, i);
-        /* Whichever copy runs second finds the bytes in cache: alternate
-         * the order.  On odd reps memcpy goes first, into the previous
-         * rep's entry (same size, still live; its bytes are the same). */
-        uint64_t ts[5];
-        if (i % 2 == 0) {
-            ts[0] = ect__now_ns();
-            if (save_step(b, key, payload, runs, &n_runs) != 0)
-                goto free_times;
-            ts[1] = ect__now_ns();
-            memcpy_entry(b, ECT_COPY_SAVE, runs, n_runs, payload);
-            ts[2] = ect__now_ns();
-            if (load_step(b, key, payload) != 0)
-                goto free_times;
-            ts[3] = ect__now_ns();
-            memcpy_entry(b, ECT_COPY_LOAD, runs, n_runs, payload);
-            ts[4] = ect__now_ns();
-            t_save[i] = (double)(ts[1] - ts[0]) / 1e9;
-            c_save[i] = (double)(ts[2] - ts[1]) / 1e9;
-            t_load[i] = (double)(ts[3] - ts[2]) / 1e9;
-            c_load[i] = (double)(ts[4] - ts[3]) / 1e9;
-        } else {
-            ts[0] = ect__now_ns();
-            memcpy_entry(b, ECT_COPY_SAVE, runs, n_runs, payload);
-            ts[1] = ect__now_ns();
-            if (save_step(b, key, payload, runs, &n_runs) != 0)
-                goto free_times;
-            ts[2] = ect__now_ns();
-            memcpy_entry(b, ECT_COPY_LOAD, runs, n_runs, payload);
-            ts[3] = ect__now_ns();
-            if (load_step(b, key, payload) != 0)
-                goto free_times;
-            ts[4] = ect__now_ns();
-            c_save[i] = (double)(ts[1] - ts[0]) / 1e9;
-            t_save[i] = (double)(ts[2] - ts[1]) / 1e9;
-            c_load[i] = (double)(ts[3] - ts[2]) / 1e9;
-            t_load[i] = (double)(ts[4] - ts[3]) / 1e9;
-        }
+        /* Every block is cold here (flushed after its last use), and the
+         * step's source is made warm. */
+        ect_bench_warm(b->src, payload);
+        if (save_step(b, key, payload, runs, &n_runs, &s) != 0)
+            goto free_ceiling;
+        keep(&sm, 0, i, &s);
+        struct state st = {.b = b, .ops = ops, .dir = ECT_COPY_SAVE};
+        st.n_ops = entry_ops(b, ECT_COPY_SAVE, runs, n_runs, payload, ops);
+        if (ect_bench_ceiling_sample(cs, ops, st.n_ops, prepare, &st) != 0)
+            goto free_ceiling;
+        st.dir = ECT_COPY_LOAD;
+        st.n_ops = entry_ops(b, ECT_COPY_LOAD, runs, n_runs, payload, ops);
+        prepare(&st);
+        if (load_step(b, key, payload, &s) != 0)
+            goto free_ceiling;
+        keep(&sm, 1, i, &s);
+        if (ect_bench_ceiling_sample(cl, ops, st.n_ops, prepare, &st) != 0)
+            goto free_ceiling;
+        prepare(&st); /* leaves the blocks cold for whichever entry reuses them */
     }
-    double ms = median(t_save, reps), mcs = median(c_save, reps);
-    double ml = median(t_load, reps), mcl = median(c_load, reps);
+    ect__copy_cpu_stats(b->engine, &after);
+    double ms = ect_bench_median(sm.save, reps), ml = ect_bench_median(sm.load, reps);
     double gb = (double)payload / 1e9;
     if (payload < BLOCK_BYTES) {
         /* No copy worth the name: what a step costs by itself. */
         printf("  fixed cost of a step (one %zu-byte entry): save %.1f us, load %.1f us\n", payload,
                ms * 1e6, ml * 1e6);
+        print_breakdown(&sm, 0, reps, "save", 0);
+        print_breakdown(&sm, 1, reps, "load", 0);
         rc = 0;
-        goto free_times;
+        goto free_ceiling;
     }
+    const char *way_s, *way_l;
+    double ceil_s = ect_bench_ceiling_gbps(cs, (double)payload, &way_s);
+    double ceil_l = ect_bench_ceiling_gbps(cl, (double)payload, &way_l);
     char what[96];
     snprintf(what, sizeof(what), "save step %2zu MiB (schedule..report applied)", payload >> 20);
-    ect_bench_row(what, gb / ms, gb / mcs, "GB/s", 0.9);
+    ect_bench_copy_figure(what, "save step", gb / ms, ceil_s, way_s, (double)payload);
     snprintf(what, sizeof(what), "load step %2zu MiB (hit..report applied)", payload >> 20);
-    ect_bench_row(what, gb / ml, gb / mcl, "GB/s", 0.9);
+    ect_bench_copy_figure(what, "load step", gb / ml, ceil_l, way_l, (double)payload);
     snprintf(what, sizeof(what), "round trip %2zu MiB (save + load steps)", payload >> 20);
-    ect_bench_row(what, 2 * gb / (ms + ml), 2 * gb / (mcs + mcl), "GB/s", 0.9);
+    ect_bench_copy_figure(what, "round trip", 2 * gb / (ms + ml),
+                          2 * gb / (gb / ceil_s + gb / ceil_l), "both ceilings", (double)payload);
+    print_breakdown(&sm, 0, reps, "save", gb / ceil_s);
+    print_breakdown(&sm, 1, reps, "load", gb / ceil_l);
+    print_handoffs(&before, &after);
     fflush(stdout);
     rc = 0;
-free_times:
-    free(t);
+free_ceiling:
+    ect_bench_ceiling_destroy(cl);
+free_samples:
+    free(mem);
     return rc;
 }
 
@@ -322,10 +424,18 @@ ect_bench_step(int argc, char **argv)
         .config = &b.cfg, .geometry = &b.geom, .instance_id = b.instance, .load_reports = 1};
     if (ect_scheduler_create(&sp, &b.sched) != ECT_OK)
         return fail("create the scheduler");
-    ect_worker_params_t wp = {.config = &b.cfg, .geometry = &b.geom, .instance_id = b.instance};
+    /* The engine a worker would make for itself, made here so that the
+     * bench can read its counters. */
+    ect_copy_cpu_params_t cp = {.threads = b.cfg.copy_threads};
+    if (ect_copy_engine_create_cpu(&cp, &b.engine) != ECT_OK) {
+        fail("create the copy engine");
+        goto destroy_scheduler;
+    }
+    ect_worker_params_t wp = {
+        .config = &b.cfg, .geometry = &b.geom, .instance_id = b.instance, .engine = b.engine};
     if (ect_worker_create(&wp, &b.worker) != ECT_OK) {
         fail("create the worker");
-        goto destroy_scheduler;
+        goto destroy_engine;
     }
     ect_region_params_t rp = {.instance_id = b.instance,
                               .hidden_dim = b.geom.hidden_dim,
@@ -338,35 +448,41 @@ ect_bench_step(int argc, char **argv)
         fail("join the region");
         goto destroy_worker;
     }
+    b.ceiling = ect_bench_ceiling_create(b.cfg.copy_threads);
     b.src = malloc(MAX_PAYLOAD);
     b.dst = malloc(MAX_PAYLOAD + BLOCK_BYTES);
-    if (b.src == NULL || b.dst == NULL) {
+    if (b.ceiling == NULL || b.src == NULL || b.dst == NULL) {
         fprintf(stderr, "bench step: out of memory\n");
         goto free_buffers;
     }
     for (size_t i = 0; i < MAX_PAYLOAD; i++)
         b.src[i] = (unsigned char)(i * 131 + (i >> 12) + 1);
     memset(b.dst, 0, MAX_PAYLOAD + BLOCK_BYTES);
+    ect_bench_cold(ect_region_data(b.region), (size_t)(b.geom.num_blocks * BLOCK_BYTES));
     printf("  scheduler + worker in one process, cpu engine (%u copy threads); %u-byte blocks; "
            "region: /dev/shm, %.1f MiB, pre-faulted\n",
            b.cfg.copy_threads, BLOCK_BYTES, (double)(b.geom.num_blocks * BLOCK_BYTES) / (1 << 20));
-    printf(
-        "  figure: median step time, from the scheduler's call to the worker's report applied\n"
-        "  ceiling: memcpy of the same bytes between the same buffer and blocks, reps "
-        "alternating\n"
-        "  N = 301, 61, 21 reps for 1, 8, 32 MiB; a new entry every rep (evictions included);\n"
-        "  engine-first and memcpy-first reps alternate (the second finds the bytes in cache)\n");
+    printf("  figure: median step time, from the scheduler's call to the worker's report applied\n"
+           "  ceiling: %s\n"
+           "  cache state before every timed step and ceiling copy: region blocks %s, engine "
+           "buffer warm\n"
+           "  N = 301, 61, 21 reps for 1, 8, 32 MiB; a new entry every rep (evictions included)\n",
+           ect_bench_ceiling_describe(b.ceiling),
+           ect_bench_cold_works() ? "evicted (clflushopt)" : "warm (no cache flush here)");
     for (size_t p = 0; p < sizeof(plans) / sizeof(plans[0]); p++)
         if (measure(&b, plans[p].payload, plans[p].reps) != 0)
             goto free_buffers;
     rc = 0;
 free_buffers:
+    ect_bench_ceiling_destroy(b.ceiling);
     free(b.dst);
     free(b.src);
     free(b.buf);
     ect_region_close(b.region);
 destroy_worker:
     ect_worker_destroy(b.worker);
+destroy_engine:
+    ect_copy_engine_destroy(b.engine);
 destroy_scheduler:
     ect_scheduler_destroy(b.sched);
     return rc;

@@ -7,11 +7,14 @@
  * reports ECT_OK for that ticket.  Two engines exist behind this interface:
  *
  *   cpu  - always built.  Engine memory is host memory; a small pool of
- *          threads performs the copies.
+ *          threads performs the copies, small batches are copied inside
+ *          submit, a waiter copies its own batch, and saves use
+ *          non-temporal stores (src/copy/cpu.c says why).
  *   cuda - built with the CUDA toolkit.  Engine memory is device memory;
- *          copies run on pooled non-blocking streams, ordered after (saves)
- *          or before (loads) the engine's compute stream, and completion is a
- *          CUDA event.
+ *          a save runs on a pooled non-blocking stream after the work
+ *          already queued on the engine's compute stream (which does not
+ *          wait for it); a load runs on the compute stream itself, before
+ *          the work queued there later.  Completion is a CUDA event.
  *
  * Thread safety: submit, query and wait may be called from several threads
  * on one engine.  destroy must not race with anything else on that engine.
@@ -19,6 +22,7 @@
 #ifndef ECTIER_COPY_H
 #define ECTIER_COPY_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,9 +60,25 @@ typedef struct ect_copy_batch {
 } ect_copy_batch_t;
 
 typedef struct ect_copy_cpu_params {
-    unsigned threads;   /* copy threads; 0 picks a default (2) */
-    size_t split_bytes; /* ops larger than this are split across threads; 0 = 4 MiB */
+    unsigned threads; /* copy threads; 0 picks a default (2) */
+    /* The most bytes one copier claims at once: larger batches are cut into
+     * pieces that several threads (and a caller in ect_copy_wait) share;
+     * batches of 256 KiB and more are cut in any case, into about two pieces
+     * per copier that can run at once.  0 picks 1 MiB; at least 4096. */
+    size_t split_bytes;
+    /* Microseconds a copy thread that ran out of work, or a waiter whose
+     * batch others are finishing, keeps polling before it sleeps (a wake-up
+     * costs 5-30 us on a VM, a 1 MiB copy 25-50 us).  0 picks 50;
+     * ECT_COPY_CPU_NO_SPIN never polls; at most 100000. */
+    unsigned spin_us;
+    /* Batches of at most this many bytes are copied inside submit, on the
+     * calling thread (they have landed when it returns).  0 picks 64 KiB;
+     * ECT_COPY_CPU_NO_INLINE hands every batch to the copy threads. */
+    size_t inline_bytes;
 } ect_copy_cpu_params_t;
+
+#define ECT_COPY_CPU_NO_SPIN   UINT_MAX
+#define ECT_COPY_CPU_NO_INLINE SIZE_MAX
 
 typedef struct ect_copy_cuda_params {
     int device;       /* CUDA device ordinal */

@@ -393,7 +393,8 @@ ect_cache_alloc(ect_cache_t *cache, const char *key, uint64_t n_blocks)
                        "cache alloc: entry " KEY_FMT " needs %llu blocks, only %llu are free or "
                        "evictable",
                        key, (unsigned long long)n_blocks, (unsigned long long)avail);
-    } else if (big == NULL && ect__pool_reserve(&cache->entry_pool, 1) != ECT_OK) {
+    } else if ((big == NULL && ect__pool_reserve(&cache->entry_pool, 1) != ECT_OK) ||
+               ect__index_reserve(&cache->index) != ECT_OK) {
         s = ECT_ERR_NO_MEMORY;
     } else {
         s = alloc_locked(cache, big, key, len, hash, n_blocks);

@@ -33,26 +33,26 @@
 
 struct ect__hold;
 
-/* Hot fields first: a lookup reads hnext, hnext_hash and hash, then the key. */
+/* What a lookup and the engine's calls read comes first: the hash (checked
+ * before the key), the state, the runs, the FIFO links, then the key.  The
+ * index holds pointers to entries; an entry holds no index links. */
 struct ect__entry {
-    struct ect__entry *hnext; /* index chain */
-    uint64_t hnext_hash;      /* hnext's hash, so a lookup can skip it unread */
     uint64_t hash;
-    struct ect__entry *fifo_prev; /* stale while this entry is the FIFO head */
-    struct ect__entry *fifo_next;
-    uint64_t fifo_next_hash; /* fifo_next's hash, to prefetch the next victim */
-    struct ect__hold *holds; /* every hold on this entry, pending or active */
-    ect_run_t *runs;         /* &run0 when n_runs <= 1, else its own array */
-    ect_run_t run0;
     uint64_t n_blocks;
-    uint64_t pins; /* explicit pins */
-    size_t n_runs;
+    uint64_t pins;          /* explicit pins */
     uint32_t holds_active;  /* holds pinning the entry */
     uint32_t holds_pending; /* holds waiting for mark_ready */
     uint16_t key_len;
     uint8_t ready;
     uint8_t pooled; /* from entry_pool (short key) or malloc (long key) */
-    char key[];     /* NUL-terminated */
+    size_t n_runs;
+    ect_run_t *runs; /* &run0 when n_runs <= 1, else its own array */
+    ect_run_t run0;
+    struct ect__entry *fifo_prev; /* stale while this entry is the FIFO head */
+    struct ect__entry *fifo_next;
+    uint64_t fifo_next_hash; /* fifo_next's hash, to prefetch the next victim */
+    struct ect__hold *holds; /* every hold on this entry, pending or active */
+    char key[];              /* NUL-terminated */
 };
 
 /* Entries with keys up to ENTRY_POOL_KEY_MAX bytes (mm_hash hex is 64) live
@@ -60,21 +60,25 @@ struct ect__entry {
 #define ENTRY_SLOT_BYTES   192
 #define ENTRY_POOL_KEY_MAX (ENTRY_SLOT_BYTES - offsetof(struct ect__entry, key) - 1)
 
-/* A bucket names its first entry and that entry's hash: looking up an
- * absent key usually reads the bucket array only. */
+/* One cache line of the key index (index.c): up to seven entries, a tag of
+ * each one's hash (0: the slot is empty), and how many entries went past
+ * this bucket because it was full. */
+#define ECT__BUCKET_SLOTS 7
 struct ect__bucket {
-    uint64_t hash;
-    struct ect__entry *first;
+    uint8_t tags[ECT__BUCKET_SLOTS];
+    uint8_t overflow;
+    struct ect__entry *slot[ECT__BUCKET_SLOTS];
 };
 
-/* Chained hash table keyed by the entry's key, grown by doubling with an
- * incremental rehash: while tab[1] exists, each operation moves a couple of
- * tab[0] buckets, so no single call pays for the whole table.  Tables of
- * 2 MiB or more are mmap'd (zeroed lazily, huge pages advised). */
+/* Open-addressing table of buckets keyed by the entry's key, grown by
+ * doubling with an incremental rehash: while tab[1] exists, each operation
+ * moves a couple of tab[0] buckets, so no single call pays for the whole
+ * table.  Tables of 2 MiB or more are mmap'd (zeroed lazily, huge pages
+ * advised). */
 struct ect__index {
     struct ect__bucket *tab[2];
-    size_t size[2]; /* powers of two */
-    size_t used[2];
+    size_t size[2];    /* buckets, powers of two */
+    size_t used[2];    /* entries */
     size_t rehash_pos; /* next tab[0] bucket to move while tab[1] != NULL */
     uint64_t k0, k1;   /* SipHash key */
 };
@@ -123,13 +127,19 @@ void ect__index_cleanup(struct ect__index *ix); /* tables only, not entries */
 uint64_t ect__index_hash(const struct ect__index *ix, const char *key, size_t len);
 struct ect__entry *ect__index_find(struct ect__index *ix, const char *key, size_t len,
                                    uint64_t hash);
-void ect__index_insert(struct ect__index *ix, struct ect__entry *e); /* e->hash set */
+/* Make sure one more entry can be inserted (growing the table if due).
+ * ECT_OK, or ECT_ERR_NO_MEMORY when the table is full and cannot grow. */
+ect_status_t ect__index_reserve(struct ect__index *ix);
+/* Insert e (e->hash set); a reserve must have succeeded since the last insert. */
+void ect__index_insert(struct ect__index *ix, struct ect__entry *e);
 void ect__index_remove(struct ect__index *ix, struct ect__entry *e);
 /* Start loading the bucket of hash into the CPU cache. */
 void ect__index_prefetch(const struct ect__index *ix, uint64_t hash);
 /* Call fn on every entry (destroy and checks; O(n)).  fn may free e but
  * must not call other index functions. */
 void ect__index_each(struct ect__index *ix, void (*fn)(struct ect__entry *e, void *arg), void *arg);
+/* The table's own invariants (tags, overflow counts, used counts); tests. */
+ect_status_t ect__index_check(const struct ect__index *ix);
 
 /* ---- cache.c ---- */
 /* One more pin or active hold on a ready entry (leaves the FIFO at the first). */

@@ -132,6 +132,10 @@ ect__cache_check(ect_cache_t *cache)
         pthread_mutex_unlock(&c->lock);
         return ECT_ERR_INTERNAL;
     }
+    if (ect__index_check(&c->index) != ECT_OK) {
+        pthread_mutex_unlock(&c->lock);
+        return ECT_ERR_INTERNAL;
+    }
     ect__index_each(&c->index, check_entry, &w);
 
     /* FIFO: exactly the ready entries with no pin or hold, linked both ways. */

@@ -1,18 +1,35 @@
 /*
- * The CPU copy engine: a small pool of threads that memcpy batches between
+ * The CPU copy engine: a small pool of threads that copy batches between
  * host engine memory and the region (SPEC §7).
  *
  * A submitted batch is copied into a pooled batch record (records and their
  * op arrays are reused, so a warm engine does not allocate per submit),
- * given the next ticket, entered in the ticket table and appended to the
- * work queue.  The batch's bytes form one stream (its ops end to end); copy
- * threads claim pieces of that stream of `chunk` bytes, where a batch of more
- * than split_bytes is cut into near-equal pieces of at most about
- * split_bytes, so several threads share a big copy, while a small batch is
- * one piece.  Each finished piece is subtracted from the batch's remaining
- * byte count; the batch has landed when that reaches zero.  A thread in
- * ect_copy_wait claims pieces of its own batch too before it sleeps, so a
- * waiting caller never idles while its copy sits in the queue.
+ * given the next ticket and entered in the ticket table.  The batch's bytes
+ * form one stream (its ops end to end), cut into pieces of `chunk` bytes
+ * that copiers claim one at a time: a batch of at least PARALLEL_MIN bytes
+ * is cut into about two pieces per copier that can run at once (the copy
+ * threads that may run, plus the caller), at most split_bytes each, so that
+ * whoever is awake shares the work and nobody is left with a long tail.
+ *
+ * Where the time of a small step goes on a VM is the hand-off, not the copy:
+ * a sleeping thread takes 5-30 us to wake, about as long as copying 1 MiB.
+ * So:
+ *   - a batch of at most inline_bytes is copied by submit itself, on the
+ *     calling thread (unless the engine is held), and has landed when
+ *     submit returns;
+ *   - a thread in ect_copy_wait claims pieces of its own batch before it
+ *     waits, so a waiting caller never idles while its copy sits in the
+ *     queue;
+ *   - a copy thread that runs out of work polls the queue for spin_ns before
+ *     it sleeps, and a waiter whose last pieces are being copied by others
+ *     polls the landing counter for as long before it sleeps on done_cv, so
+ *     back-to-back batches pay neither a wake-up nor a futex call.  At most
+ *     max_spinners copy threads poll at once, and at most max_active copy
+ *     threads are woken for work at once: with the caller, never more than
+ *     the CPUs this process may run on;
+ *   - saves (the region is the destination, and nobody reads it soon) are
+ *     copied with non-temporal stores (copy/ntcopy.h): no read for ownership
+ *     of the region's lines, 2-4x faster than memcpy into cold memory.
  *
  * Tickets start at 1 and increase.  The ticket table is an open-addressing
  * hash keyed by ticket (linear probing, backward-shift deletion); tickets are
@@ -20,25 +37,32 @@
  * however long an old ticket stays unretired.
  *
  * Locking: one mutex guards the queue, the table, the free records, the
- * dispatch cursors and remaining counts, and the registrations.  It is never
- * held across a memcpy.  A piece's bytes are written before the copier takes
- * the mutex to subtract the piece, and readers learn that a batch has landed
+ * dispatch cursors and remaining counts, the thread counts and the
+ * registrations.  It is never held across a copy.  A piece's bytes are
+ * written (and fenced, for non-temporal stores) before the copier takes the
+ * mutex to subtract the piece, and readers learn that a batch has landed
  * only under the same mutex, so whoever sees "landed" also sees the bytes.
  * A batch's op array is written before the batch is published and read-only
  * until the batch is retired, which cannot happen while a piece is in
- * flight; copiers therefore read it without the mutex.  Copy threads wait on
- * work_cv, waiters on done_cv; nothing spins.
+ * flight; copiers therefore read it without the mutex.  The pollers read
+ * two counters without the mutex (`queued`, `landed_seq`, written under it
+ * with atomic stores) only as hints: they take the mutex before acting.
+ * Copy threads sleep on work_cv, waiters on done_cv.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "copy/cpu.h"
 #include "copy/engine.h"
+#include "copy/ntcopy.h"
 
 enum {
     DEFAULT_THREADS = 2,
@@ -48,8 +72,18 @@ enum {
     POOL_KEEP = 64,     /* idle batch records kept for reuse */
     TABLE_MIN_CAP = 64, /* ticket-table slots; always a power of two */
     REGS_MIN_CAP = 4,
+    DEFAULT_SPIN_US = 50, /* about two wake-ups on the project's VMs */
+    MAX_SPIN_US = 100000,
+    POLL_CLOCK_EVERY = 64, /* pause instructions between clock reads while polling */
 };
-#define DEFAULT_SPLIT_BYTES ((size_t)4 << 20)
+#define DEFAULT_SPLIT_BYTES ((size_t)1 << 20)
+/* The longest a waiter polls before it sleeps (when spin_us > 0). */
+#define MAX_WAIT_POLL_NS     ((uint64_t)1000000)
+#define DEFAULT_INLINE_BYTES ((size_t)64 << 10)
+/* Below this a batch is one piece: sharing it would cost more than it saves. */
+#define PARALLEL_MIN ((size_t)256 << 10)
+/* The smallest piece of a shared batch. */
+#define PIECE_MIN ((size_t)128 << 10)
 
 struct cpu_batch {
     uint64_t ticket;
@@ -60,6 +94,8 @@ struct cpu_batch {
     size_t next_op; /* dispatch cursor: first unclaimed byte is ops[next_op] + next_off */
     size_t next_off;
     size_t remaining;              /* bytes not yet copied; the batch has landed at 0 */
+    bool nt;                       /* a save: copy with non-temporal stores */
+    uint64_t t_queued_ns;          /* when queued; 0 once a copy thread took a piece */
     struct cpu_batch *prev, *next; /* work queue links; next also links the free list */
 };
 
@@ -84,10 +120,19 @@ struct cpu_engine {
     pthread_t *threads;
     unsigned n_threads;
     size_t split_bytes;
+    size_t inline_bytes;
+    uint64_t spin_ns;
+    unsigned max_spinners; /* copy threads that may poll for work at once */
+    unsigned max_active;   /* copy threads woken for work at once */
+    unsigned copiers;      /* copy threads copying a piece now */
+    unsigned spinners;     /* copy threads polling for work now */
+    unsigned sleepers;     /* copy threads waiting on work_cv */
     bool stopping;
     bool joined;
-    bool held; /* ect__copy_cpu_hold: copy threads leave the queue alone */
-    unsigned waiters;
+    bool held;           /* ect__copy_cpu_hold: copy threads leave the queue alone (atomic reads) */
+    unsigned waiters;    /* threads sleeping on done_cv */
+    uint64_t queued;     /* atomic stores: batches with unclaimed bytes */
+    uint64_t landed_seq; /* atomic stores: +1 whenever a batch lands */
     uint64_t next_ticket;
     struct cpu_batch *queue_head, *queue_tail; /* batches with unclaimed bytes */
     struct cpu_batch **table;                  /* issued, unretired batches by ticket */
@@ -99,6 +144,7 @@ struct cpu_engine {
     size_t n_regs;
     size_t cap_regs;
     uint64_t allocs; /* atomic: allocations since creation */
+    struct ect__copy_cpu_stats stats;
 };
 
 static const struct ect_copy_engine_ops cpu_ops;
@@ -262,6 +308,7 @@ enqueue_locked(struct cpu_engine *e, struct cpu_batch *b)
     else
         e->queue_head = b;
     e->queue_tail = b;
+    __atomic_store_n(&e->queued, e->queued + 1, __ATOMIC_RELEASE);
 }
 
 static void
@@ -276,6 +323,7 @@ dequeue_locked(struct cpu_engine *e, struct cpu_batch *b)
     else
         e->queue_tail = b->prev;
     b->prev = b->next = NULL;
+    __atomic_store_n(&e->queued, e->queued - 1, __ATOMIC_RELAXED);
 }
 
 static bool
@@ -314,13 +362,21 @@ run_claim(const struct claim *c)
 {
     const ect_copy_op_t *ops = c->batch->ops;
     size_t left = c->len, i = c->op, off = c->off;
+    bool nt = c->batch->nt;
     while (left > 0) {
         size_t n = ops[i].len - off < left ? ops[i].len - off : left;
-        memcpy((char *)ops[i].dst + off, (const char *)ops[i].src + off, n);
+        char *d = (char *)ops[i].dst + off;
+        const char *s = (const char *)ops[i].src + off;
+        if (nt)
+            ect__copy_nt(d, s, n);
+        else
+            memcpy(d, s, n);
         left -= n;
         i++;
         off = 0;
     }
+    if (nt)
+        ect__copy_nt_fence(); /* before the mutex publishes the piece */
 }
 
 /* Returns true when the batch has landed and someone waits on done_cv; the
@@ -331,7 +387,10 @@ finish_claim_locked(struct cpu_engine *e, const struct claim *c)
 {
     struct cpu_batch *b = c->batch;
     b->remaining -= c->len;
-    return b->remaining == 0 && e->waiters > 0;
+    if (b->remaining > 0)
+        return false;
+    __atomic_store_n(&e->landed_seq, e->landed_seq + 1, __ATOMIC_RELEASE);
+    return e->waiters > 0;
 }
 
 static void
@@ -340,31 +399,98 @@ wake_waiters_unlocked(struct cpu_engine *e)
     pthread_cond_broadcast(&e->done_cv);
 }
 
+/* Poll, without the mutex, until *counter differs from seen (or, with
+ * want_work, until there is work the copy threads may take) or budget_ns
+ * have passed.  Returns true when it saw the change. */
+static bool
+poll_until(const struct cpu_engine *e, const uint64_t *counter, uint64_t seen, bool want_work,
+           uint64_t budget_ns)
+{
+    uint64_t deadline = ect__now_ns() + budget_ns;
+    for (unsigned i = 1;; i++) {
+        if (want_work ? __atomic_load_n(counter, __ATOMIC_ACQUIRE) > 0 &&
+                            !__atomic_load_n(&e->held, __ATOMIC_RELAXED)
+                      : __atomic_load_n(counter, __ATOMIC_ACQUIRE) != seen)
+            return true;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if (i % POLL_CLOCK_EVERY == 0) {
+            if (ect__now_ns() >= deadline)
+                return false;
+            /* If another thread of ours shares this CPU (a busy machine),
+             * let it run: it may be the one we are waiting for. */
+            sched_yield();
+        }
+    }
+}
+
 static void *
 copy_thread_main(void *arg)
 {
     struct cpu_engine *e = arg;
     struct claim c;
+    bool may_spin = false, polled = false;
 
     pthread_mutex_lock(&e->lock);
     for (;;) {
-        if (e->queue_head == NULL || (e->held && !e->stopping)) {
-            /* Stop only once the queue is drained: destroy promises that
-             * every submitted batch lands. */
-            if (e->stopping && e->queue_head == NULL)
-                break;
-            pthread_cond_wait(&e->work_cv, &e->lock);
+        if (e->queue_head != NULL && !(e->held && !e->stopping)) {
+            struct cpu_batch *b = e->queue_head;
+            if (b->t_queued_ns != 0) {
+                /* The hand-off: how long the batch waited for a copy
+                 * thread, one that was polling or one that slept. */
+                uint64_t waited = ect__now_ns() - b->t_queued_ns;
+                b->t_queued_ns = 0;
+                if (polled) {
+                    e->stats.handoffs_polling++;
+                    e->stats.handoff_polling_ns += waited;
+                } else {
+                    e->stats.handoffs_woken++;
+                    e->stats.handoff_woken_ns += waited;
+                }
+            }
+            claim_locked(e, b, &c);
+            e->stats.pieces_by_threads++;
+            e->copiers++;
+            pthread_mutex_unlock(&e->lock);
+            run_claim(&c);
+            pthread_mutex_lock(&e->lock);
+            e->copiers--;
+            may_spin = true;
+            if (finish_claim_locked(e, &c)) {
+                pthread_mutex_unlock(&e->lock);
+                wake_waiters_unlocked(e);
+                pthread_mutex_lock(&e->lock);
+            }
             continue;
         }
-        claim_locked(e, e->queue_head, &c);
-        pthread_mutex_unlock(&e->lock);
-        run_claim(&c);
-        pthread_mutex_lock(&e->lock);
-        if (finish_claim_locked(e, &c)) {
+        /* Stop only once the queue is drained: destroy promises that
+         * every submitted batch lands. */
+        if (e->stopping && e->queue_head == NULL)
+            break;
+        if (may_spin && e->spin_ns > 0 && !e->stopping && !e->held &&
+            e->spinners < e->max_spinners) {
+            /* Out of work: the next batch of a busy caller usually comes
+             * within microseconds, and polling for it costs less than the
+             * wake-up it saves.  Submit sees the spinner and does not
+             * signal. */
+            e->spinners++;
             pthread_mutex_unlock(&e->lock);
-            wake_waiters_unlocked(e);
+            may_spin = poll_until(e, &e->queued, 0, true, e->spin_ns);
             pthread_mutex_lock(&e->lock);
+            e->spinners--;
+            polled = true;
+            if (may_spin)
+                e->stats.polls_found_work++;
+            else
+                e->stats.polls_timed_out++;
+            continue;
         }
+        may_spin = false;
+        e->sleepers++;
+        pthread_cond_wait(&e->work_cv, &e->lock);
+        e->sleepers--;
+        polled = false;
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;
@@ -458,19 +584,44 @@ check_batch(const ect_copy_batch_t *batch, size_t *n_ops_p, size_t *total_p)
     return ECT_OK;
 }
 
-/* Piece size: the whole batch when it is small; otherwise near-equal pieces
- * of at most about split_bytes, rounded to whole pages so pieces of
- * page-aligned ops stay page-aligned. */
+/* Piece size: the whole batch when it is small; otherwise about two pieces
+ * per copier that can run at once (max_active copy threads and the
+ * caller), at least PIECE_MIN and at most split_bytes, rounded to whole
+ * pages so pieces of page-aligned ops stay page-aligned. */
 static size_t
-piece_size(size_t total, size_t split)
+piece_size(const struct cpu_engine *e, size_t total)
 {
-    if (total <= split)
+    if (total < PARALLEL_MIN && total <= e->split_bytes)
         return total > 0 ? total : 1;
-    size_t pieces = total / split + (total % split != 0);
+    size_t want = total / (2 * ((size_t)e->max_active + 1));
+    if (want < PIECE_MIN)
+        want = PIECE_MIN;
+    if (want > e->split_bytes)
+        want = e->split_bytes;
+    size_t pieces = total / want + (total % want != 0);
     size_t chunk = total / pieces + (total % pieces != 0);
     if (chunk <= SIZE_MAX - PIECE_ALIGN)
         chunk = (chunk + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
     return chunk;
+}
+
+/* Copy threads to wake for a newly queued batch of `pieces` pieces: none
+ * while a poller will take it, else one; more for a batch several can
+ * share, leaving one piece to a caller that waits, and never more copy
+ * threads at work than max_active. */
+static unsigned
+wanted_wakeups_locked(const struct cpu_engine *e, size_t pieces)
+{
+    size_t want = e->spinners > 0 ? 0 : 1;
+    if (pieces > (size_t)e->spinners + 1 && pieces - e->spinners - 1 > want)
+        want = pieces - e->spinners - 1;
+    unsigned busy = e->copiers + e->spinners;
+    size_t room = busy < e->max_active ? e->max_active - busy : 0;
+    if (want > room)
+        want = room;
+    if (want > e->sleepers)
+        want = e->sleepers;
+    return (unsigned)want;
 }
 
 static ect_status_t
@@ -496,9 +647,10 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
     b->next_op = 0;
     b->next_off = 0;
     b->remaining = total;
-    b->chunk = piece_size(total, e->split_bytes);
-    bool split = b->chunk < total;
+    b->nt = batch->dir == ECT_COPY_SAVE;
+    b->chunk = piece_size(e, total);
     b->prev = b->next = NULL;
+    size_t pieces = total / b->chunk + (total % b->chunk != 0);
 
     pthread_mutex_lock(&e->lock);
     if (e->stopping) {
@@ -511,14 +663,32 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
     uint64_t ticket = e->next_ticket++;
     b->ticket = ticket;
     table_insert_locked(e, b);
-    if (total > 0)
+    /* A small batch is copied right here: handing it to a copy thread
+     * would cost more than the copy.  It is in the table but not queued, so
+     * nobody else claims it; under a hold it is queued like any other. */
+    bool here = total > 0 && total <= e->inline_bytes && !e->held;
+    unsigned wake = 0;
+    if (total > 0 && !here) {
+        b->t_queued_ns = ect__now_ns();
         enqueue_locked(e, b);
+        wake = wanted_wakeups_locked(e, pieces);
+        e->stats.wakeups += wake;
+    }
+    e->stats.batches++;
+    e->stats.batches_inline += here;
     pthread_mutex_unlock(&e->lock);
+    if (here) {
+        struct claim c = {.batch = b, .op = 0, .off = 0, .len = total};
+        run_claim(&c);
+        pthread_mutex_lock(&e->lock);
+        bool wake_waiters = finish_claim_locked(e, &c);
+        pthread_mutex_unlock(&e->lock);
+        if (wake_waiters)
+            wake_waiters_unlocked(e);
+    }
     /* Wake copy threads after unlocking, so they do not wake into a held
-     * mutex: one for a single piece, all for a split batch. */
-    if (total > 0 && split)
-        pthread_cond_broadcast(&e->work_cv);
-    else if (total > 0)
+     * mutex. */
+    for (unsigned i = 0; i < wake; i++)
         pthread_cond_signal(&e->work_cv);
     /* From here b may already be landed and retired by a thread that
      * guessed the ticket: use the copy taken under the lock. */
@@ -567,6 +737,7 @@ cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
     struct cpu_engine *e = cpu_of(engine);
     struct claim c;
     size_t slot;
+    bool polled = false; /* polled in vain since the last sleep: sleep now */
 
     pthread_mutex_lock(&e->lock);
     for (;;) {
@@ -585,6 +756,7 @@ cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
         }
         if (has_unclaimed(b)) {
             claim_locked(e, b, &c);
+            e->stats.pieces_by_waiters++;
             pthread_mutex_unlock(&e->lock);
             run_claim(&c);
             pthread_mutex_lock(&e->lock);
@@ -595,9 +767,28 @@ cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
             }
             continue;
         }
+        if (!polled && e->spin_ns > 0) {
+            /* The rest is being copied by others: its end is usually a few
+             * microseconds away, less than a sleep and a wake-up. */
+            uint64_t seen = e->landed_seq;
+            /* Long enough for the bytes still in flight at a slow 4 GB/s:
+             * a caller that waits has nothing else to do, and a sleep
+             * would add a wake-up to the end of its copy. */
+            uint64_t budget = (uint64_t)(b->remaining / 4);
+            budget = budget < e->spin_ns         ? e->spin_ns
+                     : budget > MAX_WAIT_POLL_NS ? MAX_WAIT_POLL_NS
+                                                 : budget;
+            pthread_mutex_unlock(&e->lock);
+            polled = !poll_until(e, &e->landed_seq, seen, false, budget);
+            pthread_mutex_lock(&e->lock);
+            e->stats.waiter_polls++;
+            continue;
+        }
         e->waiters++;
+        e->stats.waiter_sleeps++;
         pthread_cond_wait(&e->done_cv, &e->lock);
         e->waiters--;
+        polled = false;
     }
 }
 
@@ -631,9 +822,21 @@ ect__copy_cpu_hold(ect_copy_engine_t *engine, bool hold)
         return ect__error(ECT_ERR_INVALID_ARG, "copy hold: not a cpu engine");
     struct cpu_engine *e = cpu_of(engine);
     pthread_mutex_lock(&e->lock);
-    e->held = hold;
+    __atomic_store_n(&e->held, hold, __ATOMIC_RELAXED); /* pollers read it without the lock */
     if (!hold)
         pthread_cond_broadcast(&e->work_cv);
+    pthread_mutex_unlock(&e->lock);
+    return ECT_OK;
+}
+
+ect_status_t
+ect__copy_cpu_stats(ect_copy_engine_t *engine, struct ect__copy_cpu_stats *stats_p)
+{
+    if (engine == NULL || engine->ops != &cpu_ops || stats_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "copy stats: not a cpu engine, or NULL stats_p");
+    struct cpu_engine *e = cpu_of(engine);
+    pthread_mutex_lock(&e->lock);
+    *stats_p = e->stats;
     pthread_mutex_unlock(&e->lock);
     return ECT_OK;
 }
@@ -715,6 +918,17 @@ start_threads(struct cpu_engine *e)
     return s;
 }
 
+/* CPUs this process may run on (its affinity mask), at least 1. */
+static unsigned
+usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
 ect_status_t
 ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_t **engine_p)
 {
@@ -730,8 +944,21 @@ ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_
                           threads, MAX_THREADS);
     if (split < MIN_SPLIT_BYTES)
         return ect__error(ECT_ERR_INVALID_ARG,
-                          "copy cpu: split_bytes %zu is below the minimum of %d (0 picks 4 MiB)",
+                          "copy cpu: split_bytes %zu is below the minimum of %d (0 picks 1 MiB)",
                           split, MIN_SPLIT_BYTES);
+    unsigned spin_us = params != NULL && params->spin_us > 0 ? params->spin_us : DEFAULT_SPIN_US;
+    if (spin_us == ECT_COPY_CPU_NO_SPIN)
+        spin_us = 0;
+    else if (spin_us > MAX_SPIN_US)
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "copy cpu: spin_us %u is more than the %d allowed (0 picks %d, "
+                          "ECT_COPY_CPU_NO_SPIN never polls)",
+                          spin_us, MAX_SPIN_US, DEFAULT_SPIN_US);
+    size_t inline_bytes =
+        params != NULL && params->inline_bytes > 0 ? params->inline_bytes : DEFAULT_INLINE_BYTES;
+    if (inline_bytes == ECT_COPY_CPU_NO_INLINE)
+        inline_bytes = 0;
+    unsigned cpus = usable_cpus();
 
     struct cpu_engine *e = calloc(1, sizeof(*e));
     if (e == NULL)
@@ -739,6 +966,12 @@ ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_
     e->base.ops = &cpu_ops;
     e->n_threads = threads;
     e->split_bytes = split;
+    e->inline_bytes = inline_bytes;
+    e->spin_ns = (uint64_t)spin_us * 1000;
+    /* Leave a CPU to the caller, who copies its own batch when it waits. */
+    unsigned others = cpus > 1 ? cpus - 1 : 1;
+    e->max_active = threads < others ? threads : others;
+    e->max_spinners = e->max_active;
     e->next_ticket = 1;
     e->table_cap = TABLE_MIN_CAP;
     e->table = calloc(e->table_cap, sizeof(*e->table));

@@ -2,9 +2,10 @@
  * Internal entry points of the CPU copy engine (src/copy/cpu.c) beyond the
  * public interface: an explicit shutdown for owners that must stop copies
  * before they release the memory, a hold that keeps the copy threads off the
- * queue (so tests can keep batches in flight deterministically), and an
+ * queue (so tests can keep batches in flight deterministically), an
  * allocation counter that lets tests prove the steady state does not
- * allocate.
+ * allocate, and counters of who copied and what the hand-offs cost (for
+ * `ectier bench` and tests).
  */
 #ifndef ECT_COPY_CPU_H
 #define ECT_COPY_CPU_H
@@ -38,5 +39,30 @@ ect_status_t ect__copy_cpu_hold(ect_copy_engine_t *engine, bool hold);
  * Thread safety: safe.
  */
 uint64_t ect__copy_cpu_alloc_count(ect_copy_engine_t *engine);
+
+/* Since the engine was created; every field only grows. */
+struct ect__copy_cpu_stats {
+    uint64_t batches;           /* submitted with ECT_OK */
+    uint64_t batches_inline;    /* of which copied inside submit, on the caller */
+    uint64_t pieces_by_threads; /* pieces copied by copy threads */
+    uint64_t pieces_by_waiters; /* pieces copied by threads in ect_copy_wait */
+    uint64_t wakeups;           /* copy threads signalled to wake for work */
+    uint64_t polls_found_work;  /* a copy thread polled and work came */
+    uint64_t polls_timed_out;   /* ... and none came within spin_us */
+    uint64_t waiter_polls;      /* waiters that polled while others finished */
+    uint64_t waiter_sleeps;     /* waiters that slept on the landing condition */
+    /* From queueing a batch to a copy thread taking its first piece (only
+     * for batches a copy thread took a piece of), for a thread that was
+     * polling and for one that had to be woken. */
+    uint64_t handoffs_polling, handoff_polling_ns;
+    uint64_t handoffs_woken, handoff_woken_ns;
+};
+
+/*
+ * A consistent copy of the counters into *stats_p.  Returns ECT_OK, or
+ * ECT_ERR_INVALID_ARG if engine is not a CPU engine or stats_p is NULL.
+ * Thread safety: safe.
+ */
+ect_status_t ect__copy_cpu_stats(ect_copy_engine_t *engine, struct ect__copy_cpu_stats *stats_p);
 
 #endif /* ECT_COPY_CPU_H */

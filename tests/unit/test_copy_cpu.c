@@ -16,6 +16,7 @@
 #include <ectier/ectier.h>
 
 #include "copy/cpu.h"
+#include "copy/ntcopy.h"
 #include "copy/plan.h"
 #include "harness.h"
 
@@ -765,6 +766,156 @@ test_tickets_sharing_a_table_slot_stay_answerable(void)
     ect_copy_engine_destroy(e);
 }
 
+static void
+test_small_batch_lands_inside_submit_unless_held(void)
+{
+    enum { LEN = 48 * 1024 }; /* below the 64 KiB default */
+    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN + 1);
+    fill_random(src, LEN, 51);
+    memset(dst, 0, LEN + 1);
+    ect_copy_engine_t *e = make_engine(2, 0);
+    ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
+    ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
+    uint64_t t;
+    CHECK_OK(ect_copy_submit(e, &batch, &t));
+    /* No wait, no sleep: the bytes are there and the first query retires. */
+    CHECK(memcmp(dst, src, LEN) == 0);
+    CHECK(dst[LEN] == 0);
+    CHECK_OK(ect_copy_query(e, t));
+    struct ect__copy_cpu_stats st;
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK_EQ_U64(st.batches, 1);
+    CHECK_EQ_U64(st.batches_inline, 1);
+    /* Held, the same batch stays in flight: tests rely on that. */
+    memset(dst, 0, LEN);
+    CHECK_OK(ect__copy_cpu_hold(e, true));
+    CHECK_OK(ect_copy_submit(e, &batch, &t));
+    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_BUSY);
+    CHECK(all_bytes_are(dst, LEN, 0));
+    CHECK_OK(ect_copy_wait(e, t));
+    CHECK(memcmp(dst, src, LEN) == 0);
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK_EQ_U64(st.batches_inline, 1);
+    ect_copy_engine_destroy(e);
+
+    /* With inline copies turned off every batch goes to the threads. */
+    ect_copy_cpu_params_t params = {.inline_bytes = ECT_COPY_CPU_NO_INLINE};
+    CHECK_OK(ect_copy_engine_create_cpu(&params, &e));
+    CHECK_OK(ect__copy_cpu_hold(e, true));
+    CHECK_OK(ect_copy_submit(e, &batch, &t));
+    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_BUSY);
+    CHECK_OK(ect__copy_cpu_hold(e, false));
+    CHECK_OK(ect_copy_wait(e, t));
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK_EQ_U64(st.batches_inline, 0);
+    ect_copy_engine_destroy(e);
+    free(dst);
+    free(src);
+}
+
+static void
+test_waiter_shares_a_large_batch_in_pieces(void)
+{
+    /* 1 MiB is cut into pieces (at least four: two per copier that can run,
+     * each at most 256 KiB); with the threads held the waiter copies them
+     * all, in order, and every byte lands once. */
+    enum { LEN = 1 << 20 };
+    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN);
+    fill_random(src, LEN, 53);
+    memset(dst, 0, LEN);
+    ect_copy_engine_t *e = make_engine(2, 0);
+    CHECK_OK(ect__copy_cpu_hold(e, true));
+    ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
+    ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &op, .n_ops = 1};
+    uint64_t t;
+    CHECK_OK(ect_copy_submit(e, &batch, &t));
+    CHECK_OK(ect_copy_wait(e, t));
+    CHECK(memcmp(dst, src, LEN) == 0);
+    struct ect__copy_cpu_stats st;
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK_MSG(st.pieces_by_waiters >= 4, "%llu pieces", (unsigned long long)st.pieces_by_waiters);
+    CHECK_EQ_U64(st.pieces_by_threads, 0);
+    /* Released, the copy threads take pieces of batches nobody waits for,
+     * and the hand-off is counted. */
+    CHECK_OK(ect__copy_cpu_hold(e, false));
+    memset(dst, 0, LEN);
+    CHECK_OK(ect_copy_submit(e, &batch, &t));
+    ect_status_t s;
+    while ((s = ect_copy_query(e, t)) == ECT_ERR_BUSY)
+        nanosleep(&(struct timespec){0, 100 * 1000}, NULL);
+    CHECK_OK(s);
+    CHECK(memcmp(dst, src, LEN) == 0);
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK(st.pieces_by_threads >= 4);
+    CHECK(st.handoffs_woken + st.handoffs_polling >= 1);
+    ect_copy_engine_destroy(e);
+    free(dst);
+    free(src);
+}
+
+static void
+test_nt_copy_writes_exactly_its_bytes_at_any_alignment(void)
+{
+    /* The non-temporal kernel copies a 64-byte-aligned middle with vector
+     * stores and the ends with memcpy: every alignment of both sides and
+     * lengths around the step sizes must come out exact, with nothing
+     * written outside. */
+    enum { MAX = 3 * 4096 + 300 };
+    unsigned char *src = xmalloc(MAX + 128), *dst = xmalloc(MAX + 256);
+    fill_random(src, MAX + 128, 57);
+    static const size_t lens[] = {0, 1, 63, 64, 127, 128, 511, 512, 513, 1000, 4096, 4097, MAX};
+    for (size_t so = 0; so < 64; so += 7) {
+        for (size_t d0 = 0; d0 < 64; d0 += 5) {
+            for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+                size_t n = lens[k];
+                memset(dst, POISON, MAX + 256);
+                ect__copy_nt(dst + 64 + d0, src + so, n);
+                ect__copy_nt_fence();
+                CHECK_MSG(memcmp(dst + 64 + d0, src + so, n) == 0,
+                          "src+%zu -> dst+%zu, %zu bytes differ", so, d0, n);
+                CHECK_MSG(all_bytes_are(dst, 64 + d0, POISON) &&
+                              all_bytes_are(dst + 64 + d0 + n, MAX + 256 - 64 - d0 - n, POISON),
+                          "src+%zu -> dst+%zu, %zu bytes wrote outside", so, d0, n);
+            }
+        }
+    }
+    free(dst);
+    free(src);
+}
+
+static void
+test_spin_and_inline_params_are_checked(void)
+{
+    ect_copy_engine_t *e = NULL;
+    ect_copy_cpu_params_t too_long = {.spin_us = 100001};
+    CHECK_STATUS(ect_copy_engine_create_cpu(&too_long, &e), ECT_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ect_last_error(), "spin_us 100001");
+    CHECK(e == NULL);
+    /* Never polling is allowed, and batches still land. */
+    ect_copy_cpu_params_t never = {.spin_us = ECT_COPY_CPU_NO_SPIN,
+                                   .inline_bytes = ECT_COPY_CPU_NO_INLINE};
+    CHECK_OK(ect_copy_engine_create_cpu(&never, &e));
+    enum { LEN = 600 * 1000 };
+    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN);
+    fill_random(src, LEN, 59);
+    for (int i = 0; i < 20; i++) {
+        memset(dst, 0, LEN);
+        ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN - (size_t)i * 1000};
+        ect_copy_batch_t batch = {.dir = (ect_copy_dir_t)(i & 1), .ops = &op, .n_ops = 1};
+        uint64_t t;
+        CHECK_OK(ect_copy_submit(e, &batch, &t));
+        CHECK_OK(ect_copy_wait(e, t));
+        CHECK(memcmp(dst, src, op.len) == 0);
+    }
+    struct ect__copy_cpu_stats st;
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK_EQ_U64(st.polls_found_work + st.polls_timed_out + st.waiter_polls, 0);
+    CHECK_STATUS(ect__copy_cpu_stats(NULL, &st), ECT_ERR_INVALID_ARG);
+    ect_copy_engine_destroy(e);
+    free(dst);
+    free(src);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_exact_fit_round_trips_through_scattered_shm_blocks),
     ECT_CASE(test_partial_last_block_leaves_rest_of_block_untouched),
@@ -784,6 +935,10 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_warm_engine_does_not_allocate_per_submit),
     ECT_CASE(test_old_unretired_ticket_stays_answerable),
     ECT_CASE(test_tickets_sharing_a_table_slot_stay_answerable),
+    ECT_CASE(test_small_batch_lands_inside_submit_unless_held),
+    ECT_CASE(test_waiter_shares_a_large_batch_in_pieces),
+    ECT_CASE(test_nt_copy_writes_exactly_its_bytes_at_any_alignment),
+    ECT_CASE(test_spin_and_inline_params_are_checked),
 };
 
 int

@@ -317,6 +317,24 @@ ect__copy_cuda_end_event(ect_copy_engine_t *engine, uint64_t ticket, void **even
     return ECT_OK;
 }
 
+ect_status_t
+ect__copy_cuda_queue_stream(ect_copy_engine_t *engine, uint64_t ticket, void **stream_p)
+{
+    struct ect__cuda_engine *e = as_cuda(engine);
+    if (e == NULL || stream_p == NULL)
+        return ECT_ERR_INVALID_ARG;
+    pthread_mutex_lock(&e->lock);
+    struct ect__cuda_slot *s = ect__cuda_find_inflight_locked(e, ticket);
+    int found = s != NULL && !s->empty;
+    void *q = found ? (void *)s->queue : NULL;
+    pthread_mutex_unlock(&e->lock);
+    if (!found)
+        return ect__error(ECT_ERR_NOT_FOUND, "copy cuda: ticket %llu has no queued copies",
+                          (unsigned long long)ticket);
+    *stream_p = q;
+    return ECT_OK;
+}
+
 static const struct ect_copy_engine_ops cuda_ops = {
     .kind = "cuda",
     .register_host = ect__cuda_register_host,

@@ -52,4 +52,12 @@ ect_status_t ect__copy_cuda_set_register_chunk(ect_copy_engine_t *engine, size_t
  * is retired.  ECT_ERR_NOT_FOUND for an unknown or empty batch. */
 ect_status_t ect__copy_cuda_end_event(ect_copy_engine_t *engine, uint64_t ticket, void **event_p);
 
+/* The cudaStream_t (as void *) the batch's copies were queued on: a pooled
+ * stream for a save, the compute stream it was submitted with for a load.
+ * A benchmark records its own timing event there to time the batch from
+ * the compute stream's point of view.  Valid until the ticket is retired.
+ * ECT_ERR_NOT_FOUND for an unknown or empty batch. */
+ect_status_t ect__copy_cuda_queue_stream(ect_copy_engine_t *engine, uint64_t ticket,
+                                         void **stream_p);
+
 #endif /* ECT_COPY_CUDA_ENGINE_H */

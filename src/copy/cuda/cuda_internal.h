@@ -46,7 +46,9 @@ struct ect__cuda_reg {
  * scratch for coalescing and translating, and the kernel's descriptor block
  * (pinned host memory; a device copy only for batches too large to pass
  * inside the launch).  A slot is on the free list, or on the in-flight list
- * with a ticket, or owned by one submit call. */
+ * with a ticket, or owned by one submit call.  A save's copies run on
+ * streams[stream_idx]; a load's on the compute stream it was submitted with
+ * (cuda_batch.c says why), and `start` is then unused. */
 struct ect__cuda_slot {
     struct ect__cuda_slot *next;
     uint64_t ticket;
@@ -60,9 +62,11 @@ struct ect__cuda_slot {
     size_t host_cap;                      /* descriptors it has room for */
     struct ect__gather_block *dev_block;  /* device copy for large batches */
     size_t dev_cap;
-    int empty;           /* nothing to copy: landed at submit */
-    int retired;         /* off the in-flight list; result holds the outcome */
-    unsigned waiters;    /* threads blocked in wait on this slot */
+    int empty;          /* nothing to copy: landed at submit */
+    int on_compute;     /* queued on the batch's compute stream (a load), not streams[stream_idx] */
+    cudaStream_t queue; /* the stream the copies were queued on */
+    int retired;        /* off the in-flight list; result holds the outcome */
+    unsigned waiters;   /* threads blocked in wait on this slot */
     ect_status_t result; /* valid once retired */
     char message[256];   /* error text for the result, for every waiter */
 };
