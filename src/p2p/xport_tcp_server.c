@@ -256,12 +256,14 @@ conn_send(ect_xport_stream_server_t *s, struct sconn *c)
         conn_close(s, c);
         return;
     }
-    s->ops.finish(s->ops.user, c->grant, 1);
-    c->grant = NULL;
+    /* Counted before the grant ends, so whoever sees the grant gone sees
+     * the stream counted. */
     pthread_mutex_lock(&s->counters_lock);
     s->counters.streams_served++;
     s->counters.bytes_sent += c->total;
     pthread_mutex_unlock(&s->counters_lock);
+    s->ops.finish(s->ops.user, c->grant, 1);
+    c->grant = NULL;
     conn_expect_request(s, c, ect__now_ns() + IDLE_NS);
 }
 

@@ -60,7 +60,7 @@ read_scattered(ect_transport_t prefer, int serve_tcp, int serve_same_host,
     /* Over tcp the producer streamed it once and finished the grant. */
     ect_xport_server_counters_t sk;
     uint64_t fin[2];
-    xf_producer_counters(&p, &sk, fin);
+    xf_producer_counters_after(&p, expect_kind == ECT_XPORT_TCP, &sk, fin);
     CHECK_EQ_U64(sk.streams_served, expect_kind == ECT_XPORT_TCP);
     CHECK_EQ_U64(sk.bytes_sent, expect_kind == ECT_XPORT_TCP ? N_SCATTER * XF_BLOCK : 0);
     CHECK_EQ_U64(fin[0], expect_kind == ECT_XPORT_TCP);
@@ -124,7 +124,7 @@ RT_CASE(test_repeated_reads_over_pooled_connections_all_land)
     CHECK_EQ_U64(k.bytes[ECT_XPORT_TCP], 8ull * NB * XF_BLOCK);
     ect_xport_server_counters_t sk;
     uint64_t fin[2];
-    xf_producer_counters(&p, &sk, fin);
+    xf_producer_counters_after(&p, 8, &sk, fin);
     CHECK_EQ_U64(sk.streams_served, 8);
     CHECK_EQ_U64(sk.streams_denied + sk.bad_requests + sk.send_failures, 0);
     xf_consumer_close(&c);
@@ -266,7 +266,7 @@ RT_CASE(test_stream_serves_only_the_right_token_name_and_size_once)
     xf_check_landed(&c, &p, remote, 3, &run, 1);
     ect_xport_server_counters_t sk;
     uint64_t fin[2];
-    xf_producer_counters(&p, &sk, fin);
+    xf_producer_counters_after(&p, 1, &sk, fin);
     CHECK_EQ_U64(sk.streams_served, 1);
     CHECK_EQ_U64(sk.streams_denied, 6);
     CHECK_EQ_U64(sk.bytes_sent, 3 * XF_BLOCK);

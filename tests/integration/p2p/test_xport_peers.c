@@ -338,7 +338,7 @@ RT_CASE(test_connections_are_pooled_per_peer)
     /* Six streams over two pooled connections. */
     ect_xport_server_counters_t sk;
     uint64_t fin[2];
-    xf_producer_counters(&p, &sk, fin);
+    xf_producer_counters_after(&p, 6, &sk, fin);
     CHECK_EQ_U64(sk.streams_served, 6);
     CHECK_EQ_U64(sk.connections, 2);
     xf_consumer_close(&c);

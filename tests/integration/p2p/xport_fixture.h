@@ -398,6 +398,23 @@ xf_producer_counters(struct xf_producer *p, ect_xport_server_counters_t *k, uint
     rt_read_all(p->reply_fd, fin, 2 * sizeof(uint64_t));
 }
 
+/* The same once the producer has counted `served` streams (or 5 s passed):
+ * a consumer can hold every byte of a stream a moment before the
+ * producer's thread, back from its last send, counts it. */
+static inline void
+xf_producer_counters_after(struct xf_producer *p, uint64_t served, ect_xport_server_counters_t *k,
+                           uint64_t fin[2])
+{
+    uint64_t deadline = ect__now_ns() + 5ull * 1000 * 1000 * 1000;
+    for (;;) {
+        xf_producer_counters(p, k, fin);
+        if (k->streams_served >= served || ect__now_ns() >= deadline)
+            return;
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Tell the producer to stop and wait for it; CHECKs a clean exit. */
 static inline void
 xf_producer_stop(struct xf_producer *p)
