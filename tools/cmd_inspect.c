@@ -1,7 +1,7 @@
 /*
  * `ectier inspect [NAME] [--dir D] [--json]`: show the ectier regions in a
  * directory (default /dev/shm): name, size, geometry, live holders and their
- * pids, the waiting reaper, creator and age.  Files named like regions that
+ * pids, the owner's pid, the waiting reaper, creator and age.  Files named like regions that
  * are not usable ones are shown with the reason.  Read-only: takes no locks
  * and changes nothing (ect_region_list).
  */
@@ -109,6 +109,8 @@ print_text(const ect_region_info_t *i)
     }
     printf("  ");
     print_pids("holders", i->n_holders, i->holder_pids);
+    if (i->owner_pid != 0)
+        printf(", owner pid %" PRId32, i->owner_pid);
     if (i->n_waiters > 0) {
         printf(", ");
         print_pids("waiting (reaper)", i->n_waiters, i->waiter_pids);
@@ -150,6 +152,7 @@ to_json(const ect_region_info_t *i)
     cJSON_AddItemToObject(o, "holder_pids", pid_array(i->n_holders, i->holder_pids));
     cJSON_AddNumberToObject(o, "waiters", i->n_waiters);
     cJSON_AddItemToObject(o, "waiter_pids", pid_array(i->n_waiters, i->waiter_pids));
+    cJSON_AddNumberToObject(o, "owner_pid", i->owner_pid);
     cJSON_AddBoolToObject(o, "orphaned", i->n_holders == 0 && i->kind != ECT_REGION_FILE_FOREIGN);
     if (i->kind == ECT_REGION_FILE_REGION) {
         cJSON_AddNumberToObject(o, "layout_version", i->layout_version);

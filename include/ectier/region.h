@@ -51,6 +51,16 @@ enum {
     ECT_REGION_NO_REAPER = 1u << 1,
     /* Do not sweep orphaned regions out of the directory before opening. */
     ECT_REGION_NO_SWEEP = 1u << 2,
+    /* Open as the region's owner: the one process (the scheduler side,
+     * which keeps the cache index of the blocks) that decides what the
+     * blocks hold.  At most one open region is the owner at a time; other
+     * owners are refused with ECT_ERR_BUSY while it lives.  Joiners
+     * without this flag (workers) and read-only mappers are not affected.
+     * Ownership ends with ect_region_close() or with the process, however
+     * it dies (it is a lock on this open's file description: a child that
+     * inherited the region's descriptor by fork keeps it until it exits or
+     * execs, as it keeps the liveness hold). */
+    ECT_REGION_OWNER = 1u << 3,
 };
 
 /* Parameters of ect_region_open().  Zero-initialise, then fill in.  Every
@@ -107,8 +117,10 @@ typedef struct ect_region_params {
  *     gives both geometries; the file is left untouched),
  *   ECT_ERR_NO_SPACE (the directory's file system cannot hold the region;
  *     the message gives the numbers; nothing is left behind),
- *   ECT_ERR_BUSY (the file stayed exclusively locked for lock_timeout_ms, or
- *     kept being replaced while joining),
+ *   ECT_ERR_BUSY (the file stayed exclusively locked for lock_timeout_ms,
+ *     kept being replaced while joining, or, with ECT_REGION_OWNER, another
+ *     open of the region owns it: the message names the region and the
+ *     owner's pid; nothing of the region is changed),
  *   ECT_ERR_IO, ECT_ERR_NO_MEMORY.
  * Thread safety: safe; concurrent opens of one name in several threads or
  * processes give one creator and joiners. */
@@ -205,6 +217,9 @@ typedef struct ect_region_info {
     int32_t holder_pids[ECT_REGION_MAX_PIDS];
     unsigned n_waiters;
     int32_t waiter_pids[ECT_REGION_MAX_PIDS];
+    /* The pid of the process that owns the region (ECT_REGION_OWNER), from
+     * /proc/locks; 0 if none. */
+    int32_t owner_pid;
 } ect_region_info_t;
 
 /* Return 0 to go on, non-zero to stop the listing. */

@@ -14,7 +14,8 @@
  * succeeds has no holder, and it is unlinked while we hold that lock and
  * only if its name still refers to the locked inode.  Listing takes no locks
  * and reports holders and waiters from /proc/locks (FLOCK entries matched
- * by device major:minor and inode).  No state is kept between calls.
+ * by device major:minor and inode), and the owner's pid from its OFD pid
+ * byte (region.c).  No state is kept between calls.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +41,7 @@ struct lock_entry {
     uint64_t ino;
     int32_t pid;
     int blocked;
+    int32_t owner_pid; /* an owner's pid byte (OFDLCK), else 0 */
 };
 
 struct lock_table {
@@ -48,7 +50,9 @@ struct lock_table {
 };
 
 /* Parse one line: "1: FLOCK  ADVISORY  READ 1234 00:1a:5678 0 EOF", or with
- * "->" after the id for a blocked request.  Returns 0 for a FLOCK entry. */
+ * "->" after the id for a blocked request; or an owner's pid byte, "2:
+ * OFDLCK ADVISORY  READ -1 00:1a:5678 START END" with START in the owner pid
+ * range (region_internal.h).  Returns 0 for either, -1 for anything else. */
 static int
 parse_lock_line(char *line, struct lock_entry *e)
 {
@@ -60,12 +64,14 @@ parse_lock_line(char *line, struct lock_entry *e)
     e->blocked = tok != NULL && strcmp(tok, "->") == 0;
     if (e->blocked)
         tok = strtok_r(NULL, " \t\n", &save);
-    if (tok == NULL || strcmp(tok, "FLOCK") != 0)
+    int ofd = tok != NULL && strcmp(tok, "OFDLCK") == 0;
+    if (tok == NULL || (strcmp(tok, "FLOCK") != 0 && !ofd))
         return -1;
     char *mode = strtok_r(NULL, " \t\n", &save);   /* ADVISORY */
     char *kind = strtok_r(NULL, " \t\n", &save);   /* READ or WRITE */
-    char *pid = strtok_r(NULL, " \t\n", &save);    /* pid in our namespace */
+    char *pid = strtok_r(NULL, " \t\n", &save);    /* pid in our namespace; -1 for OFD */
     char *devino = strtok_r(NULL, " \t\n", &save); /* hex major:minor:decimal inode */
+    char *start = strtok_r(NULL, " \t\n", &save);  /* first byte */
     if (mode == NULL || kind == NULL || pid == NULL || devino == NULL)
         return -1;
     char *end;
@@ -75,6 +81,17 @@ parse_lock_line(char *line, struct lock_entry *e)
     e->pid = (int32_t)p;
     if (sscanf(devino, "%x:%x:%" SCNu64, &e->major, &e->minor, &e->ino) != 3)
         return -1;
+    e->owner_pid = 0;
+    if (ofd) {
+        if (e->blocked || start == NULL)
+            return -1;
+        errno = 0;
+        long long off = strtoll(start, &end, 10);
+        if (errno != 0 || *end != '\0' || off <= ECT__REGION_OWNER_PID_BASE ||
+            off >= ECT__REGION_OWNER_PID_BASE + ECT__REGION_OWNER_PID_MAX)
+            return -1;
+        e->owner_pid = (int32_t)(off - ECT__REGION_OWNER_PID_BASE);
+    }
     return 0;
 }
 
@@ -117,7 +134,9 @@ fill_lockers(const struct lock_table *t, const struct stat *st, ect_region_info_
         if (e->ino != (uint64_t)st->st_ino || e->major != major(st->st_dev) ||
             e->minor != minor(st->st_dev))
             continue;
-        if (e->blocked) {
+        if (e->owner_pid != 0) {
+            info->owner_pid = e->owner_pid;
+        } else if (e->blocked) {
             if (info->n_waiters < ECT_REGION_MAX_PIDS)
                 info->waiter_pids[info->n_waiters] = e->pid;
             info->n_waiters++;

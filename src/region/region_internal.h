@@ -50,6 +50,18 @@ _Static_assert(offsetof(struct ect__region_header, name) == 80, "region header l
 _Static_assert(sizeof(struct ect__region_header) <= ECT__REGION_HEADER_AREA,
                "region header larger than its area");
 
+/* The owner lock (ECT_REGION_OWNER): open file description (OFD) locks,
+ * which Linux keeps apart from flock locks, so they never meet the
+ * liveness holds or the reaper's LOCK_EX (region.c).  A write lock on byte
+ * ECT__REGION_OWNER_BYTE is the ownership; the owner also takes a read
+ * lock on the one byte at ECT__REGION_OWNER_PID_BASE + its pid, because an
+ * OFD lock does not record a pid (/proc/locks and F_OFD_GETLK say -1), and
+ * that byte's offset does.  Both are far from anything else and need not
+ * lie inside the file. */
+#define ECT__REGION_OWNER_BYTE     ((int64_t)1 << 61)
+#define ECT__REGION_OWNER_PID_BASE ((int64_t)1 << 62)
+#define ECT__REGION_OWNER_PID_MAX  ((int64_t)1 << 30) /* above any pid_max */
+
 /* Test hooks (tests link the static library).  Not for production use. */
 enum {
     /* Skip MADV_POPULATE_WRITE and take the page-touch fallback. */

@@ -420,6 +420,81 @@ RT_CASE(test_waiting_reaper_does_not_delay_new_joiners)
     rt_check_no_leftovers();
 }
 
+/* ---- the owner lock across processes ---------------------------------------------------- */
+
+RT_CASE(test_owner_in_another_process_refuses_a_second_owner)
+{
+    char name[64], path[256], want[64];
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    rt_path(path, sizeof(path), RT_SHM, name);
+    ect_region_params_t owner, joiner;
+    rt_params(&owner, name, NULL, 16);
+    owner.flags = ECT_REGION_OWNER;
+    rt_params(&joiner, name, NULL, 16);
+    struct rt_holder first, worker;
+    rt_spawn_holder(&first, &owner, RT_CLOSE);
+    CHECK_EQ_INT(first.status, ECT_OK);
+    /* A joiner in another process is welcome ... */
+    rt_spawn_holder(&worker, &joiner, RT_CLOSE);
+    CHECK_EQ_INT(worker.status, ECT_OK);
+    /* ... a second owner is not, here or in a third process. */
+    ect_region_t *r = NULL;
+    CHECK_STATUS(ect_region_open(&owner, &r), ECT_ERR_BUSY);
+    snprintf(want, sizeof(want), "owned by pid %d", (int)first.pid);
+    CHECK_CONTAINS(ect_last_error(), want);
+    CHECK_CONTAINS(ect_last_error(), path);
+    struct rt_holder second;
+    rt_spawn_holder(&second, &owner, RT_CLOSE);
+    CHECK_EQ_INT(second.status, ECT_ERR_BUSY);
+    rt_release(&second);
+    struct found f = find_region(RT_SHM, name);
+    CHECK_EQ_INT(f.info.owner_pid, first.pid);
+    CHECK_EQ_INT(f.info.n_holders, 2);
+    rt_release(&worker);
+    rt_release(&first);
+    CHECK(!rt_exists(path));
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_sigkilled_owner_lets_a_new_owner_in_and_the_reaper_still_cleans_up)
+{
+    char dir[256], name[64], path[512];
+    rt_make_dir(dir, sizeof(dir));
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    rt_path(path, sizeof(path), dir, name);
+    ect_region_params_t owner, joiner;
+    rt_params(&owner, name, dir, 16);
+    owner.flags = ECT_REGION_OWNER;
+    rt_params(&joiner, name, dir, 16);
+    struct rt_holder first, worker, next;
+    rt_spawn_holder(&first, &owner, RT_CLOSE);
+    CHECK_EQ_INT(first.status, ECT_OK);
+    CHECK_EQ_INT(first.creator, 1);
+    rt_spawn_holder(&worker, &joiner, RT_CLOSE);
+    CHECK_EQ_INT(worker.status, ECT_OK);
+    struct found f = find_region_with_reaper(dir, name);
+    CHECK_EQ_INT(f.info.owner_pid, first.pid);
+
+    /* The owner dies without closing: its lock goes with it, and a
+     * restarted owner takes the region over at once. */
+    rt_kill(&first);
+    rt_spawn_holder(&next, &owner, RT_CLOSE);
+    CHECK_MSG(next.status == ECT_OK, "a new owner after SIGKILL got %d", next.status);
+    CHECK_EQ_INT(next.creator, 0);
+    /* The first creator's reaper still waits (it requeues itself behind the
+     * remaining holders when the dead one's lock goes). */
+    f = find_region_with_reaper(dir, name);
+    CHECK_EQ_INT(f.info.owner_pid, next.pid);
+    CHECK_EQ_INT(f.info.n_holders, 2);
+
+    /* Everyone dies: the reaper removes the file, owner lock or not. */
+    rt_kill(&worker);
+    rt_kill(&next);
+    CHECK_MSG(rt_wait_gone(path, 5000), "%s still exists 5 s after every holder was killed", path);
+    rt_remove_dir(dir);
+    rt_check_no_leftovers();
+}
+
 /* ---- sweep, list and gc ---------------------------------------------------------------- */
 
 /* A directory with one of everything; returns the live holder. */
@@ -756,6 +831,8 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_sigkill_of_every_holder_leaves_nothing_with_named_temp_files),
     ECT_CASE(test_flock_grants_shared_lock_while_exclusive_request_waits),
     ECT_CASE(test_waiting_reaper_does_not_delay_new_joiners),
+    ECT_CASE(test_owner_in_another_process_refuses_a_second_owner),
+    ECT_CASE(test_sigkilled_owner_lets_a_new_owner_in_and_the_reaper_still_cleans_up),
     ECT_CASE(test_sweep_at_open_removes_orphans_but_not_live_or_foreign_files),
     ECT_CASE(test_list_reports_geometry_holders_and_problems),
     ECT_CASE(test_gc_removes_only_orphans_and_reports_each),
