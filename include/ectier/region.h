@@ -141,7 +141,11 @@ ECT_API ect_status_t ect_region_open_readonly(const char *path_or_name, const ch
  * region, the file is unlinked before this returns.  Holds are counted per
  * open file description: a child that inherited this region by fork shares
  * this hold, so it must not outlive the close.  Works the same for read-only
- * regions.  NULL is a no-op.  Never fails (problems are logged). */
+ * regions.  Reapers normally end as children of init, which collects them;
+ * in a process that is their parent instead (PID 1 of a container, or a
+ * child subreaper) opens and closes collect the exited ones, and the last
+ * close of a region waits up to 200 ms for the reaper it lets go, so no
+ * zombie is left.  NULL is a no-op.  Never fails (problems are logged). */
 ECT_API void ect_region_close(ect_region_t *region);
 
 /* Base of block 0 (data_offset bytes into the mapping); read-only memory for

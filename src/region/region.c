@@ -126,17 +126,22 @@ lock_shared(int fd, const char *path, uint32_t timeout_ms)
 
 /* Give up this process's hold on an open region file: if we are the last
  * holder, unlink its name first (see the file comment for why the
- * conversion is race-free).  Closes fd. */
+ * conversion is race-free).  Closes fd, then collects the file's reaper if
+ * it is our own child and this close let it go (ect__region_reap). */
 static void
 release_hold(int fd, const char *path)
 {
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(path, fd)) {
+    struct stat sb;
+    int have_id = fstat(fd, &sb) == 0;
+    int last = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (last && same_file(path, fd)) {
         if (unlink(path) == 0)
             ECT_LOG_D("region %s: last holder, removed", path);
         else if (errno != ENOENT)
             ECT_LOG_W("region %s: last holder but unlink failed: %s", path, strerror(errno));
     }
     close(fd);
+    ect__region_reap(last && have_id, have_id ? sb.st_dev : 0, have_id ? sb.st_ino : 0);
 }
 
 static void
@@ -609,6 +614,7 @@ ect_region_open(const ect_region_params_t *params, ect_region_t **region_p)
 
     if (!(params->flags & ECT_REGION_NO_SWEEP))
         ect__region_sweep(dir);
+    ect__region_reap(0, 0, 0);
 
     enum step step = STEP_RETRY;
     for (int attempt = 0; attempt < MAX_ATTEMPTS && step != STEP_DONE; attempt++) {

@@ -102,11 +102,20 @@ ect_status_t ect__region_prefault(void *base, size_t len);
  * on its own open file description of that file and then unlinks
  * <dir>/<file_name> and <dir>/<tmp_name> (tmp_name may be NULL), each only
  * while it still names that file.  The caller must already hold its shared
- * lock on fd, so the reaper cannot win before the caller lets go.
+ * lock on fd, so the reaper cannot win before the caller lets go.  If the
+ * reaper is left as this process's own child, it is remembered for
+ * ect__region_reap().
  * Returns ECT_OK, or ECT_ERR_IO when the reaper could not be started (the
  * region still works; only the cleanup after a crash is lost). */
 ect_status_t ect__region_spawn_reaper(int fd, const char *dir, const char *file_name,
                                       const char *tmp_name);
+
+/* Collect the exit status of reapers that ended up as this process's own
+ * children (we are PID 1 of a namespace or a child subreaper; see reap.c),
+ * without waiting.  last_holder: this process just closed the last hold of
+ * the file (dev, ino), which lets its reaper go: wait up to 200 ms for that
+ * one.  Never fails. */
+void ect__region_reap(int last_holder, dev_t dev, ino_t ino);
 
 /* Remove orphans from dir, logging each at warning level (the sweep at open). */
 void ect__region_sweep(const char *dir);

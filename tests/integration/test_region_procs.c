@@ -8,6 +8,7 @@
  * region_helpers.h) so that no other test program's sweep interferes.
  */
 #include <sys/file.h>
+#include <sys/prctl.h>
 
 #include <cjson/cJSON.h>
 
@@ -495,6 +496,40 @@ RT_CASE(test_sigkilled_owner_lets_a_new_owner_in_and_the_reaper_still_cleans_up)
     rt_check_no_leftovers();
 }
 
+/* ---- no zombie reapers ------------------------------------------------------------------ */
+
+/* A process that is PID 1 of its container, or a child subreaper (a
+ * supervisor), becomes the parent of every reaper it orphans by the double
+ * fork; a loop of regions must not leave it one zombie each. */
+RT_CASE(test_a_loop_of_regions_leaves_no_zombie_reapers_for_a_subreaper)
+{
+    CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    char name[64], path[256];
+    ect_region_params_t p;
+    for (int i = 0; i < 50; i++) {
+        ect_test_unique_name(name, sizeof(name), "ectt_");
+        rt_path(path, sizeof(path), RT_SHM, name);
+        rt_params(&p, name, NULL, 4);
+        ect_region_t *a = NULL, *b = NULL;
+        CHECK_OK(ect_region_open(&p, &a));
+        CHECK_EQ_INT(ect_region_is_creator(a), 1);
+        if (i % 2 == 1) {
+            /* The creator is not the last one out. */
+            CHECK_OK(ect_region_open(&p, &b));
+            ect_region_close(a);
+            ect_region_close(b);
+        } else {
+            ect_region_close(a);
+        }
+        CHECK(!rt_exists(path));
+    }
+    size_t zombies = ect_test_children(getpid(), 1, NULL, 0);
+    size_t live = ect_test_children(getpid(), 0, NULL, 0);
+    CHECK_MSG(zombies == 0 && live == 0,
+              "after 50 regions this process has %zu zombie and %zu live children", zombies, live);
+    rt_check_no_leftovers();
+}
+
 /* ---- sweep, list and gc ---------------------------------------------------------------- */
 
 /* A directory with one of everything; returns the live holder. */
@@ -833,6 +868,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_waiting_reaper_does_not_delay_new_joiners),
     ECT_CASE(test_owner_in_another_process_refuses_a_second_owner),
     ECT_CASE(test_sigkilled_owner_lets_a_new_owner_in_and_the_reaper_still_cleans_up),
+    ECT_CASE(test_a_loop_of_regions_leaves_no_zombie_reapers_for_a_subreaper),
     ECT_CASE(test_sweep_at_open_removes_orphans_but_not_live_or_foreign_files),
     ECT_CASE(test_list_reports_geometry_holders_and_problems),
     ECT_CASE(test_gc_removes_only_orphans_and_reports_each),
