@@ -101,7 +101,10 @@ print_text(const ect_region_info_t *i)
                size, i->file_size, i->data_offset);
         break;
     case ECT_REGION_FILE_TEMP:
-        printf("  temp file of a region creation (in progress or interrupted), %s\n", size);
+        if (i->gc_eligible)
+            printf("  temp file of a region creation (in progress or interrupted), %s\n", size);
+        else
+            printf("  named like a region's temp file, but %s (%s)\n", i->problem, size);
         break;
     default:
         printf("  not usable: %s (%s)\n", i->problem, size);
@@ -115,8 +118,12 @@ print_text(const ect_region_info_t *i)
         printf(", ");
         print_pids("waiting (reaper)", i->n_waiters, i->waiter_pids);
     }
-    if (i->n_holders == 0 && i->kind != ECT_REGION_FILE_FOREIGN)
+    /* Only what gc really removes is called orphaned (ect_region_gc and
+     * gc_eligible share one rule). */
+    if (i->n_holders == 0 && i->gc_eligible)
         printf(", orphaned: `ectier gc` removes it");
+    else if (i->kind != ECT_REGION_FILE_FOREIGN && !i->gc_eligible)
+        printf(", `ectier gc` leaves it (see above); remove it by hand if it is yours");
     printf("\n");
     if (i->kind == ECT_REGION_FILE_REGION)
         printf("  created by pid %" PRId32 ", %s ago%s%s%s\n", i->creator_pid, age,
@@ -153,7 +160,8 @@ to_json(const ect_region_info_t *i)
     cJSON_AddNumberToObject(o, "waiters", i->n_waiters);
     cJSON_AddItemToObject(o, "waiter_pids", pid_array(i->n_waiters, i->waiter_pids));
     cJSON_AddNumberToObject(o, "owner_pid", i->owner_pid);
-    cJSON_AddBoolToObject(o, "orphaned", i->n_holders == 0 && i->kind != ECT_REGION_FILE_FOREIGN);
+    cJSON_AddBoolToObject(o, "orphaned", i->n_holders == 0 && i->gc_eligible);
+    cJSON_AddBoolToObject(o, "gc_eligible", i->gc_eligible);
     if (i->kind == ECT_REGION_FILE_REGION) {
         cJSON_AddNumberToObject(o, "layout_version", i->layout_version);
         cJSON_AddNumberToObject(o, "hidden_dim", (double)i->hidden_dim);
@@ -178,9 +186,7 @@ on_file(const ect_region_info_t *info, void *user)
     c->shown++;
     if (info->kind == ECT_REGION_FILE_REGION && info->n_holders > 0)
         c->live++;
-    else if ((info->kind == ECT_REGION_FILE_REGION || info->kind == ECT_REGION_FILE_BAD ||
-              info->kind == ECT_REGION_FILE_TEMP) &&
-             info->n_holders == 0)
+    else if (info->gc_eligible && info->n_holders == 0)
         c->orphaned++;
     else
         c->other++;

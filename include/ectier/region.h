@@ -184,10 +184,12 @@ ECT_API int ect_region_fd(const ect_region_t *region);
 typedef enum ect_region_file_kind {
     ECT_REGION_FILE_REGION = 0,  /* an ectier region with a valid header */
     ECT_REGION_FILE_BAD = 1,     /* ectier magic but an invalid header, or an
-                                    "ectier_*.mmap" file that cannot be read */
+                                    "ectier_*.mmap" that cannot be read or is
+                                    not a regular file (problem says which) */
     ECT_REGION_FILE_FOREIGN = 2, /* named "ectier_*.mmap" without ectier magic */
     ECT_REGION_FILE_TEMP = 3,    /* "*.ectier.tmp": a creation in progress or
-                                    interrupted */
+                                    interrupted, or (gc_eligible 0) a file
+                                    that only has such a name */
 } ect_region_file_kind_t;
 
 /* Most holder and waiter pids reported per file. */
@@ -224,6 +226,11 @@ typedef struct ect_region_info {
     /* The pid of the process that owns the region (ECT_REGION_OWNER), from
      * /proc/locks; 0 if none. */
     int32_t owner_pid;
+    /* 1 if the file is provably ectier's, so ect_region_gc() removes it once
+     * nothing holds it: a regular "*.mmap" file with the ectier magic, or a
+     * regular "<region>.XXXXXX.ectier.tmp" file whose ectier header names
+     * <region>.  0: gc leaves it whatever its holders (problem says why). */
+    int gc_eligible;
 } ect_region_info_t;
 
 /* Return 0 to go on, non-zero to stop the listing. */
@@ -238,13 +245,19 @@ typedef int (*ect_region_list_fn)(const ect_region_info_t *info, void *user);
 ECT_API ect_status_t ect_region_list(const char *dir, ect_region_list_fn fn, void *user);
 
 /* Called by ect_region_gc() for each orphan: outcome ECT_OK if it was removed
- * (or would be, in a dry run), else the failure (info->problem says why). */
+ * (or would be, in a dry run), ECT_ERR_IO if the unlink failed; and for each
+ * file that is named like ours but that gc leaves because it is not provably
+ * ectier's (gc_eligible 0: no magic, another program's temp file, a link,
+ * FIFO or directory, unreadable), outcome ECT_ERR_INCOMPATIBLE.
+ * info->problem says why in both failure cases. */
 typedef void (*ect_region_gc_fn)(const ect_region_info_t *info, ect_status_t outcome, void *user);
 
-/* Remove orphans from dir (NULL: ECT_REGION_DEFAULT_DIR): ectier regions
- * (valid or bad header) and temp files on which an exclusive flock can be
- * taken without waiting, and whose path still names the locked file.  Files
- * without ectier magic are never touched.  With dry_run, only reports.
+/* Remove orphans from dir (NULL: ECT_REGION_DEFAULT_DIR): files that are
+ * provably ectier's (gc_eligible: ectier regions with a valid or bad header,
+ * and temp files of region creations) on which an exclusive flock can be
+ * taken without waiting, and whose path still names the locked file.  No
+ * other file is locked or removed; those named like ours are reported (see
+ * ect_region_gc_fn).  With dry_run, only reports.
  * fn may be NULL.  removed_p (optional, out): how many were (or would be)
  * removed.  Returns ECT_OK (even if some unlink failed: see the callback),
  * ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND, ECT_ERR_IO, ECT_ERR_NO_MEMORY.

@@ -5,8 +5,8 @@
  * Invariants
  *   - The name never refers to a half-made file: a creator builds the file
  *     unnamed (O_TMPFILE, or a "<name>.XXXXXX.ectier.tmp" file where that is
- *     not available), takes its shared lock, reserves every page, writes the
- *     header and only then link()s it into place.  link() fails with EEXIST
+ *     not available), takes its shared lock, writes the header, reserves
+ *     every page and only then link()s it into place.  link() fails with EEXIST
  *     if another creator won; the loser drops its file and joins.
  *   - Every process that has the region open holds LOCK_SH on its own open
  *     file description.  A joiner takes LOCK_SH and then checks that the name
@@ -458,6 +458,15 @@ create_once(struct ect_region *r, const char *dir, uint32_t flags, enum step *st
         st = ect__error_errno(ECT_ERR_IO, "region %s: flock(LOCK_SH)", r->name);
         goto drop_temp;
     }
+    /* The header goes first: it is what proves a temp file left by a
+     * creator that died from here on to be ours (list.c), so that gc and
+     * the sweep may remove it. */
+    struct ect__region_header h;
+    fill_header(&h, r);
+    if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+        st = ect__error_errno(ECT_ERR_IO, "region %s: write header", r->name);
+        goto drop_temp;
+    }
     if ((st = check_space(fd, r, dir)) == ECT_OK) {
         /* Before the slow part (reserving pages), so that from here on a
          * crash leaves nothing: the reaper removes a temp file too. */
@@ -478,14 +487,6 @@ create_once(struct ect_region *r, const char *dir, uint32_t flags, enum step *st
         }
         goto drop_temp;
     }
-    struct ect__region_header h;
-    fill_header(&h, r);
-    ssize_t put = pwrite(fd, &h, sizeof(h), 0);
-    if (put != (ssize_t)sizeof(h)) {
-        st = ect__error_errno(ECT_ERR_IO, "region %s: write header", r->name);
-        goto drop_temp;
-    }
-
     int rc;
     if (tmp_name == NULL) {
         char proc[64];

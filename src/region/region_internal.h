@@ -78,6 +78,18 @@ extern unsigned ect__region_test_flags;
  * value in the message ("region name"). */
 ect_status_t ect__region_check_name(const char *what, const char *text, size_t max);
 
+/* The same rule on text[0..len) without a message: ECT__NAME_OK or the
+ * first rule broken (*at_p gets the index of a bad character). */
+enum {
+    ECT__NAME_OK,
+    ECT__NAME_EMPTY,
+    ECT__NAME_TOO_LONG,
+    ECT__NAME_DOT_FIRST,
+    ECT__NAME_DOTDOT,
+    ECT__NAME_BAD_CHAR
+};
+int ect__region_name_fault(const char *text, size_t len, size_t max, size_t *at_p);
+
 /* Check a header read from a file of st_size bytes; on failure write a
  * human reason into why and return -1.  Also rejects a file without the
  * magic ("not an ectier region"). */
