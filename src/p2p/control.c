@@ -23,8 +23,10 @@
  * ids, which our DEALERs use, a new connection is a new identity, so a
  * report always means that connection is gone.
  *
- * Locking: none.  The server is used by one thread at a time (control.h);
- * the ZAP thread shares nothing mutable with it.
+ * Locking: none, but for the counters.  The server is used by one thread at
+ * a time (control.h); the ZAP thread shares nothing mutable with it.  The
+ * counters are written by that thread only and may be read from any thread
+ * (ect__ctl_server_counters), so they are read and written atomically.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -49,6 +51,10 @@
     (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 #define SERVER_EVENTS (ZMQ_EVENT_DISCONNECTED | HANDSHAKE_FAILED)
+
+/* Counters: one writer (the server's thread), readers anywhere. */
+#define COUNT(server, field, n) __atomic_fetch_add(&(server)->counters.field, (n), __ATOMIC_RELAXED)
+#define COUNTER(server, field)  __atomic_load_n(&(server)->counters.field, __ATOMIC_RELAXED)
 
 /* Hex of the first bytes of an identity, for messages. */
 static const char *
@@ -158,10 +164,10 @@ server_drain_monitor(ect_ctl_server_t *server)
     uint32_t value;
     while (ect__ctl_monitor_read(server->monitor, &event, &value) == 1) {
         if (event == ZMQ_EVENT_DISCONNECTED) {
-            server->counters.disconnects++;
+            COUNT(server, disconnects, 1);
             server_fd_gone(server, value);
         } else if (event & HANDSHAKE_FAILED) {
-            server->counters.handshake_failed++;
+            COUNT(server, handshake_failed, 1);
         }
     }
 }
@@ -233,7 +239,7 @@ server_read_one(ect_ctl_server_t *server, ect_ctl_peer_t *peer)
                zmq_msg_size(payload) > ECT_CTL_MAX_MESSAGE;
     if (bad) {
         ect__ctl_skip_rest(server->router, last);
-        server->counters.dropped++;
+        COUNT(server, dropped, 1);
         ECT_LOG_D("control: dropped a malformed control message (wrong framing or over %u bytes)",
                   ECT_CTL_MAX_MESSAGE);
         zmq_msg_close(&id);
@@ -251,7 +257,7 @@ server_read_one(ect_ctl_server_t *server, ect_ctl_peer_t *peer)
      * old owner is reported before the fd is given to this one. */
     server_drain_monitor(server);
     server_track(server, fd, peer);
-    server->counters.received++;
+    COUNT(server, received, 1);
     return 1;
 }
 
@@ -408,7 +414,7 @@ ect__ctl_server_send(ect_ctl_server_t *server, const ect_ctl_peer_t *peer, const
     if (zmq_send(server->router, peer->id, peer->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         int err = zmq_errno();
         char hex[40];
-        server->counters.send_failed++;
+        COUNT(server, send_failed, 1);
         return ect__error(ECT_ERR_TRANSPORT, "control: cannot send to consumer %s: %s",
                           peer_hex(peer, hex, sizeof(hex)),
                           err == EHOSTUNREACH ? "it is gone"
@@ -417,10 +423,10 @@ ect__ctl_server_send(ect_ctl_server_t *server, const ect_ctl_peer_t *peer, const
     }
     if (zmq_send(server->router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
         zmq_send(server->router, payload, len, ZMQ_DONTWAIT) < 0) {
-        server->counters.send_failed++;
+        COUNT(server, send_failed, 1);
         return ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot finish a reply");
     }
-    server->counters.sent++;
+    COUNT(server, sent, 1);
     return ECT_OK;
 }
 
@@ -442,8 +448,21 @@ ect__ctl_server_take_dead_peers(ect_ctl_server_t *server, ect_ctl_peer_t *peers,
 void
 ect__ctl_server_counters(const ect_ctl_server_t *server, ect_ctl_counters_t *counters_p)
 {
-    if (server != NULL && counters_p != NULL)
-        *counters_p = server->counters;
+    if (server == NULL || counters_p == NULL)
+        return;
+    counters_p->received = COUNTER(server, received);
+    counters_p->dropped = COUNTER(server, dropped);
+    counters_p->sent = COUNTER(server, sent);
+    counters_p->send_failed = COUNTER(server, send_failed);
+    counters_p->disconnects = COUNTER(server, disconnects);
+    counters_p->handshake_failed = COUNTER(server, handshake_failed);
+}
+
+void
+ect__ctl_server_add_metrics(const ect_ctl_server_t *server, ect_metrics_t *m)
+{
+    if (server != NULL && m != NULL)
+        m->control_framing_dropped += COUNTER(server, dropped);
 }
 
 void

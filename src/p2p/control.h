@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <ectier/metrics.h>
 #include <ectier/status.h>
 
 /* Largest control message accepted (bigger ones are dropped and counted). */
@@ -108,7 +109,14 @@ ect_status_t ect__ctl_server_send(ect_ctl_server_t *server, const ect_ctl_peer_t
  * many.  Call it regularly (each poll round). */
 size_t ect__ctl_server_take_dead_peers(ect_ctl_server_t *server, ect_ctl_peer_t *peers, size_t cap);
 
+/* A snapshot of the counters.  May be called from any thread while another
+ * uses the server (each counter is read atomically; the set is not one
+ * instant). */
 void ect__ctl_server_counters(const ect_ctl_server_t *server, ect_ctl_counters_t *counters_p);
+
+/* Add the server's counters that ect_metrics_t exports to m
+ * (control_framing_dropped).  Any thread, as ect__ctl_server_counters. */
+void ect__ctl_server_add_metrics(const ect_ctl_server_t *server, ect_metrics_t *m);
 
 /* Close the sockets and the context (linger 0).  NULL is a no-op. */
 void ect__ctl_server_close(ect_ctl_server_t *server);
