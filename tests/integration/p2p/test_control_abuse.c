@@ -66,23 +66,24 @@ wait_framing_dropped(struct ect_cli_instance *p, uint64_t want)
     CHECK_EQ_U64(framing_dropped(p), want);
 }
 
-/* pf_announce, out of line: inlined next to pf_params_port, GCC 12 takes
- * the announcement for a pointer into pf_announce's frame
- * (-Wdangling-pointer). */
+/* A producer instance in this process serving one test entry; returns the
+ * announcement (ect_free it).  Out of line: with pf_announce inlined next to
+ * pf_params_port, GCC 12 takes the announcement for a pointer into
+ * pf_announce's frame (-Wdangling-pointer). */
 static __attribute__((noinline)) char *
-announce(struct ect_cli_instance *p, const char *hash, uint64_t tokens)
+serving_producer(struct ect_cli_instance *p)
 {
-    return pf_announce(p, hash, tokens);
+    pf_open_instance(p, "ec_producer", 1 << 20, HIDDEN, NULL, "m");
+    char hash[65];
+    pf_save_pattern(p, 0, 4, BLOCK, hash);
+    return pf_announce(p, hash, 4);
 }
 
 static void
 test_each_kind_of_bad_framing_is_dropped_and_counted_in_the_metrics(void)
 {
     struct ect_cli_instance p;
-    pf_open_instance(&p, "ec_producer", 1 << 20, HIDDEN, NULL, "m");
-    char hash[65];
-    pf_save_pattern(&p, 0, 4, BLOCK, hash);
-    char *params = announce(&p, hash, 4);
+    char *params = serving_producer(&p);
     unsigned port = pf_params_port(params);
     CHECK_EQ_U64(framing_dropped(&p), 0);
 
@@ -242,36 +243,15 @@ stop_producer(struct child_producer *cp)
     cp->pid = 0;
 }
 
-/* utime + stime of pid in clock ticks, from /proc/PID/stat. */
-static unsigned long long
-cpu_ticks(pid_t pid)
-{
-    char path[64], buf[2048];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    CHECK(p != NULL);
-    unsigned long long utime = 0, stime = 0;
-    /* Fields 14 and 15; the first after ')' is field 3. */
-    CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) ==
-          2);
-    return utime + stime;
-}
-
 /* The share of one core pid used over the next ms milliseconds. */
 static double
 cpu_share(pid_t pid, unsigned ms)
 {
-    unsigned long long t0 = cpu_ticks(pid);
+    double t0 = pf_cpu_seconds(pid);
     uint64_t w0 = pf_now_ns();
     usleep(ms * 1000u);
-    unsigned long long t1 = cpu_ticks(pid);
-    double wall = (double)(pf_now_ns() - w0) / 1e9;
-    return (double)(t1 - t0) / (double)sysconf(_SC_CLK_TCK) / wall;
+    double t1 = pf_cpu_seconds(pid);
+    return (t1 - t0) / ((double)(pf_now_ns() - w0) / 1e9);
 }
 
 /* Run `ectier consumer --verify-pattern` on params; returns its exit status
@@ -447,10 +427,7 @@ static void
 test_a_connection_that_starts_zmtp_and_stalls_is_dropped_after_the_handshake_interval(void)
 {
     struct ect_cli_instance p;
-    pf_open_instance(&p, "ec_producer", 1 << 20, HIDDEN, NULL, "m");
-    char hash[65];
-    pf_save_pattern(&p, 0, 4, BLOCK, hash);
-    char *params = announce(&p, hash, 4);
+    char *params = serving_producer(&p);
     unsigned port = pf_params_port(params);
     /* The first byte of a ZMTP greeting, then nothing: libzmq's default would
      * keep it 30 s. */
