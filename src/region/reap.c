@@ -37,7 +37,9 @@
  * the engine is left alone.
  *
  * Locking: `ours_lock` guards `ours` (any thread may open or close a
- * region); it is never held across a fork or a wait that blocks.
+ * region); it is never held across a fork or a wait that blocks, and a
+ * child made by fork() starts with a fresh lock and an empty list
+ * (pthread_atfork, registered with the first entry).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,6 +75,23 @@ struct our_reaper {
 static pthread_mutex_t ours_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct our_reaper *ours;
 static size_t n_ours, cap_ours;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* In a child made by fork(), `ours` names its parent's children, and
+ * ours_lock may have been held by a thread that the child does not have. */
+static void
+ours_in_child(void)
+{
+    pthread_mutex_init(&ours_lock, NULL);
+    n_ours = 0;
+}
+
+static void
+ours_register_atfork(void)
+{
+    if (pthread_atfork(NULL, NULL, ours_in_child) != 0)
+        ECT_LOG_D("region reaper: pthread_atfork failed; a forked child may not reap");
+}
 
 /* Everything the reaper needs, prepared before fork. */
 struct reaper_args {
@@ -262,6 +281,7 @@ ect__region_spawn_reaper(int fd, const char *dir, const char *file_name, const c
      * cannot have exited yet (it waits for our lock), so 0 here means it is
      * our own child and nobody else will collect it. */
     if (reaper > 0 && waitpid(reaper, &wst, WNOHANG) == 0) {
+        pthread_once(&atfork_once, ours_register_atfork);
         pthread_mutex_lock(&ours_lock);
         if (n_ours == cap_ours && cap_ours < OURS_MAX) {
             size_t ncap = cap_ours ? cap_ours * 2 : 16;
