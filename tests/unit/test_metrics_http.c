@@ -225,10 +225,11 @@ scrape_within(uint16_t port, uint64_t limit_ms)
     free(r);
 }
 
+/* stop: set by the case (atomically); sent: read after the join. */
 struct slowloris {
     uint16_t port;
     int fd;
-    volatile int stop;
+    int stop;
     size_t sent;
 };
 
@@ -240,7 +241,7 @@ slowloris_main(void *arg)
     static const char req[] =
         "GET /metrics HTTP/1.0\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
-    for (size_t i = 0; i < sizeof(req) - 1 && !sl->stop; i++) {
+    for (size_t i = 0; i < sizeof(req) - 1 && !__atomic_load_n(&sl->stop, __ATOMIC_RELAXED); i++) {
         if (send(sl->fd, req + i, 1, MSG_NOSIGNAL) != 1)
             break;
         sl->sent++;
@@ -294,9 +295,9 @@ test_idle_slow_and_deaf_clients_do_not_delay_a_scrape(void)
     for (int i = 0; i < 4; i++)
         CHECK_MSG(closed_within(idle[i], 4000), "idle connection %d still open after 4 s", i);
     CHECK_MSG(closed_within(sl.fd, 4000), "the slowloris is still connected after 4 s");
-    CHECK_MSG(sl.sent < 40, "the slowloris sent %zu bytes before it was cut", sl.sent);
-    sl.stop = 1;
+    __atomic_store_n(&sl.stop, 1, __ATOMIC_RELAXED);
     pthread_join(t, NULL);
+    CHECK_MSG(sl.sent < 40, "the slowloris sent %zu bytes before it was cut", sl.sent);
     CHECK_MSG(closed_within(deaf, 4000), "the deaf client is still connected after 4 s");
     for (int i = 0; i < 4; i++)
         close(idle[i]);
