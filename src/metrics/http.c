@@ -36,7 +36,7 @@
 
 #define ECT_HTTP_REQ_MAX   8192
 #define MAX_CLIENTS        32
-#define LISTEN_BACKLOG     64
+#define LISTEN_BACKLOG     256 /* a burst of connections never costs a SYN retry */
 #define CLIENT_DEADLINE_MS 1500
 #define LINGER_MS          200
 #define LINGER_MAX_BYTES   (256 * 1024)
