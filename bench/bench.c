@@ -19,7 +19,7 @@ static const struct ect_bench benches[] = {
     {"control", "control-plane round trip vs bare ZeroMQ DEALER/ROUTER", ect_bench_control},
     {"session", "producer XferReq->XferAck round trip vs bare ZeroMQ; acks/s with 8 consumers",
      ect_bench_session},
-    {"xport", "P2P reads of 1-32 MiB entries: UCX vs ucx_perftest, same-host vs memcpy",
+    {"xport", "P2P reads of 1-32 MiB entries: the TCP stream vs bare TCP, same-host vs memcpy",
      ect_bench_xport},
 #endif
     {NULL, NULL, NULL},

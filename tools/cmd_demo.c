@@ -47,7 +47,7 @@ ect_cli_demo(int argc, char **argv)
     if (ect_demo_p2p(ect_loop_encode_ms(256, 3584, wl.encode_work)) != 0)
         return 1;
 #else
-    printf("\npeer-to-peer: not in this build (install libzmq3-dev libucx-dev libmsgpack-dev "
+    printf("\npeer-to-peer: not in this build (install libzmq3-dev libmsgpack-dev "
            "and rebuild)\n");
 #endif
     return 0;

@@ -3,7 +3,9 @@
  * (SPEC §3, §11).  Reads the model's config.json, takes the dtype it declares
  * unless --dtype overrides it, and prints hidden width, block size, number of
  * blocks and the capacity in tokens, each with where it came from; --json
- * prints the same as one JSON object for scripts.
+ * prints the same as one JSON object for scripts.  Warnings from reading the
+ * file (a text-config dtype that disagrees with the top level) go to stderr
+ * through the log sink.
  *
  * Exit status: 0 success, 1 a bad model file or a geometry that does not fit
  * (the library's message), 2 bad arguments (with the usage text).
@@ -175,6 +177,13 @@ ect_cli_geometry(int argc, char **argv)
         printf("cpu_bytes     %" PRIu64 " (%s)\n", cpu_bytes, h_cpu);
         printf("num_blocks    %" PRIu64 "\n", g.num_blocks);
         printf("capacity      %" PRIu64 " tokens (%s left over)\n", g.num_blocks, h_unused);
+        /* vLLM's --dtype auto downcasts a float32 checkpoint to the
+         * platform's half type, so what it serves is not what the file
+         * declares. */
+        if (dtype_text == NULL && dtype == ECT_DTYPE_F32)
+            printf("note          the engine's --dtype auto serves float32 checkpoints in "
+                   "bfloat16 (or float16);\n"
+                   "              pass --dtype to size the tier for what it serves\n");
     }
     return 0;
 }

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <ectier/geometry.h>
 #include <ectier/region.h>
 
 #include "cli.h"
@@ -44,22 +45,6 @@ kind_str(ect_region_file_kind_t kind)
 }
 
 static void
-format_size(char *buf, size_t len, uint64_t bytes)
-{
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)bytes;
-    unsigned u = 0;
-    while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
-        v /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, len, "%" PRIu64 " B", bytes);
-    else
-        snprintf(buf, len, "%.1f %s", v, units[u]);
-}
-
-static void
 format_age(char *buf, size_t len, double s)
 {
     if (s < 120)
@@ -86,19 +71,41 @@ print_pids(const char *label, unsigned n, const int32_t *pids)
     }
 }
 
+/* The region's geometry, each number with its unit and the dtype by name
+ * (the header stores ect_dtype_t's value). */
+static void
+print_geometry(const ect_region_info_t *i, const char *file_size)
+{
+    char block[32], data[32], offset[32], dtype[48];
+    ect_cli_format_bytes(block, sizeof(block), i->block_size_bytes);
+    if (i->block_size_bytes != 0 && i->num_blocks > UINT64_MAX / i->block_size_bytes)
+        snprintf(data, sizeof(data), "(too large)");
+    else
+        ect_cli_format_bytes(data, sizeof(data), i->num_blocks * i->block_size_bytes);
+    ect_cli_format_bytes(offset, sizeof(offset), i->data_offset);
+    const char *name = ect_dtype_name((ect_dtype_t)i->dtype_code);
+    if (name != NULL)
+        snprintf(dtype, sizeof(dtype), "%s", name);
+    else
+        snprintf(dtype, sizeof(dtype), "unknown dtype %" PRIu32, i->dtype_code);
+    printf("  %" PRIu64 " blocks x %s = %s (hidden_dim %" PRIu64 " x %s, %" PRIu32 " B/element)\n",
+           i->num_blocks, block, data, i->hidden_dim, dtype, i->element_size);
+    size_t want = name != NULL ? ect_dtype_size((ect_dtype_t)i->dtype_code) : 0;
+    if (want != 0 && want != i->element_size)
+        printf("  (%s is %zu B/element: the header's element size disagrees)\n", name, want);
+    printf("  file %s (%" PRIu64 " B), data at offset %s\n", file_size, i->file_size, offset);
+}
+
 static void
 print_text(const ect_region_info_t *i)
 {
     char size[32], age[32];
-    format_size(size, sizeof(size), i->file_size);
+    ect_cli_format_bytes(size, sizeof(size), i->file_size);
     format_age(age, sizeof(age), i->age_s);
     printf("%s  %s\n", i->name, i->path);
     switch (i->kind) {
     case ECT_REGION_FILE_REGION:
-        printf("  %" PRIu64 " blocks x %" PRIu64 " B (hidden_dim %" PRIu64 ", dtype %" PRIu32
-               ", %" PRIu32 " B/element), file %s (%" PRIu64 " B), data at %" PRIu64 "\n",
-               i->num_blocks, i->block_size_bytes, i->hidden_dim, i->dtype_code, i->element_size,
-               size, i->file_size, i->data_offset);
+        print_geometry(i, size);
         break;
     case ECT_REGION_FILE_TEMP:
         if (i->gc_eligible)
@@ -166,6 +173,11 @@ to_json(const ect_region_info_t *i)
         cJSON_AddNumberToObject(o, "layout_version", i->layout_version);
         cJSON_AddNumberToObject(o, "hidden_dim", (double)i->hidden_dim);
         cJSON_AddNumberToObject(o, "dtype_code", i->dtype_code);
+        const char *dtype = ect_dtype_name((ect_dtype_t)i->dtype_code);
+        if (dtype != NULL)
+            cJSON_AddStringToObject(o, "dtype", dtype);
+        else
+            cJSON_AddNullToObject(o, "dtype");
         cJSON_AddNumberToObject(o, "element_size", i->element_size);
         cJSON_AddNumberToObject(o, "block_size_bytes", (double)i->block_size_bytes);
         cJSON_AddNumberToObject(o, "num_blocks", (double)i->num_blocks);

@@ -102,16 +102,80 @@ cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void
-rtt(unsigned port, const ect_wire_buf_t *req, int echo, double *p50_us, double *p99_us)
+/* One DEALER connected to port. */
+static void *
+dealer_to(void *ctx, unsigned port)
 {
-    uint64_t *t = calloc(WARMUP + TIMED, sizeof(*t));
-    struct client c = {port, req->data, req->len, echo, WARMUP + TIMED, t, 0};
-    client_main(&c);
-    qsort(t + WARMUP, TIMED, sizeof(*t), cmp_u64);
-    *p50_us = (double)t[WARMUP + TIMED / 2] / 1e3;
-    *p99_us = (double)t[WARMUP + TIMED * 99 / 100] / 1e3;
-    free(t);
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof(zero));
+    char ep[64];
+    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", port);
+    zmq_connect(d, ep);
+    return d;
+}
+
+static uint64_t
+one_round_trip(void *d, const ect_wire_buf_t *req, uint8_t *buf, size_t cap)
+{
+    uint64_t t0 = ect__now_ns();
+    zmq_send(d, "", 0, ZMQ_SNDMORE);
+    zmq_send(d, req->data, req->len, 0);
+    zmq_recv(d, buf, cap, 0);
+    zmq_recv(d, buf, cap, 0);
+    return ect__now_ns() - t0;
+}
+
+/* Round trips to a and b taken in turns, one each, so whatever else the
+ * machine does at a moment lands on both alike; p50 and p99 of each. */
+static void
+rtt_pair(unsigned port_a, const ect_wire_buf_t *req_a, unsigned port_b, const ect_wire_buf_t *req_b,
+         double out[4])
+{
+    void *ctx = zmq_ctx_new();
+    void *a = dealer_to(ctx, port_a), *b = dealer_to(ctx, port_b);
+    uint64_t *ta = calloc(TIMED, sizeof(*ta)), *tb = calloc(TIMED, sizeof(*tb));
+    static uint8_t buf[1 << 16];
+    for (size_t i = 0; i < WARMUP + TIMED; i++) {
+        uint64_t x = one_round_trip(a, req_a, buf, sizeof(buf));
+        uint64_t y = one_round_trip(b, req_b, buf, sizeof(buf));
+        if (i >= WARMUP) {
+            ta[i - WARMUP] = x;
+            tb[i - WARMUP] = y;
+        }
+    }
+    qsort(ta, TIMED, sizeof(*ta), cmp_u64);
+    qsort(tb, TIMED, sizeof(*tb), cmp_u64);
+    out[0] = (double)ta[TIMED / 2] / 1e3;
+    out[1] = (double)ta[TIMED * 99 / 100] / 1e3;
+    out[2] = (double)tb[TIMED / 2] / 1e3;
+    out[3] = (double)tb[TIMED * 99 / 100] / 1e3;
+    free(ta);
+    free(tb);
+    zmq_close(a);
+    zmq_close(b);
+    zmq_ctx_term(ctx);
+}
+
+/* The ack's size for req (one more request, outside the timing). */
+static size_t
+ack_bytes(unsigned port, const ect_wire_buf_t *req)
+{
+    void *ctx = zmq_ctx_new();
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof(zero));
+    char ep[64];
+    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", port);
+    zmq_connect(d, ep);
+    static uint8_t buf[1 << 20];
+    zmq_send(d, "", 0, ZMQ_SNDMORE);
+    zmq_send(d, req->data, req->len, 0);
+    zmq_recv(d, buf, sizeof(buf), 0);
+    int n = zmq_recv(d, buf, sizeof(buf), 0);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+    return n > 0 ? (size_t)n : 0;
 }
 
 int
@@ -153,11 +217,13 @@ ect_bench_session(int argc, char **argv)
     ect_free(params);
     char compat[65];
     ect_compat_hash("0.11.0", "m", "torch.bfloat16", p.geom.block_size_bytes, compat);
+    /* As an ectier consumer asks: for the entry's runs. */
     ect_xfer_req_t req = {.mm_hash = hash,
                           .compatibility_hash = compat,
                           .session_id = "0d5e8a4c-1b7f-4e29-9c3a-6f2d8b1e7a90",
                           .connector_version = 1,
-                          .has_connector_version = true};
+                          .has_connector_version = true,
+                          .accepts_runs = true};
     ect_wire_buf_t rb;
     ect_wire_buf_init(&rb);
     ect_wire_encode_req(&req, &rb);
@@ -175,23 +241,71 @@ ect_bench_session(int argc, char **argv)
 
     printf("  request %zu bytes; ack for an entry of %llu blocks (%.2f MiB)\n", rb.len,
            (unsigned long long)tokens, (double)nbytes / 1048576.0);
-    /* Alternate the two so drift on the machine hits both alike; report the
-     * second pair (the first warms sockets, caches and the producer). */
-    double ours50 = 0, ours99 = 0, bare50 = 0, bare99 = 0;
-    for (int round = 0; round < 2; round++) {
-        rtt(port, &rb, 0, &ours50, &ours99);
-        rtt(e.port, &rb, 1, &bare50, &bare99);
-    }
+    /* One request to each in turn, so drift on the machine hits both alike. */
+    double pair[4];
+    rtt_pair(port, &rb, e.port, &rb, pair);
+    double ours50 = pair[0], ours99 = pair[1], bare50 = pair[2], bare99 = pair[3];
     printf("  XferReq->XferAck p50 %.1f us, p99 %.1f us; bare ZeroMQ echo p50 %.1f us, p99 "
            "%.1f us; ours/bare %.2f (target <= 1.30%s)\n",
            ours50, ours99, bare50, bare99, ours50 / bare50,
            ours50 / bare50 <= 1.30 ? "" : ", MISSED");
 
+    /* Each consumer has its own session id, as real ones do (a grant's
+     * name belongs to the connection that holds it). */
+    /* Ack size: the seed's src_block_indices (one msgpack int per 7 KiB
+     * block) against ectier's runs in the descriptor, for contiguous
+     * entries of 1, 8 and 32 MiB. */
+    static const unsigned mib[] = {1, 8, 32};
+    for (size_t k = 0; k < 3; k++) {
+        char h[65];
+        ect_pattern_mm_hash(100 + (unsigned)k, h);
+        uint64_t tok = ((uint64_t)mib[k] << 20) / p.geom.block_size_bytes;
+        size_t bytes = (size_t)(tok * p.geom.block_size_bytes);
+        uint8_t *pl = malloc(bytes);
+        ect_pattern_fill(h, pl, bytes);
+        int saved = ect_cli_instance_save(&p, h, tok, pl, bytes) == ECT_OK;
+        free(pl);
+        if (!saved) {
+            fprintf(stderr, "bench session: %s\n", ect_last_error());
+            goto out_echo;
+        }
+        double p50[2];
+        size_t abytes[2];
+        ect_wire_buf_t kb[2];
+        for (int runs = 0; runs < 2; runs++) {
+            ect_xfer_req_t kr = req;
+            kr.mm_hash = h;
+            kr.session_id = runs ? "size-runs" : "size-indices";
+            kr.accepts_runs = runs;
+            ect_wire_buf_init(&kb[runs]);
+            ect_wire_encode_req(&kr, &kb[runs]);
+            abytes[runs] = ack_bytes(port, &kb[runs]);
+        }
+        double q[4];
+        rtt_pair(port, &kb[0], port, &kb[1], q);
+        p50[0] = q[0];
+        p50[1] = q[2];
+        ect_wire_buf_cleanup(&kb[0]);
+        ect_wire_buf_cleanup(&kb[1]);
+        printf("  ack for %2u MiB (%llu blocks): block indices %7zu bytes, p50 %6.1f us; runs %4zu "
+               "bytes, p50 %6.1f us (%.1fx faster)\n",
+               mib[k], (unsigned long long)tok, abytes[0], p50[0], abytes[1], p50[1],
+               p50[0] / p50[1]);
+    }
+
     struct client cl[CLIENTS];
     pthread_t th[CLIENTS];
+    ect_wire_buf_t creq[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        char session[64];
+        snprintf(session, sizeof(session), "0d5e8a4c-1b7f-4e29-9c3a-6f2d8b1e7a9%d", i);
+        req.session_id = session;
+        ect_wire_buf_init(&creq[i]);
+        ect_wire_encode_req(&req, &creq[i]);
+    }
     uint64_t t0 = ect__now_ns();
     for (int i = 0; i < CLIENTS; i++) {
-        cl[i] = (struct client){port, rb.data, rb.len, 0, PER_CLIENT, NULL, 0};
+        cl[i] = (struct client){port, creq[i].data, creq[i].len, 0, PER_CLIENT, NULL, 0};
         pthread_create(&th[i], NULL, client_main, &cl[i]);
     }
     size_t ok = 0;
@@ -203,6 +317,9 @@ ect_bench_session(int argc, char **argv)
     printf("  producer throughput with %d concurrent consumers: %.0f acks/s (%zu OK of %d)\n",
            CLIENTS, (double)ok / secs, ok, CLIENTS * PER_CLIENT);
     rc = ok == (size_t)CLIENTS * PER_CLIENT ? 0 : 1;
+    for (int i = 0; i < CLIENTS; i++)
+        ect_wire_buf_cleanup(&creq[i]);
+out_echo:
     zmq_ctx_shutdown(e.ctx);
     pthread_join(e.thread, NULL);
     zmq_close(e.router);

@@ -1,39 +1,46 @@
 /*
  * `ectier bench xport`: P2P read bandwidth of the data transports (SPEC §12:
- * >= 0.9 x ucx_perftest get bandwidth on the same transports; same-host
- * path >= 0.8 x memcpy of the same bytes).
+ * the stream >= 0.9 x what the same loopback TCP carries; same-host path
+ * >= 0.8 x memcpy of the same bytes).
  *
- * Producer and consumer are separate processes, both forked from this one,
- * which never starts UCX itself (a process forked from one that has used
- * UCX cannot use UCX).  The producer opens a real region in /dev/shm, fills
- * it, starts a transport server and serves until told to stop; the consumer
- * opens its own region, reads entries with the transport client, checks
- * the first read of every shape byte for byte, and sends its figures back.
+ * Producer and consumer are separate processes, both forked from this one.
+ * The producer opens a real region in /dev/shm, fills it, starts a
+ * transport server and serves until told to stop.  Its grant table is the
+ * bench's own: it grants every request for the shape the request's mm_hash
+ * names ("shape-<MiB>-<fragmented>-<slot>"), any token, so the figures are
+ * the data plane's alone (the XferReq/XferAck round trip that makes a real
+ * grant is `ectier bench session`).  The consumer opens its own region,
+ * reads entries with the transport client, checks the first read of every
+ * shape byte for byte, and sends its figures back.
  *
  * Entries are 1, 8 and 32 MiB of 7168-byte blocks: contiguous (one run on
- * both sides: one get), and fragmented (16 runs on each side, placed out
- * of order with gaps: 16 gets).  The same remote entry is read into the
- * same local blocks every rep, as ucx_perftest re-reads one buffer.  Each
- * figure is the median of the reps' bandwidths.
+ * both sides), and fragmented (16 runs on each side, placed out of order
+ * with gaps).  Each figure is the median of the reps' bandwidths.
  *
  * Ceilings, measured in the same run:
- *   UCX   `ucx_perftest -t ucp_get -e` (endpoints with error handling, as
- *         ours: with UCX 1.13 that leaves only tcp even under the default
- *         transports, so both sides compare like with like), and for tcp
- *         also `-t tag_bw` (what loopback TCP carries two-sided).  Server
- *         and client on 127.0.0.1 with a free port, same UCX_TLS, and the
- *         same 64 KiB tcp send segments ectier sets for itself.
+ *   tcp        the same bytes over a bare loopback TCP connection between two
+ *              processes: a 16-byte request, then one send() of the whole
+ *              buffer received with recv() into one buffer, on one
+ *              connection reused like ours; and `ucx_perftest -t tag_bw`
+ *              over UCX_TLS=tcp (ectier 0.1's transport) for comparison.
+ *   the seed   a 7 MiB entry in 1, 16 and 1024 runs against one UCX get per
+ *              7 KiB block, the seed's transfer (ucx_perftest ucp_get of
+ *              7168 bytes over UCX_TLS=tcp, many in flight): target >= 5x
+ *              where the entry is fragmented, never slower.
  *   same host  memcpy of the same number of bytes from the producer's region
  *         (mapped read-only) into ours, reps alternating with the reads.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,6 +50,7 @@
 #include "../bench.h"
 #include "common/clock.h"
 #include "p2p/transport.h"
+#include "p2p/xport_internal.h"
 
 #define BLOCK      7168u
 #define FRAGS      16u
@@ -51,7 +59,7 @@
 #define REGION_BLOCKS (FRAGS * (MAX_BLOCKS / FRAGS + 3))
 #define READ_SECONDS  0.6 /* per shape and transport, after warm-up */
 
-enum mode { MODE_UCX_TCP, MODE_UCX_DEFAULT, MODE_SAME_HOST, N_MODES };
+enum mode { MODE_TCP, MODE_SAME_HOST, N_MODES };
 
 static const size_t SIZES_MIB[] = {1, 8, 32};
 #define N_SIZES (sizeof(SIZES_MIB) / sizeof(SIZES_MIB[0]))
@@ -128,40 +136,37 @@ region_params(ect_region_params_t *p, const char *name)
 }
 
 /* One entry's shape: its remote block ids and local runs. */
+#define MAX_FRAGS 1024u
+
 struct shape {
     size_t mib;
-    int fragmented;
+    unsigned frags; /* runs on each side */
     uint64_t n_blocks;
     uint64_t remote[MAX_BLOCKS];
-    ect_run_t local[FRAGS];
+    ect_run_t local[MAX_FRAGS];
     size_t n_local;
 };
 
-/* FRAGS runs of near-equal length in a permuted order with 3-block gaps;
- * the remote side uses one permutation, the local side another, so no two
- * runs coalesce on either side. */
+/* frags runs (1, or a power of two up to MAX_FRAGS) of near-equal length
+ * in a permuted order with 3-block gaps; the remote side uses one
+ * permutation, the local side another, so no two runs coalesce on either
+ * side. */
 static void
-make_shape(struct shape *s, size_t mib, int fragmented)
+make_shape(struct shape *s, size_t mib, unsigned frags)
 {
     s->mib = mib;
-    s->fragmented = fragmented;
+    s->frags = frags;
     s->n_blocks = ((uint64_t)mib << 20) / BLOCK;
-    if (!fragmented) {
-        for (uint64_t i = 0; i < s->n_blocks; i++)
-            s->remote[i] = i;
-        s->local[0] = (ect_run_t){0, s->n_blocks};
-        s->n_local = 1;
-        return;
-    }
-    uint64_t per = s->n_blocks / FRAGS, extra = s->n_blocks % FRAGS, k = 0;
-    for (unsigned i = 0; i < FRAGS; i++) {
+    uint64_t per = s->n_blocks / frags, extra = s->n_blocks % frags, k = 0;
+    uint64_t gap = frags > 1 ? 3 : 0;
+    for (unsigned i = 0; i < frags; i++) {
         uint64_t count = per + (i < extra);
-        unsigned rslot = (i * 7) % FRAGS, lslot = (i * 5 + 3) % FRAGS;
+        unsigned rslot = (i * 7) % frags, lslot = (i * 5 + 3) % frags;
         for (uint64_t b = 0; b < count; b++)
-            s->remote[k++] = rslot * (per + 3) + b;
-        s->local[i] = (ect_run_t){lslot * (per + 3), count};
+            s->remote[k++] = rslot * (per + gap) + b;
+        s->local[i] = (ect_run_t){lslot * (per + gap), count};
     }
-    s->n_local = FRAGS;
+    s->n_local = frags;
 }
 
 /* ---- producer --------------------------------------------------------------------- */
@@ -173,17 +178,57 @@ struct producer {
     char path[512];
     uint8_t *agent;
     size_t agent_len;
-    uint8_t *desc;
-    size_t desc_len;
 };
 
+/* The bench producer's grant table: the shape a hash names, every time. */
+struct bench_grants {
+    struct shape shape;
+    ect_run_t runs[MAX_BLOCKS];
+};
+
+static ect_stream_status_t
+bench_claim(void *user, const char *session, const char *hash, const uint8_t *token,
+            uint64_t expect, ect_xport_grant_view_t *view_p, void **grant_p)
+{
+    (void)session, (void)token;
+    struct bench_grants *g = user;
+    unsigned mib, fr;
+    unsigned long long slot;
+    if (sscanf(hash, "shape-%u-%u-%llu", &mib, &fr, &slot) != 3 || fr == 0 || fr > MAX_FRAGS)
+        return ECT_STREAM_DENIED;
+    make_shape(&g->shape, mib, fr);
+    size_t n = 0;
+    for (uint64_t k = 0; k < g->shape.n_blocks; k++) {
+        uint64_t b = g->shape.remote[k] + slot;
+        if (b >= REGION_BLOCKS)
+            return ECT_STREAM_DENIED;
+        if (n > 0 && g->runs[n - 1].first + g->runs[n - 1].count == b)
+            g->runs[n - 1].count++;
+        else
+            g->runs[n++] = (ect_run_t){b, 1};
+    }
+    if (expect != g->shape.n_blocks * BLOCK)
+        return ECT_STREAM_SIZE_MISMATCH;
+    *view_p = (ect_xport_grant_view_t){g->runs, n, expect};
+    *grant_p = g;
+    return ECT_STREAM_OK;
+}
+
 static void
-producer_main(int up, int down, const char *name, int serve_ucx, int serve_same_host)
+bench_finish(void *user, void *grant, int sent)
+{
+    (void)user, (void)grant, (void)sent;
+}
+
+static void
+producer_main(int up, int down, const char *name, int serve_tcp, int serve_same_host)
 {
     ect_region_params_t rp;
     region_params(&rp, name);
     ect_region_t *region = NULL;
     ect_xport_server_t *server = NULL;
+    static struct bench_grants grants;
+    ect_xport_grant_ops_t ops = {.user = &grants, .claim = bench_claim, .finish = bench_finish};
     int st = ect_region_open(&rp, &region);
     if (st == ECT_OK) {
         for (uint64_t b = 0; b < REGION_BLOCKS; b++) {
@@ -198,19 +243,21 @@ producer_main(int up, int down, const char *name, int serve_ucx, int serve_same_
                                         .num_blocks = REGION_BLOCKS,
                                         .region_path = ect_region_path(region),
                                         .data_offset = ect_region_data_offset(region),
-                                        .serve_ucx = serve_ucx,
+                                        .bind_host = "127.0.0.1",
+                                        .send_timeout_ns = 20ull * 1000 * 1000 * 1000,
+                                        .grants = &ops,
+                                        .serve_tcp = serve_tcp,
                                         .serve_same_host = serve_same_host};
         st = ect__xport_server_start(&sp, &server);
     }
     if (st != ECT_OK)
         fprintf(stderr, "bench xport: producer: %s\n", ect_last_error());
-    size_t alen = 0, dlen = 0;
+    size_t alen = 0;
     const void *agent = st == ECT_OK ? ect__xport_server_agent_metadata(server, &alen) : NULL;
-    const void *desc = st == ECT_OK ? ect__xport_server_mem_descriptor(server, &dlen) : NULL;
     const char *path = region != NULL ? ect_region_path(region) : "";
-    uint32_t lens[3] = {(uint32_t)alen, (uint32_t)dlen, (uint32_t)strlen(path)};
+    uint32_t lens[2] = {(uint32_t)alen, (uint32_t)strlen(path)};
     if (write_full(up, &st, sizeof(st)) || write_full(up, lens, sizeof(lens)) ||
-        write_full(up, agent, alen) || write_full(up, desc, dlen) || write_full(up, path, lens[2]))
+        write_full(up, agent, alen) || write_full(up, path, lens[1]))
         _exit(3);
     close(up);
     char c;
@@ -222,7 +269,7 @@ producer_main(int up, int down, const char *name, int serve_ucx, int serve_same_
 }
 
 static int
-producer_start(struct producer *p, int serve_ucx, int serve_same_host)
+producer_start(struct producer *p, int serve_tcp, int serve_same_host)
 {
     static unsigned counter;
     memset(p, 0, sizeof(*p));
@@ -243,25 +290,23 @@ producer_start(struct producer *p, int serve_ucx, int serve_same_host)
     if (pid == 0) {
         close(up[0]);
         close(down[1]);
-        producer_main(up[1], down[0], p->region_name, serve_ucx, serve_same_host);
+        producer_main(up[1], down[0], p->region_name, serve_tcp, serve_same_host);
     }
     close(up[1]);
     close(down[0]);
     p->pid = pid;
     p->cmd_fd = down[1];
     int st;
-    uint32_t lens[3];
+    uint32_t lens[2];
     int rc = 1;
     if (read_full(up[0], &st, sizeof(st)) || st != ECT_OK || read_full(up[0], lens, sizeof(lens)) ||
-        lens[2] >= sizeof(p->path))
+        lens[1] >= sizeof(p->path))
         goto close_up;
     p->agent = malloc(lens[0] ? lens[0] : 1);
-    p->desc = malloc(lens[1] ? lens[1] : 1);
-    if (p->agent == NULL || p->desc == NULL || read_full(up[0], p->agent, lens[0]) ||
-        read_full(up[0], p->desc, lens[1]) || read_full(up[0], p->path, lens[2]))
+    if (p->agent == NULL || read_full(up[0], p->agent, lens[0]) ||
+        read_full(up[0], p->path, lens[1]))
         goto close_up;
     p->agent_len = lens[0];
-    p->desc_len = lens[1];
     rc = 0;
 close_up:
     close(up[0]);
@@ -280,7 +325,6 @@ producer_stop(struct producer *p)
         waitpid(p->pid, NULL, 0);
     }
     free(p->agent);
-    free(p->desc);
 }
 
 /* ---- consumer ---------------------------------------------------------------------- */
@@ -306,23 +350,61 @@ check_landed(ect_region_t *region, const struct shape *s)
     return 0;
 }
 
-/* One read, start to DONE, in seconds; < 0 on failure. */
+/* The consumer's eventfd the transport's receive thread writes when a read
+ * settles. */
+static int settled_fd = -1;
+
+static void
+read_settled(void *arg)
+{
+    uint64_t one = 1;
+    if (write(*(int *)arg, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        fprintf(stderr, "bench xport: wake-up: %s\n", strerror(errno));
+}
+
+/* One read, start to DONE, in seconds; < 0 on failure.  slot: where the
+ * shape sits (its hash names it for the bench's grant table). */
 static double
 timed_read(ect_xport_client_t *client, const struct producer *p, const struct shape *s,
-           int same_host)
+           uint64_t slot_blocks)
 {
+    char hash[64];
+    snprintf(hash, sizeof(hash), "shape-%zu-%u-%llu", s->mib, s->frags,
+             (unsigned long long)slot_blocks);
+    uint8_t desc[ECT_XPORT_DESC_LEN] = {'E', 'C', 'T', 'D', 2};
+    uint64_t bs = BLOCK, nb = REGION_BLOCKS;
+    memcpy(desc + 8, &bs, 8);
+    memcpy(desc + 16, &nb, 8);
+    ect_xport_read_params_t rp = {.host = "127.0.0.1",
+                                  .port = 1,
+                                  .session_id = "bench",
+                                  .mm_hash = hash,
+                                  .agent_metadata = p->agent,
+                                  .agent_len = p->agent_len,
+                                  .mem_descriptor = desc,
+                                  .desc_len = sizeof(desc),
+                                  .remote_blocks = s->remote,
+                                  .n_remote = s->n_blocks,
+                                  .local_runs = s->local,
+                                  .n_local_runs = s->n_local};
     ect_xport_read_t *r;
     uint64_t t0 = ect__now_ns();
-    if (ect__xport_read_start(client, "127.0.0.1:1", p->agent, p->agent_len, p->desc, p->desc_len,
-                              s->remote, s->n_blocks, s->local, s->n_local, &r, NULL) != ECT_OK) {
+    if (ect__xport_read_start(client, &rp, &r, NULL) != ECT_OK) {
         fprintf(stderr, "bench xport: read: %s\n", ect_last_error());
         return -1;
     }
     ect_xport_read_state_t st;
-    /* UCX needs the caller's progress; copy threads need the CPU. */
-    while ((st = ect__xport_read_poll(client, r)) == ECT_XPORT_READ_PENDING)
-        if (same_host)
-            sched_yield();
+    /* Wait as a consumer's session thread does: asleep until the receive
+     * thread says a read settled (tcp), or polling every so often while the
+     * copy threads work (same host). */
+    while ((st = ect__xport_read_poll(client, r)) == ECT_XPORT_READ_PENDING) {
+        struct pollfd pfd = {.fd = settled_fd, .events = POLLIN};
+        if (poll(&pfd, 1, 1) > 0) {
+            uint64_t v;
+            if (read(settled_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                break;
+        }
+    }
     uint64_t t1 = ect__now_ns();
     ect__xport_read_release(client, r);
     if (st != ECT_XPORT_READ_DONE) {
@@ -368,10 +450,10 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
     uint64_t span = shape_span(s), slots = cold ? REGION_BLOCKS / span : 1;
     /* Correctness first, then warm-up. */
     memset(ect_region_data(mine), 0, (size_t)REGION_BLOCKS * BLOCK);
-    if (timed_read(client, p, s, same_host) < 0 || check_landed(mine, s) != 0)
+    if (timed_read(client, p, s, 0) < 0 || check_landed(mine, s) != 0)
         return 1;
     for (int i = 0; i < 2; i++)
-        if (timed_read(client, p, s, same_host) < 0)
+        if (timed_read(client, p, s, 0) < 0)
             return 1;
     enum { MAX_REPS = 2000 };
     static double t_read[MAX_REPS], t_copy[MAX_REPS];
@@ -379,7 +461,7 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
     uint64_t slot = 0;
     uint64_t end = ect__now_ns() + (uint64_t)(READ_SECONDS * 1e9);
     while (n < MAX_REPS && (n < 5 || ect__now_ns() < end)) {
-        if ((t_read[n] = timed_read(client, p, s, same_host)) < 0)
+        if ((t_read[n] = timed_read(client, p, s, slot * span)) < 0)
             return 1;
         if (same_host) {
             size_t off = (size_t)(slot * span * BLOCK);
@@ -400,6 +482,10 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
     *memcpy_p = same_host ? bytes / median(t_copy, n) / 1e9 : 0;
     return 0;
 }
+
+/* The seed's comparison (issue 11): a 7 MiB entry in 1, 16 and 1024 runs. */
+#define SEED_CMD 100u
+static const unsigned SEED_FRAGS[3] = {1, 16, 1024};
 
 /* A consumer's figures for one size: GB/s (ceiling 0) or the memcpy
  * ceiling (ceiling 1) of warm/cold reads, contiguous/fragmented. */
@@ -423,20 +509,30 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
         goto fail;
     if (mode == MODE_SAME_HOST && ect_region_open_readonly(p->path, NULL, &theirs) != ECT_OK)
         goto close_mine;
+    if ((settled_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+        goto close_theirs;
     ect_xport_client_params_t cp = {.data = ect_region_data(mine),
                                     .block_size = BLOCK,
                                     .num_blocks = REGION_BLOCKS,
                                     .prefer = mode == MODE_SAME_HOST ? ECT_TRANSPORT_SAME_HOST
-                                                                     : ECT_TRANSPORT_UCX};
+                                                                     : ECT_TRANSPORT_TCP,
+                                    .wake = read_settled,
+                                    .wake_arg = &settled_fd};
     if (ect__xport_client_create(&cp, &client) != ECT_OK)
         goto close_theirs;
     uint8_t i;
-    while (read_full(cmd, &i, 1) == 0 && i < N_SIZES) {
+    while (read_full(cmd, &i, 1) == 0 && (i < N_SIZES || i >= SEED_CMD)) {
         double fig[N_FIGS] = {0};
         int st = 0;
-        for (int cold = 0; cold < (mode == MODE_SAME_HOST ? 2 : 1); cold++)
+        if (i >= SEED_CMD) {
+            /* A 7 MiB entry in SEED_FRAGS[i - SEED_CMD] runs, warm. */
+            make_shape(&shape, 7, SEED_FRAGS[(i - SEED_CMD) % 3]);
+            st = measure_shape(client, mine, theirs, p, &shape, mode == MODE_SAME_HOST, 0, &fig[0],
+                               &fig[1]);
+        }
+        for (int cold = 0; cold < 2 && i < N_SIZES; cold++)
             for (int fr = 0; fr < 2 && st == 0; fr++) {
-                make_shape(&shape, SIZES_MIB[i], fr);
+                make_shape(&shape, SIZES_MIB[i], fr ? FRAGS : 1);
                 st = measure_shape(client, mine, theirs, p, &shape, mode == MODE_SAME_HOST, cold,
                                    &fig[FIG(cold, fr, 0)], &fig[FIG(cold, fr, 1)]);
             }
@@ -570,7 +666,7 @@ spawn(char *const argv[], int out_fd)
 /* One ucx_perftest run (server + client); the client's overall bandwidth
  * in GB/s (it prints MiB/s), or < 0. */
 static double
-perftest(const char *test, size_t bytes, int error_handling)
+perftest(const char *test, size_t bytes, int error_handling, unsigned outstanding)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
         int port = free_port();
@@ -583,8 +679,10 @@ perftest(const char *test, size_t bytes, int error_handling)
         iters = iters < 16 ? 16 : iters > 400 ? 400 : iters;
         snprintf(iters_s, sizeof(iters_s), "%zu", iters);
         snprintf(warm_s, sizeof(warm_s), "%zu", iters / 5 + 2);
-        /* ectier's own UCX contexts use 64 KiB tcp send segments (see
-         * xport_ucx.c); the ceiling gets the same unless the user set one. */
+        char outstanding_s[16];
+        snprintf(outstanding_s, sizeof(outstanding_s), "%u", outstanding);
+        /* ectier 0.1's UCX contexts used 64 KiB tcp send segments; the
+         * reference gets the same unless the user set one. */
         int set_seg = getenv("UCX_TCP_TX_SEG_SIZE") == NULL;
         if (set_seg)
             setenv("UCX_TCP_TX_SEG_SIZE", "64K", 1);
@@ -604,6 +702,7 @@ perftest(const char *test, size_t bytes, int error_handling)
                                "-s",          size_s,
                                "-n",          iters_s,
                                "-w",          warm_s,
+                               "-O",          outstanding_s,
                                "-v",          error_handling ? "-e" : NULL,
                                NULL};
         pid_t client = spawn(client_argv, out[1]);
@@ -634,36 +733,112 @@ perftest(const char *test, size_t bytes, int error_handling)
     return -1;
 }
 
+/* ---- bare TCP ceiling -------------------------------------------------------------------- */
+
+/* The server side: accept one connection; for each 8-byte size asked for,
+ * send that many bytes of buf with send() (blocking) until end-of-file. */
+static void
+tcp_ceiling_server(int lfd, size_t max)
+{
+    uint8_t *buf = malloc(max);
+    if (buf == NULL)
+        _exit(1);
+    memset(buf, 0x5a, max);
+    int fd = accept(lfd, NULL, NULL);
+    if (fd < 0)
+        _exit(1);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    uint64_t want;
+    while (read_full(fd, &want, sizeof(want)) == 0 && want <= max) {
+        size_t off = 0;
+        while (off < want) {
+            ssize_t n = send(fd, buf + off, want - off, MSG_NOSIGNAL);
+            if (n <= 0)
+                _exit(0);
+            off += (size_t)n;
+        }
+    }
+    _exit(0);
+}
+
+/* Median GB/s of request + whole-buffer transfers of `bytes` over one
+ * loopback connection (< 0 on failure). */
+static double
+tcp_ceiling(size_t bytes)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 1) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&a, &alen) != 0) {
+        if (lfd >= 0)
+            close(lfd);
+        return -1;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0)
+        tcp_ceiling_server(lfd, bytes);
+    close(lfd);
+    double result = -1;
+    uint8_t *buf = malloc(bytes);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (pid < 0 || buf == NULL || fd < 0 || connect(fd, (struct sockaddr *)&a, alen) != 0)
+        goto out;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    memset(buf, 0, bytes);
+    enum { MAX_REPS = 2000 };
+    static double t[MAX_REPS];
+    size_t n = 0;
+    uint64_t want = bytes;
+    uint64_t end = ect__now_ns() + (uint64_t)(READ_SECONDS * 1e9);
+    for (int warm = 0; warm < 3 + MAX_REPS && (n < 5 || ect__now_ns() < end) && n < MAX_REPS;
+         warm++) {
+        uint64_t t0 = ect__now_ns();
+        if (write_full(fd, &want, sizeof(want)) != 0 ||
+            recv(fd, buf, bytes, MSG_WAITALL) != (ssize_t)bytes)
+            goto out;
+        if (warm >= 3)
+            t[n++] = (double)(ect__now_ns() - t0) / 1e9;
+    }
+    result = (double)bytes / median(t, n) / 1e9;
+out:
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    return result;
+}
+
 /* ---- the bench --------------------------------------------------------------------------- */
 
-static const char *const MODE_NAMES[N_MODES] = {"ucx tcp", "ucx default", "same_host"};
+static const char *const MODE_NAMES[N_MODES] = {"tcp", "same_host"};
 
 static void
-print_row(enum mode mode, size_t i, int fr, double value, double ceiling, const char *vs,
+print_row(enum mode mode, size_t i, int fr, int cold, double value, double ceiling, const char *vs,
           double target)
 {
     char what[96];
-    snprintf(what, sizeof(what), "%-11s %2zu MiB %-10s vs %s", MODE_NAMES[mode], SIZES_MIB[i],
-             fr ? "16 runs" : "contiguous", vs);
-    if (ceiling > 0) {
+    snprintf(what, sizeof(what), "%-9s %2zu MiB %-10s %-4s vs %s", MODE_NAMES[mode], SIZES_MIB[i],
+             fr ? "16 runs" : "contiguous", cold ? "cold" : "warm", vs);
+    if (ceiling > 0)
         ect_bench_row(what, value, ceiling, "GB/s", target);
-    } else {
-        printf("  %-44s %10.3f %-6s (no ceiling: %s)\n", what, value, "GB/s",
-               perftest_path[0] ? "ucx_perftest failed" : "ucx_perftest not found");
-    }
+    else
+        printf("  %-50s %10.3f %-6s (no ceiling)\n", what, value, "GB/s");
 }
 
 static int
 run_mode(enum mode mode)
 {
-    if (mode == MODE_UCX_TCP)
-        setenv("UCX_TLS", "tcp", 1);
-    else
-        unsetenv("UCX_TLS");
     struct producer p;
     struct consumer c = {.pid = -1};
     int rc = 1;
-    if (producer_start(&p, mode != MODE_SAME_HOST, mode == MODE_SAME_HOST) != 0 ||
+    if (producer_start(&p, mode == MODE_TCP, mode == MODE_SAME_HOST) != 0 ||
         consumer_start(&c, &p, mode) != 0)
         goto stop;
     /* Each size: our reads, then the ceilings right after, so both see the
@@ -673,24 +848,53 @@ run_mode(enum mode mode)
         if (consumer_measure(&c, i, fig) != 0)
             goto stop;
         size_t bytes = (size_t)(((uint64_t)SIZES_MIB[i] << 20) / BLOCK * BLOCK);
-        double get = -1, tag = -1;
-        if (mode != MODE_SAME_HOST && perftest_path[0]) {
-            get = perftest("ucp_get", bytes, 1);
-            if (mode == MODE_UCX_TCP)
-                tag = perftest("tag_bw", bytes, 1);
-        }
-        for (int fr = 0; fr < 2; fr++) {
-            if (mode == MODE_SAME_HOST) {
-                for (int cold = 0; cold < 2; cold++)
-                    print_row(mode, i, fr, fig[FIG(cold, fr, 0)], fig[FIG(cold, fr, 1)],
-                              cold ? "memcpy, cold" : "memcpy, warm", 0.8);
-                continue;
+        double bare = -1, tag = -1;
+        if (mode == MODE_TCP) {
+            bare = tcp_ceiling(bytes);
+            if (perftest_path[0]) {
+                setenv("UCX_TLS", "tcp", 1);
+                tag = perftest("tag_bw", bytes, 1, 0);
+                unsetenv("UCX_TLS");
             }
-            print_row(mode, i, fr, fig[FIG(0, fr, 0)], get, "perftest get", 0.9);
-            if (mode == MODE_UCX_TCP)
-                print_row(mode, i, fr, fig[FIG(0, fr, 0)], tag, "perftest tag_bw", 0.9);
         }
+        for (int fr = 0; fr < 2; fr++)
+            for (int cold = 0; cold < 2; cold++) {
+                if (mode == MODE_SAME_HOST) {
+                    print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], fig[FIG(cold, fr, 1)],
+                              "memcpy", 0.8);
+                    continue;
+                }
+                print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], bare, "bare TCP", 0.9);
+                if (!cold)
+                    print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], tag, "UCX tag_bw", 0);
+            }
         fflush(stdout);
+    }
+    if (mode == MODE_TCP) {
+        /* The seed moved bytes with one transfer descriptor per 7 KiB block
+         * (one UCX get each); ucx_perftest's ucp_get of 7168-byte messages
+         * over UCX_TLS=tcp is that, on the same loopback. */
+        double seed = -1;
+        if (perftest_path[0]) {
+            /* The seed posts all of an entry's descriptors at once: the best
+             * of 16 and 256 gets in flight. */
+            setenv("UCX_TLS", "tcp", 1);
+            double a = perftest("ucp_get", BLOCK, 1, 16), b = perftest("ucp_get", BLOCK, 1, 256);
+            seed = a > b ? a : b;
+            unsetenv("UCX_TLS");
+        }
+        for (unsigned k = 0; k < 3; k++) {
+            double fig[N_FIGS];
+            if (consumer_measure(&c, (uint8_t)(SEED_CMD + k), fig) != 0)
+                goto stop;
+            char what[96];
+            snprintf(what, sizeof(what), "tcp        7 MiB %4u runs warm vs UCX get per block",
+                     SEED_FRAGS[k]);
+            if (seed > 0)
+                ect_bench_row(what, fig[0], seed, "GB/s", SEED_FRAGS[k] > 1 ? 5.0 : 1.0);
+            else
+                printf("  %-50s %10.3f %-6s (no ucx_perftest)\n", what, fig[0], "GB/s");
+        }
     }
     rc = 0;
 stop:
@@ -707,10 +911,15 @@ ect_bench_xport(int argc, char **argv)
     int have = find_perftest();
     printf("  entries of 1/8/32 MiB in %u-byte blocks, contiguous or 16 runs; producer and\n"
            "  consumer in separate processes; figure: median over %.1f s of reads (start to DONE)\n"
-           "  UCX ceiling: %s -e (error handling, as ours), UCX_TCP_TX_SEG_SIZE=64K as ours\n"
+           "  tcp ceiling: the same bytes as one send()/recv() over a bare loopback TCP\n"
+           "  connection between two processes; for reference %s\n"
+           "  the seed's way: a 7 MiB entry moved as one UCX get per 7 KiB block (ucx_perftest\n"
+           "  ucp_get -s 7168 over UCX_TLS=tcp, the best of 16 and 256 in flight)\n"
            "  same-host ceiling: memcpy of the same bytes, region to region, alternating;\n"
-           "  warm = one entry re-read (as perftest), cold = walking the region (from DRAM)\n",
-           BLOCK, READ_SECONDS, have ? perftest_path : "ucx_perftest NOT FOUND (no ratio)");
+           "  warm = one entry re-read, cold = walking the region (from DRAM)\n",
+           BLOCK, READ_SECONDS,
+           have ? "ucx_perftest -t tag_bw -e over UCX_TLS=tcp (ectier 0.1's transport)"
+                : "(ucx_perftest not found)");
     fflush(stdout);
     int rc = 0;
     for (int m = 0; m < N_MODES; m++)

@@ -36,10 +36,10 @@ check_offer(const uint8_t *data, size_t size)
     ect_xport_offer_t o, again;
     if (ect__xport_offer_decode(data, size, &o) != ECT_OK)
         return;
-    if (o.kinds == 0 || (o.kinds & ~((1u << ECT_XPORT_UCX) | (1u << ECT_XPORT_SAME_HOST))))
+    if (o.kinds == 0 || (o.kinds & ~((1u << ECT_XPORT_TCP) | (1u << ECT_XPORT_SAME_HOST))))
         fail("accepted offer has no known kind");
-    if ((o.kinds & (1u << ECT_XPORT_UCX)) && !inside(o.ucx_address, o.ucx_address_len, data, size))
-        fail("UCX address outside the input");
+    if ((o.kinds & (1u << ECT_XPORT_TCP)) && o.tcp_port == 0)
+        fail("accepted tcp entry has port 0");
     if ((o.kinds & (1u << ECT_XPORT_SAME_HOST)) && !inside(o.path, o.path_len, data, size))
         fail("path outside the input");
     uint8_t *blob;
@@ -48,10 +48,8 @@ check_offer(const uint8_t *data, size_t size)
         fail("accepted offer does not encode");
     if (ect__xport_offer_decode(blob, len, &again) != ECT_OK || again.kinds != o.kinds)
         fail("re-encoded offer does not decode");
-    if ((o.kinds & (1u << ECT_XPORT_UCX)) &&
-        (again.ucx_address_len != o.ucx_address_len ||
-         memcmp(again.ucx_address, o.ucx_address, o.ucx_address_len) != 0))
-        fail("UCX address changed in a round trip");
+    if (memcmp(again.instance, o.instance, sizeof(o.instance)) != 0 || again.tcp_port != o.tcp_port)
+        fail("instance or tcp port changed in a round trip");
     if ((o.kinds & (1u << ECT_XPORT_SAME_HOST)) &&
         (again.path_len != o.path_len || memcmp(again.path, o.path, o.path_len) != 0 ||
          strcmp(again.boot_id, o.boot_id) != 0 || again.dev != o.dev || again.ino != o.ino ||
@@ -66,17 +64,27 @@ check_desc(const uint8_t *data, size_t size)
     ect_xport_desc_t d;
     if (ect__xport_desc_decode(data, size, &d) != ECT_OK)
         return;
-    if (d.rkey_len != 0 && !inside(d.rkey, d.rkey_len, data, size))
-        fail("remote key outside the input");
     if (d.block_size == 0 || d.num_blocks == 0 || d.num_blocks > UINT64_MAX / d.block_size)
         fail("accepted descriptor has an impossible geometry");
-    uint8_t *blob;
-    size_t len;
-    if (ect__xport_desc_encode(&d, &blob, &len) != ECT_OK)
+    if (d.n_runs != 0 && (d.runs < data || d.runs + 16 * (size_t)d.n_runs > data + size))
+        fail("runs outside the input");
+    ect_run_t *runs = malloc((d.n_runs ? d.n_runs : 1) * sizeof(*runs));
+    uint8_t *blob = malloc(size);
+    if (runs == NULL || blob == NULL)
+        fail("out of memory");
+    for (uint32_t i = 0; i < d.n_runs; i++) {
+        runs[i] = ect__xport_desc_run(&d, i);
+        if (runs[i].count == 0 || runs[i].first >= d.num_blocks ||
+            runs[i].count > d.num_blocks - runs[i].first)
+            fail("accepted run outside the region");
+    }
+    size_t len = 0;
+    if (ect__xport_desc_encode(&d, runs, d.n_runs, blob, size, &len) != ECT_OK)
         fail("accepted descriptor does not encode");
     if (len != size || memcmp(blob, data, size) != 0)
         fail("descriptor round trip changed its bytes");
     free(blob);
+    free(runs);
 }
 
 int

@@ -48,9 +48,6 @@
 extern "C" {
 #endif
 
-/* Longest key accepted, in bytes without the terminating NUL. */
-#define ECT_CACHE_KEY_MAX 1024
-
 /* Most blocks a cache may index (keeps every block-id sum far from overflow). */
 #define ECT_CACHE_MAX_BLOCKS (UINT64_C(1) << 48)
 
@@ -139,7 +136,7 @@ ECT_API ect_status_t ect_cache_set_listener(ect_cache_t *cache, ect_cache_listen
                                             void *user);
 
 /* Allocate a not-ready entry of n_blocks blocks under key (borrowed, copied;
- * a NUL-terminated string of 1 .. ECT_CACHE_KEY_MAX bytes).  n_blocks may be
+ * a NUL-terminated string of 1 .. ECT_KEY_MAX bytes).  n_blocks may be
  * 0 (an entry with no runs).  If fewer than n_blocks blocks are free, ready
  * entries with no pin or hold are evicted oldest-first until enough are;
  * if even that cannot succeed (free + evictable < n_blocks), nothing is

@@ -42,8 +42,8 @@ typedef enum ect_role {
 
 /* The P2P data transport (`transport`). */
 typedef enum ect_transport {
-    ECT_TRANSPORT_AUTO = 0,      /* "auto": same-host path for local peers, else UCX */
-    ECT_TRANSPORT_UCX = 1,       /* "ucx": always UCX */
+    ECT_TRANSPORT_AUTO = 0,      /* "auto": same-host path for local peers, else tcp */
+    ECT_TRANSPORT_TCP = 1,       /* "tcp": always ectier's grant-checked TCP stream */
     ECT_TRANSPORT_SAME_HOST = 2, /* "same_host": only peers on this host */
 } ect_transport_t;
 
@@ -76,10 +76,18 @@ typedef struct ect_config {
     /* Region file name without directory and ".mmap"; "" = the region code's
      * default `ectier_{instance}_dp{rank}`. */
     char region_name[ECT_CONFIG_NAME_MAX + 1];
-    ect_transport_t transport; /* P2P data transport (auto) */
+    ect_transport_t transport;    /* P2P data transport (auto) */
+    uint16_t data_port;           /* producer: TCP data stream port (0 = a free port) */
+    unsigned max_grants;          /* producer: grants outstanding at most (4096) */
+    unsigned max_grants_per_peer; /* producer: per consumer connection (1024) */
     /* ZeroMQ PUB endpoint for eviction/lifecycle events ("tcp://host:port",
      * "ipc://path", "inproc://name"); "" = no event stream. */
     char events_endpoint[ECT_CONFIG_ADDR_MAX + 1];
+    /* ZeroMQ ROUTER endpoint answering replay requests of the event stream
+     * (src/p2p/events.h); "" = none.  Needs events_endpoint. */
+    char events_replay_endpoint[ECT_CONFIG_ADDR_MAX + 1];
+    unsigned events_replay_buffer; /* recent event batches kept for replay (10000) */
+    unsigned events_hwm;           /* PUB high-water mark, messages per subscriber (100000) */
     /* "host:port" to serve Prometheus text over HTTP; "" = not served. */
     char metrics_address[ECT_CONFIG_ADDR_MAX + 1];
     /* ZeroMQ CURVE key files for the control plane; "" = off.  Read by the
@@ -105,7 +113,7 @@ ECT_API const char *ect_role_str(ect_role_t role);
 ECT_API int ect_role_produces(ect_role_t role);
 ECT_API int ect_role_consumes(ect_role_t role);
 
-/* "auto", "ucx", "same_host"; "?" for a value outside the enum. */
+/* "auto", "tcp", "same_host"; "?" for a value outside the enum. */
 ECT_API const char *ect_transport_str(ect_transport_t transport);
 
 /* Fill *cfg with the defaults (role ECT_ROLE_PRODUCER and cpu_bytes 0 as

@@ -28,7 +28,7 @@ extern "C" {
 /* The library version, "MAJOR.MINOR.PATCH". */
 ECT_API const char *ect_version(void);
 
-/* Whether this build has peer-to-peer transfer (ZeroMQ, UCX, msgpack-c). */
+/* Whether this build has peer-to-peer transfer (ZeroMQ, msgpack-c). */
 ECT_API int ect_has_p2p(void);
 
 /* Whether this build has the CUDA copy engine. */

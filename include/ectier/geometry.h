@@ -12,7 +12,8 @@
  * model's own config file by the rule vLLM's CPU connector uses: a vision
  * config with out_hidden_size and a non-empty deepstack_visual_indexes list
  * (Qwen3-VL) gives out_hidden_size x (1 + len(list)); every other model gives
- * the text model's hidden_size (see ect_hf_config_parse for the details).
+ * the text model's input-embedding width (see ect_hf_config_parse for where
+ * the text model is found and the details).
  *
  * Everything here is pure computation on caller storage: no locks, no global
  * state; every function may be called from any thread.
@@ -120,12 +121,12 @@ typedef struct ect_hf_model {
     int has_dtype;       /* 1 if the file declares a dtype, else 0 */
     ect_dtype_t dtype;   /* the declared dtype; meaningful only if has_dtype */
     /* Where hidden_dim came from, for people: "hidden_size",
-     * "text_config.hidden_size", "vision_config.out_hidden_size 2048 x (1 + 3
-     * deepstack layers)", "default hidden_size 4096 of text_config.model_type
-     * 'llama'". */
+     * "text_config.hidden_size", "language_config.hidden_size",
+     * "vision_config.out_hidden_size 2048 x (1 + 3 deepstack layers)",
+     * "default hidden_size 4096 of text_config.model_type 'llama'". */
     char hidden_dim_source[ECT_HF_SOURCE_LEN];
-    /* Where the dtype came from ("torch_dtype", "text_config.dtype"); "" if
-     * has_dtype is 0. */
+    /* Where the dtype came from ("torch_dtype", "text_config.dtype",
+     * "vision_config.torch_dtype"); "" if has_dtype is 0. */
     char dtype_source[ECT_HF_SOURCE_LEN];
     /* The top-level model_type ("qwen3_vl"), "" if absent; truncated, and any
      * byte that is not printable ASCII replaced by '?'. */
@@ -133,23 +134,39 @@ typedef struct ect_hf_model {
 } ect_hf_model_t;
 
 /* Read the encoder-cache width and declared dtype from the text of a
- * HuggingFace config.json.
+ * HuggingFace config.json, by the engine's rules.
+ *
+ * The text config (the language model's settings) is, in the engine's order:
+ * thinker_config.text_config (omni models), text_config, llm_config
+ * (InternVL, Ovis), language_config (DeepSeek-VL2, Janus), else the top level
+ * itself.  A second one of these that gives a different width is a
+ * contradiction.  thinker_config without a text_config object is an error.
  *
  * Width, in order:
  *  1. vision_config.out_hidden_size x (1 + len(vision_config.
  *     deepstack_visual_indexes)) when both are present and the list is
  *     non-empty (Qwen3-VL's deepstack features are concatenated per token).
- *  2. Otherwise the text model's hidden_size, where the text config is
- *     text_config, else llm_config (InternVL), else the top level.  A text
- *     sub-config without hidden_size takes the default of its model_type for
- *     the few whose default is fixed: llama, mistral, mixtral, qwen2 (4096)
- *     and gemma3_text (2304), as transformers would (llava-1.5 needs this);
- *     any other missing width is an error naming the field.
+ *     Only the top-level vision_config counts, as in the engine; a file whose
+ *     thinker_config.vision_config would satisfy the rule is refused, since
+ *     the engine would size its rows for the text width alone.
+ *  2. Otherwise the text config's width as the engine's
+ *     get_inputs_embeds_size() gives it: projection_dim, else
+ *     projection_size, else hidden_size.  A text config without any of them
+ *     takes the default hidden_size of its model_type for the few whose
+ *     default is fixed: llama, mistral, mixtral, qwen2 (4096) and
+ *     gemma3_text (2304), as transformers would (llava-1.5 needs this); any
+ *     other missing width is an error naming the field it looked for.
  *     A top-level hidden_size next to a text sub-config must agree with the
- *     width taken from it.
- * Dtype: torch_dtype or dtype at the top level, else in the text sub-config
- * (Qwen3-VL declares it only there).  Two declarations (torch_dtype and
- * dtype, or top level and text config) must agree.  null counts as absent.
+ *     sub-config's hidden_size.
+ * Dtype, in the engine's order: torch_dtype or dtype at the top level, else
+ * in the text config, else in vision_config, else in encoder_config (the last
+ * two are read only when nothing before them declares one).  Where the top
+ * level and the text config both declare one and they disagree, the top
+ * level's is used, as the engine does, and a warning naming both goes to the
+ * log sink (prefixed with the file name by ect_hf_config_load).  torch_dtype
+ * and dtype in one object must agree.  null counts as absent.  This is the
+ * dtype the file declares: vLLM's --dtype auto serves a float32 checkpoint
+ * in bfloat16 or float16, which the caller must pass explicitly.
  * Every field read is type-checked: widths must be integers in
  * 1..ECT_GEOMETRY_MAX_HIDDEN_DIM, the deepstack list an array of
  * non-negative integers, dtypes known names (ect_dtype_parse).  A key that
@@ -161,14 +178,16 @@ typedef struct ect_hf_model {
  *   ECT_ERR_INVALID_ARG  json NULL with len > 0, or model_p NULL;
  *   ECT_ERR_PARSE        empty, not JSON, trailing bytes, or not an object;
  *   ECT_ERR_CONFIG       a missing, mistyped, out-of-range or contradicting
- *                        field (the message names the field and the value);
+ *                        field, or a layout the engine's rule would size
+ *                        wrongly (the message names the field and the value);
  *   ECT_ERR_NO_MEMORY.
  * Thread safety: safe; note that cJSON's parser records its last error
  * position in a process-wide variable that ectier never reads. */
 ECT_API ect_status_t ect_hf_config_parse(const char *json, size_t len, ect_hf_model_t *model_p);
 
 /* Like ect_hf_config_parse, reading the file at path; if path is a directory
- * (a model snapshot), its config.json is read.  Messages start with the path.
+ * (a model snapshot), its config.json is read.  Error messages and logged
+ * warnings start with the path.
  * path: borrowed.  model_p: out, written only on success.
  * Returns what ect_hf_config_parse returns, and
  *   ECT_ERR_NOT_FOUND  no such file;

@@ -12,6 +12,7 @@
 
 #include <ectier/cache.h>
 #include <ectier/status.h>
+#include <ectier/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,9 +24,6 @@ extern "C" {
     {                                                                                              \
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 1.0, 0.0 /* +Inf */ \
     }
-
-/* Number of XferAck statuses (OK and the five NACKs, SPEC §8.1). */
-#define ECT_METRICS_ACK_STATUSES 6
 
 typedef struct ect_latency_hist {
     uint64_t buckets[ECT_METRICS_LATENCY_BUCKETS]; /* non-cumulative counts */
@@ -60,9 +58,9 @@ typedef struct ect_metrics {
     uint64_t p2p_ack_timeouts;
     uint64_t p2p_read_timeouts; /* reads quarantined */
     uint64_t p2p_transport_errors;
-    uint64_t acks_received[ECT_METRICS_ACK_STATUSES]; /* consumer: by status */
-    uint64_t acks_sent[ECT_METRICS_ACK_STATUSES];     /* producer: by status */
-    uint64_t wire_dropped;                            /* undecodable control messages */
+    uint64_t acks_received[ECT_XFER_STATUS_COUNT]; /* consumer: by ect_xfer_status_t */
+    uint64_t acks_sent[ECT_XFER_STATUS_COUNT];     /* producer: by ect_xfer_status_t */
+    uint64_t wire_dropped;                         /* undecodable control messages */
     /* producer: control messages dropped for their framing (no empty
      * delimiter frame, a missing or extra frame, a payload over
      * ECT_CTL_MAX_MESSAGE); never answered */
@@ -71,7 +69,23 @@ typedef struct ect_metrics {
     uint64_t grants_expired;
     uint64_t grants_released_dead_peer;
     uint64_t announcements;
+    uint64_t grants_refused; /* producer: requests over max_grants / max_grants_per_peer */
+    uint64_t dones_rejected; /* producer: "done" naming a grant of another connection */
+    /* producer: the TCP data stream */
+    uint64_t stream_served;               /* grants whose bytes were all sent */
+    uint64_t stream_bytes;                /* their payload bytes */
+    uint64_t stream_denied;               /* requests naming no live grant, or the wrong size */
+    uint64_t stream_bad_requests;         /* malformed requests (connection cut) */
+    uint64_t stream_conns_refused;        /* connections over the cap or while out of fds */
+    uint64_t stream_timeouts;             /* connections cut by a request or send deadline */
+    uint64_t stream_send_failures;        /* streams cut by the peer */
     ect_latency_hist_t p2p_fetch_latency; /* request sent -> entry ready */
+    /* the event stream (zero without events_endpoint) */
+    uint64_t events_batches;       /* batches numbered and published */
+    uint64_t events_dropped;       /* events lost before numbering: the queue was full */
+    uint64_t events_hwm_drops;     /* batches a subscriber missed at its high-water mark */
+    uint64_t events_replays;       /* replays answered to the end marker */
+    uint64_t events_replay_errors; /* replay requests refused (malformed, busy) or abandoned */
     /* the cache (occupancy, pins, holds, evictions, runs per entry) */
     ect_cache_stats_t cache;
 } ect_metrics_t;

@@ -35,9 +35,6 @@
 extern "C" {
 #endif
 
-/* Longest key (engine feature identifier) in bytes, without the NUL. */
-#define ECT_KEY_MAX 1024
-
 /* One save or load of a step.  Everything is owned by the value it came
  * from and valid until that value is destroyed. */
 typedef struct ect_step_item {

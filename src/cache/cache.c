@@ -52,13 +52,13 @@ ect__cache_enter_key(const struct ect_cache *c, const char *key, const char *wha
         return s;
     if (key == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "cache %s: NULL key", what);
-    size_t len = strnlen(key, ECT_CACHE_KEY_MAX + 1);
+    size_t len = strnlen(key, ECT_KEY_MAX + 1);
     if (len == 0)
         return ect__error(ECT_ERR_INVALID_ARG, "cache %s: empty key", what);
-    if (len > ECT_CACHE_KEY_MAX)
+    if (len > ECT_KEY_MAX)
         return ect__error(ECT_ERR_INVALID_ARG,
                           "cache %s: key " KEY_FMT "... is longer than %d bytes", what, key,
-                          ECT_CACHE_KEY_MAX);
+                          ECT_KEY_MAX);
     *len_p = len;
     return ECT_OK;
 }

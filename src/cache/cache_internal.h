@@ -141,7 +141,7 @@ int ect__cache_in_listener(const struct ect_cache *c);
 /* Argument checks shared by every entry point: NULL cache, listener
  * re-entry.  Sets the message; what names the operation. */
 ect_status_t ect__cache_enter_check(const struct ect_cache *c, const char *what);
-/* The same plus the key: not NULL, 1 .. ECT_CACHE_KEY_MAX bytes; *len_p
+/* The same plus the key: not NULL, 1 .. ECT_KEY_MAX bytes; *len_p
  * gets its length. */
 ect_status_t ect__cache_enter_key(const struct ect_cache *c, const char *key, const char *what,
                                   size_t *len_p);

@@ -42,7 +42,7 @@ static const struct {
 };
 
 #define P2P_HOW_TO                                                                                 \
-    "install libzmq3-dev libucx-dev libmsgpack-dev (scripts/install-deps.sh) and rebuild with "    \
+    "install libzmq3-dev libmsgpack-dev (scripts/install-deps.sh) and rebuild with "    \
     "-DECT_WITH_P2P=ON"
 
 const char *
@@ -77,8 +77,8 @@ ect_transport_str(ect_transport_t transport)
     switch (transport) {
     case ECT_TRANSPORT_AUTO:
         return "auto";
-    case ECT_TRANSPORT_UCX:
-        return "ucx";
+    case ECT_TRANSPORT_TCP:
+        return "tcp";
     case ECT_TRANSPORT_SAME_HOST:
         return "same_host";
     }
@@ -488,6 +488,19 @@ ect__config_validate_ex(const ect_config_t *cfg, int have_p2p)
     for (size_t i = 0; i < n; i++)
         if ((s = ect__setting_check(&rows[i], cfg)) != ECT_OK)
             return s;
+    if (cfg->events_replay_endpoint[0] != '\0' && cfg->events_endpoint[0] == '\0')
+        return ect__error(ECT_ERR_CONFIG,
+                          "events_replay_endpoint = %s needs events_endpoint: it replays that "
+                          "stream",
+                          ect__quote(q, sizeof(q), cfg->events_replay_endpoint,
+                                     strlen(cfg->events_replay_endpoint)));
+    if (cfg->events_replay_endpoint[0] != '\0' &&
+        strcmp(cfg->events_replay_endpoint, cfg->events_endpoint) == 0)
+        return ect__error(ECT_ERR_CONFIG,
+                          "events_replay_endpoint = %s is events_endpoint too: give the replay "
+                          "socket an endpoint of its own",
+                          ect__quote(q, sizeof(q), cfg->events_replay_endpoint,
+                                     strlen(cfg->events_replay_endpoint)));
     if (cfg->curve_allowed_clients_file[0] != '\0' && cfg->curve_server_key_file[0] == '\0')
         return ect__error(ECT_ERR_CONFIG,
                           "curve_allowed_clients_file = %s needs curve_server_key_file: an "

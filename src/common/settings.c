@@ -33,7 +33,7 @@ _Static_assert(sizeof(ect_transport_t) == sizeof(int), "ect_transport_t must be 
 
 static const char *const connector_choices[] = {"ECCPUConnector", "ectier"};
 static const char *const role_choices[] = {"ec_producer", "ec_consumer", "ec_both"};
-static const char *const transport_choices[] = {"auto", "ucx", "same_host"};
+static const char *const transport_choices[] = {"auto", "tcp", "same_host"};
 
 /* ---- content rules for strings -------------------------------------------- */
 
@@ -217,8 +217,8 @@ static const struct ect__setting table[] = {
      .where = ECT_SETTING_EXTRA,
      .type = ECT_SETTING_BOOL,
      .default_text = "false",
-     .doc = "Turn on peer-to-peer transfer of encodings (ZeroMQ control plane; UCX or same-host "
-            "data plane). Needs a build with P2P.",
+     .doc = "Turn on peer-to-peer transfer of encodings (ZeroMQ control plane; grant-checked "
+            "TCP stream or same-host data plane). Needs a build with P2P.",
      .offset = FIELD(p2p_enabled)},
     {.name = "consumer_ack_timeout_s",
      .where = ECT_SETTING_EXTRA,
@@ -263,6 +263,35 @@ static const struct ect__setting table[] = {
      .min = 0,
      .min_open = true,
      .max = 3600},
+    {.name = "data_port",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_PORT,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "0",
+     .doc = "Producer: TCP port of the data stream, bound to the side-channel host like the "
+            "control plane; 0 picks a free port. Consumers learn it from each XferAck.",
+     .offset = FIELD(data_port),
+     .min = 0,
+     .max = 65535},
+    {.name = "max_grants",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_UINT,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "4096",
+     .doc = "Producer: most grants (entries pinned for peers' reads) outstanding at once; a "
+            "request beyond it is answered NACK_NOT_READY (retried) and counted.",
+     .offset = FIELD(max_grants),
+     .min = 1,
+     .max = 1048576},
+    {.name = "max_grants_per_peer",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_UINT,
+     .flags = ECT_SETTING_P2P_ONLY,
+     .default_text = "1024",
+     .doc = "Producer: most grants one consumer connection may hold at once; as `max_grants`.",
+     .offset = FIELD(max_grants_per_peer),
+     .min = 1,
+     .max = 1048576},
     {.name = "announce_lease_s",
      .where = ECT_SETTING_EXTRA,
      .type = ECT_SETTING_SECONDS,
@@ -300,7 +329,8 @@ static const struct ect__setting table[] = {
      .flags = ECT_SETTING_P2P_ONLY,
      .default_text = "auto",
      .doc = "Data transport for P2P reads: `auto` takes the same-host path for peers on this "
-            "machine and UCX for the others; `ucx` always UCX; `same_host` only same-host peers.",
+            "machine (and user) and the TCP stream for the others; `tcp` always the TCP stream; "
+            "`same_host` only same-host peers. (`ucx` was removed: see the README's data plane.)",
      .offset = FIELD(transport),
      .choices = CHOICES(transport_choices)},
     {.name = "events_endpoint",
@@ -311,6 +341,34 @@ static const struct ect__setting table[] = {
             "e.g. `tcp://127.0.0.1:5610`. Empty: no stream. Needs a build with P2P (ZeroMQ).",
      .offset = FIELD(events_endpoint),
      .check = check_endpoint},
+    {.name = "events_replay_endpoint",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_STRING,
+     .default_text = "",
+     .doc = "ZeroMQ ROUTER endpoint that replays the event stream: a subscriber that joined late "
+            "or missed batches asks for everything since a sequence number (or a snapshot). "
+            "Needs `events_endpoint`. Empty: no replay.",
+     .offset = FIELD(events_replay_endpoint),
+     .check = check_endpoint},
+    {.name = "events_replay_buffer",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_UINT,
+     .default_text = "10000",
+     .doc = "How many recent event batches the replay endpoint keeps (64 MiB at most); older "
+            "ones are answered with a snapshot of the entries held.",
+     .offset = FIELD(events_replay_buffer),
+     .min = 1,
+     .max = 1000000},
+    {.name = "events_hwm",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_UINT,
+     .default_text = "100000",
+     .doc = "High-water mark of the event stream's PUB socket: messages queued per subscriber "
+            "before that subscriber misses batches (counted in "
+            "`ectier_events_hwm_drops_total`).",
+     .offset = FIELD(events_hwm),
+     .min = 1,
+     .max = 10000000},
     {.name = "metrics_address",
      .where = ECT_SETTING_EXTRA,
      .type = ECT_SETTING_STRING,

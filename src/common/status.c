@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <ectier/types.h>
+
 #include "common/error.h"
 
 #define ECT_ERROR_MSG_MAX 1024
@@ -112,4 +114,18 @@ ect__error_errno(ect_status_t status, const char *fmt, ...)
     va_end(ap);
     errno = saved;
     return status;
+}
+
+const char *
+ect_xfer_status_str(int status)
+{
+    static const char *const names[ECT_XFER_STATUS_COUNT] = {
+        [ECT_XFER_OK] = "ok",
+        [ECT_XFER_NACK_MISSING] = "nack_missing",
+        [ECT_XFER_NACK_INCOMPAT] = "nack_incompat",
+        [ECT_XFER_NACK_VERSION] = "nack_version",
+        [ECT_XFER_NACK_INTERNAL] = "nack_internal",
+        [ECT_XFER_NACK_NOT_READY] = "nack_not_ready",
+    };
+    return status >= 0 && status < ECT_XFER_STATUS_COUNT ? names[status] : "unknown";
 }

@@ -65,13 +65,13 @@ struct ect__http {
     struct client clients[MAX_CLIENTS];
 };
 
-/* Split "host:port" / "[v6]:port" into host and port text. */
-static ect_status_t
-split_address(const char *address, char *host, size_t host_cap, char *port, size_t port_cap)
+ect_status_t
+ect__http_split_address(const char *label, const char *address, char *host, size_t host_cap,
+                        char *port, size_t port_cap)
 {
     const char *colon = strrchr(address, ':');
     if (colon == NULL || colon[1] == '\0')
-        return ect__error(ECT_ERR_CONFIG, "metrics_address = \"%s\": use host:port", address);
+        return ect__error(ECT_ERR_CONFIG, "%s = \"%s\": use host:port", label, address);
     const char *h = address;
     size_t hl = (size_t)(colon - address);
     if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
@@ -79,7 +79,7 @@ split_address(const char *address, char *host, size_t host_cap, char *port, size
         hl -= 2;
     }
     if (hl == 0 || hl >= host_cap || strlen(colon + 1) >= port_cap)
-        return ect__error(ECT_ERR_CONFIG, "metrics_address = \"%s\": use host:port", address);
+        return ect__error(ECT_ERR_CONFIG, "%s = \"%s\": use host:port", label, address);
     memcpy(host, h, hl);
     host[hl] = '\0';
     strcpy(port, colon + 1);
@@ -90,7 +90,8 @@ static ect_status_t
 open_listener(ect__http_t *s, const char *address)
 {
     char host[256], port[16];
-    ect_status_t st = split_address(address, host, sizeof(host), port, sizeof(port));
+    ect_status_t st =
+        ect__http_split_address("metrics_address", address, host, sizeof(host), port, sizeof(port));
     if (st != ECT_OK)
         return st;
     struct addrinfo hints = {.ai_family = AF_UNSPEC,

@@ -34,6 +34,13 @@ typedef ect_status_t (*ect__http_render_fn)(void *user, char **body_p, size_t *l
 ect_status_t ect__http_start(const char *address, ect__http_render_fn render, void *user,
                              ect__http_t **server_p);
 
+/* Split "host:port" or "[v6]:port" into host and port text (brackets
+ * dropped), for the server and for scrapes.  label names the value in the
+ * message.  Returns ECT_OK or ECT_ERR_CONFIG (no port, empty host, or a part
+ * longer than its buffer). */
+ect_status_t ect__http_split_address(const char *label, const char *address, char *host,
+                                     size_t host_cap, char *port, size_t port_cap);
+
 /* The port the server listens on (the one picked when port 0 was asked). */
 uint16_t ect__http_port(const ect__http_t *server);
 

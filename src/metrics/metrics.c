@@ -115,15 +115,12 @@ histogram(struct out *o, const char *name, const char *help, const ect_latency_h
                (unsigned long long)h->count);
 }
 
-static const char *const ack_names[ECT_METRICS_ACK_STATUSES] = {
-    "ok", "nack_missing", "nack_incompat", "nack_version", "nack_internal", "nack_not_ready"};
-
 static void
 by_status(struct out *o, const char *name, const char *help, const uint64_t *v)
 {
     out_printf(o, "# HELP ectier_%s %s\n# TYPE ectier_%s counter\n", name, help, name);
-    for (size_t i = 0; i < ECT_METRICS_ACK_STATUSES; i++)
-        out_printf(o, "ectier_%s{status=\"%s\"} %llu\n", name, ack_names[i],
+    for (int i = 0; i < ECT_XFER_STATUS_COUNT; i++)
+        out_printf(o, "ectier_%s{status=\"%s\"} %llu\n", name, ect_xfer_status_str(i),
                    (unsigned long long)v[i]);
 }
 
@@ -172,11 +169,44 @@ ect_metrics_format_prometheus(const ect_metrics_t *m, char *buf, size_t cap, siz
     gauge(&o, "grants_outstanding", "Reads granted to peers and not yet served.",
           m->grants_outstanding);
     counter(&o, "grants_expired_total", "Grants released by their lease.", m->grants_expired);
+    counter(&o, "grants_refused_total",
+            "Read requests refused because max_grants or max_grants_per_peer was reached.",
+            m->grants_refused);
+    counter(&o, "dones_rejected_total",
+            "'done' messages ignored because they named another connection's grant.",
+            m->dones_rejected);
+    counter(&o, "data_streams_served_total", "Grants whose bytes the data stream sent in full.",
+            m->stream_served);
+    counter(&o, "data_stream_bytes_total", "Payload bytes the data stream sent.", m->stream_bytes);
+    counter(
+        &o, "data_streams_denied_total",
+        "Data-stream requests naming no live grant (forged, replayed, lapsed) or the wrong size.",
+        m->stream_denied);
+    counter(&o, "data_stream_bad_requests_total",
+            "Malformed data-stream requests (connection cut).", m->stream_bad_requests);
+    counter(&o, "data_connections_refused_total",
+            "Data-stream connections closed at once (connection cap, or out of descriptors).",
+            m->stream_conns_refused);
+    counter(&o, "data_stream_timeouts_total",
+            "Data-stream connections cut for missing a request or send deadline.",
+            m->stream_timeouts);
+    counter(&o, "data_stream_send_failures_total", "Data streams cut by the peer.",
+            m->stream_send_failures);
     counter(&o, "grants_released_dead_peer_total", "Grants released because the peer died.",
             m->grants_released_dead_peer);
     counter(&o, "announcements_total", "Encodings announced to an orchestrator.", m->announcements);
     histogram(&o, "p2p_fetch_seconds", "Peer fetch latency, request sent to entry ready.",
               &m->p2p_fetch_latency);
+    counter(&o, "events_batches_total", "Event stream batches published.", m->events_batches);
+    counter(&o, "events_dropped_total", "Events lost before publishing: the queue was full.",
+            m->events_dropped);
+    counter(&o, "events_hwm_drops_total",
+            "Event batches a subscriber missed at its high-water mark (replayable).",
+            m->events_hwm_drops);
+    counter(&o, "events_replays_total", "Event replays answered to the end.", m->events_replays);
+    counter(&o, "events_replay_errors_total",
+            "Event replay requests refused (malformed, busy) or abandoned.",
+            m->events_replay_errors);
     const ect_cache_stats_t *c = &m->cache;
     gauge(&o, "region_blocks", "Blocks in the region.", c->num_blocks);
     gauge(&o, "region_used_blocks", "Blocks held by entries.", c->used_blocks);

@@ -2,9 +2,9 @@
  * The consumer session: see consumer.h for the states and locking.
  *
  * Transfers are kept in a map keyed by the local cache key.  The session
- * thread waits on the DEALER pool for acks (a short timeout while reads are
- * in flight, so it can drive them), then walks the table for deadlines,
- * retries and read completion.  Cache calls (mark_ready, discard) happen on
+ * thread waits on the DEALER pool for acks, woken early by new fetches and
+ * by reads that settle (the transports call back), then walks the table for
+ * deadlines, retries and read completion.  Cache calls (mark_ready, discard) happen on
  * this thread too; the cache is thread-safe.
  */
 #include <inttypes.h>
@@ -24,7 +24,6 @@
 #include "proto/wire.h"
 
 #define IDLE_POLL_MS   20
-#define BUSY_POLL_MS   1
 #define RETRY_FIRST_NS (20ull * 1000 * 1000)
 #define RETRY_MAX_NS   (500ull * 1000 * 1000)
 
@@ -44,6 +43,9 @@ struct xfer {
     uint64_t n_blocks;
     enum xfer_state state;
     uint64_t deadline_ns; /* ack, read or quarantine deadline; retry time in X_RETRY */
+    /* While a request is unanswered: when its ack is due.  A resend after a
+     * lost connection keeps it (only an answer starts a new wait). */
+    uint64_t ack_due_ns;
     uint64_t retry_delay_ns;
     uint64_t t_start_ns;
     ect_xport_read_t *read;
@@ -70,8 +72,7 @@ struct ect_consumer {
     pthread_mutex_t lock;
     ect_strmap_t xfers; /* key -> struct xfer */
     size_t n_reading;
-    size_t n_ucx_reading; /* UCX reads progress only when polled: poll without sleeping */
-    ect_metrics_t m;      /* only the p2p fields are used */
+    ect_metrics_t m; /* only the p2p fields are used */
 
     ect_wire_buf_t out; /* session thread only */
 };
@@ -111,7 +112,8 @@ send_request(ect_consumer_t *c, struct xfer *x)
                           .compatibility_hash = c->compat,
                           .session_id = c->session_id,
                           .connector_version = ECT_WIRE_CONNECTOR_VERSION,
-                          .has_connector_version = true};
+                          .has_connector_version = true,
+                          .accepts_runs = true};
     c->out.len = 0;
     ect_status_t st = ect_wire_encode_req(&req, &c->out);
     if (st == ECT_OK)
@@ -141,8 +143,7 @@ send_done(ect_consumer_t *c, const struct xfer *x)
 static void
 leave_reading(ect_consumer_t *c, struct xfer *x)
 {
-    if (x->kind == ECT_XPORT_UCX)
-        c->n_ucx_reading--;
+    (void)c;
     x->kind = ECT_XPORT_NONE;
 }
 
@@ -175,27 +176,33 @@ start_read_locked(ect_consumer_t *c, struct xfer *x, const ect_xfer_ack_t *ack)
         st = ect__error(ECT_ERR_NO_MEMORY, "consumer: out of memory");
     if (st == ECT_OK && n_runs > 0)
         st = ect_cache_get_runs(c->cache, x->key, runs, n_runs, &n_runs);
-    char peer[ECT_CTL_HOST_MAX + 8];
-    snprintf(peer, sizeof(peer), "%s:%u", x->host, (unsigned)x->port);
     ect_xport_kind_t kind = ECT_XPORT_NONE;
+    ect_xport_read_params_t rp = {.host = x->host,
+                                  .port = x->port,
+                                  .session_id = c->session_id,
+                                  .mm_hash = x->mm_hash,
+                                  .agent_metadata = ack->agent_metadata,
+                                  .agent_len = ack->agent_metadata_len,
+                                  .mem_descriptor = ack->mem_descriptor,
+                                  .desc_len = ack->mem_descriptor_len,
+                                  .remote_blocks = ack->src_block_indices,
+                                  .n_remote = ack->n_src_blocks,
+                                  .local_runs = runs,
+                                  .n_local_runs = n_runs};
     if (st == ECT_OK)
-        st = ect__xport_read_start(c->xport, peer, ack->agent_metadata, ack->agent_metadata_len,
-                                   ack->mem_descriptor, ack->mem_descriptor_len,
-                                   ack->src_block_indices, ack->n_src_blocks, runs, n_runs,
-                                   &x->read, &kind);
+        st = ect__xport_read_start(c->xport, &rp, &x->read, &kind);
     free(runs);
     if (st != ECT_OK) {
         c->m.p2p_transport_errors++;
         fail_locked(c, x, "read could not start: %s", ect_last_error());
         return;
     }
-    ECT_LOG_D("consumer: reading '%s' from %s over %s", x->mm_hash, peer,
+    ECT_LOG_D("consumer: reading '%s' from %s:%u over %s", x->mm_hash, x->host, (unsigned)x->port,
               ect__xport_kind_str(kind));
     x->state = X_READING;
     x->kind = kind;
     x->deadline_ns = ect__now_ns() + c->read_timeout_ns;
     c->n_reading++;
-    c->n_ucx_reading += kind == ECT_XPORT_UCX;
     c->m.p2p_reads_started++;
 }
 
@@ -227,12 +234,13 @@ handle_ack(ect_consumer_t *c, const char *host, uint16_t port, const void *paylo
     } else if (ect_wire_status_is_retryable(ack.status)) {
         /* Announced but not saved yet: ask again soon, keeping the blocks. */
         x->state = X_RETRY;
+        x->ack_due_ns = 0; /* answered: the next request starts a new wait */
         x->deadline_ns = ect__now_ns() + x->retry_delay_ns;
         x->retry_delay_ns =
             x->retry_delay_ns * 2 < RETRY_MAX_NS ? x->retry_delay_ns * 2 : RETRY_MAX_NS;
         c->m.p2p_retries++;
     } else {
-        fail_locked(c, x, "%s", ect_wire_status_str(ack.status));
+        fail_locked(c, x, "%s", ect_xfer_status_str(ack.status));
     }
     pthread_mutex_unlock(&c->lock);
     ect_xfer_ack_cleanup(&ack);
@@ -259,14 +267,20 @@ step_xfer(ect_strmap_node_t *node, void *user)
     struct xfer *x = node->value;
     switch (x->state) {
     case X_WAITING_ACK:
-        if (s->now >= x->deadline_ns) {
+        if (s->now >= x->ack_due_ns) {
             c->m.p2p_ack_timeouts++;
             fail_locked(c, x, "%s", "no ack within the ack timeout");
         }
         break;
     case X_RETRY:
-        if (s->now >= x->deadline_ns && s->n_resend < 64)
+        if (x->ack_due_ns != 0 && s->now >= x->ack_due_ns) {
+            /* Resending after a lost connection: the ack stays due when it
+             * was first due. */
+            c->m.p2p_ack_timeouts++;
+            fail_locked(c, x, "%s", "no ack within the ack timeout");
+        } else if (s->now >= x->deadline_ns && s->n_resend < 64) {
             s->resend[s->n_resend++] = x;
+        }
         break;
     case X_READING: {
         ect_xport_read_state_t rs = ect__xport_read_poll(c->xport, x->read);
@@ -281,7 +295,9 @@ step_xfer(ect_strmap_node_t *node, void *user)
             c->m.p2p_transport_errors++;
             fail_locked(c, x, "%s", "the read failed");
         } else if (s->now >= x->deadline_ns) {
-            /* An unabortable DMA may still land: fence the blocks. */
+            /* Cut it (a tcp stream is cut at once; a same-host copy cannot
+             * be, so its blocks stay fenced until it settles). */
+            ect__xport_read_cancel(c->xport, x->read);
             leave_reading(c, x);
             x->state = X_QUARANTINED;
             x->deadline_ns = s->now + c->quarantine_ns;
@@ -311,6 +327,7 @@ step_locked(ect_consumer_t *c)
     ect__strmap_each(&c->xfers, step_xfer, &s);
     for (size_t i = 0; i < s.n_done; i++) {
         struct xfer *x = s.done[i];
+        int same_host = x->kind == ECT_XPORT_SAME_HOST;
         ect__xport_read_release(c->xport, x->read);
         x->read = NULL;
         c->n_reading--;
@@ -320,7 +337,10 @@ step_locked(ect_consumer_t *c)
         c->m.p2p_reads_completed++;
         c->m.p2p_read_bytes += x->n_blocks * c->geom.block_size_bytes;
         ect_latency_hist_add(&c->m.p2p_fetch_latency, s.now - x->t_start_ns);
-        send_done(c, x);
+        /* A stream's producer knows it sent everything; a same-host read
+         * must tell it to let go of the pin. */
+        if (same_host)
+            send_done(c, x);
         xfer_forget_locked(c, x);
     }
     for (size_t i = 0; i < s.n_settled; i++) {
@@ -339,7 +359,8 @@ step_locked(ect_consumer_t *c)
     for (size_t i = 0; i < s.n_resend; i++) {
         struct xfer *x = s.resend[i];
         x->state = X_WAITING_ACK;
-        x->deadline_ns = s.now + c->ack_timeout_ns;
+        if (x->ack_due_ns == 0)
+            x->ack_due_ns = s.now + c->ack_timeout_ns;
         if (send_request(c, x) != ECT_OK)
             fail_locked(c, x, "request could not be sent: %s", ect_last_error());
     }
@@ -359,7 +380,7 @@ peer_down(ect_strmap_node_t *node, void *user)
      * (ZeroMQ reconnects by itself; the defer budget bounds the wait).  A
      * read in flight is left to the transport and its deadline. */
     if (x->state == X_WAITING_ACK && x->port == p->port && strcmp(x->host, p->host) == 0) {
-        x->state = X_RETRY;
+        x->state = X_RETRY; /* ack_due_ns stays: the wait is not reset */
         x->deadline_ns = ect__now_ns() + x->retry_delay_ns;
     }
 }
@@ -369,9 +390,9 @@ session_thread(void *arg)
 {
     ect_consumer_t *c = arg;
     while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
-        pthread_mutex_lock(&c->lock);
-        int wait_ms = c->n_ucx_reading > 0 ? 0 : c->n_reading > 0 ? BUSY_POLL_MS : IDLE_POLL_MS;
-        pthread_mutex_unlock(&c->lock);
+        /* New fetches and settled reads of either transport wake this
+         * thread; the timeout only paces deadline checks. */
+        int wait_ms = IDLE_POLL_MS;
         char host[ECT_CTL_HOST_MAX + 1];
         uint16_t port;
         const void *payload;
@@ -389,9 +410,7 @@ session_thread(void *arg)
             /* Drop its endpoint and same-host mapping (the mapping would keep
              * a dead producer's region file alive); reads in flight finish
              * or fail on their own. */
-            char peer[ECT_CTL_HOST_MAX + 8];
-            snprintf(peer, sizeof(peer), "%s:%u", dead_hosts[i], (unsigned)dead_ports[i]);
-            ect__xport_client_forget_peer(c->xport, peer);
+            ect__xport_client_forget_peer(c->xport, dead_hosts[i], dead_ports[i]);
         }
         step_locked(c);
         pthread_mutex_unlock(&c->lock);
@@ -438,8 +457,7 @@ ect__consumer_fetch(ect_consumer_t *c, const char *key, const char *mm_hash, con
         goto out;
     }
     /* The DEALER belongs to the session thread; the request is sent from
-     * there on its next round (within a millisecond when reads are busy,
-     * IDLE_POLL_MS otherwise) by the retry path. */
+     * there at once (the wake-up below) by the retry path. */
     x->state = X_RETRY;
     x->deadline_ns = 0;
     ect__ctl_client_wake(c->ctl);
@@ -496,6 +514,9 @@ ect__consumer_cancel(ect_consumer_t *c, const char *key)
     if (node != NULL) {
         struct xfer *x = node->value;
         if (x->state == X_READING) {
+            /* A stream is cut at once (its blocks then come back on the
+             * next step); a same-host copy runs out under the fence. */
+            ect__xport_read_cancel(c->xport, x->read);
             leave_reading(c, x);
             x->state = X_QUARANTINED;
             x->cancelled = 1;
@@ -532,7 +553,7 @@ ect__consumer_metrics(ect_consumer_t *c, ect_metrics_t *m)
     m->p2p_read_timeouts += c->m.p2p_read_timeouts;
     m->p2p_transport_errors += c->m.p2p_transport_errors;
     m->wire_dropped += c->m.wire_dropped;
-    for (size_t i = 0; i < ECT_METRICS_ACK_STATUSES; i++)
+    for (size_t i = 0; i < ECT_XFER_STATUS_COUNT; i++)
         m->acks_received[i] += c->m.acks_received[i];
     for (size_t i = 0; i < ECT_METRICS_LATENCY_BUCKETS; i++)
         m->p2p_fetch_latency.buckets[i] += c->m.p2p_fetch_latency.buckets[i];
@@ -542,6 +563,14 @@ ect__consumer_metrics(ect_consumer_t *c, ect_metrics_t *m)
 }
 
 /* ---- lifecycle ----------------------------------------------------------- */
+
+/* A tcp read settled (called on the transport's receive thread): make the
+ * session thread look at once. */
+static void
+wake_session(void *ctl)
+{
+    ect__ctl_client_wake(ctl);
+}
 
 ect_status_t
 ect__consumer_start(const ect_consumer_params_t *params, ect_consumer_t **consumer_p)
@@ -578,7 +607,9 @@ ect__consumer_start(const ect_consumer_params_t *params, ect_consumer_t **consum
     ect_xport_client_params_t xp = {.data = ect_region_data(c->region),
                                     .block_size = c->geom.block_size_bytes,
                                     .num_blocks = c->geom.num_blocks,
-                                    .prefer = c->cfg.transport};
+                                    .prefer = c->cfg.transport,
+                                    .wake = wake_session,
+                                    .wake_arg = c->ctl};
     if ((st = ect__xport_client_create(&xp, &c->xport)) != ECT_OK)
         goto err_ctl;
     if (pthread_create(&c->thread, NULL, session_thread, c) != 0) {

@@ -23,6 +23,17 @@
  * ids, which our DEALERs use, a new connection is a new identity, so a
  * report always means that connection is gone.
  *
+ * Messages of the dead.  A connection's messages already queued when it
+ * died are still delivered after its DISCONNECTED event; acting on them
+ * would create grants for a peer already reported dead, which nothing
+ * would release before their lease.  So a slot remembers that a connection
+ * died on it (and who, when it had sent anything) until the fd is accepted
+ * again (ZMQ_EVENT_ACCEPTED, which libzmq emits before the new connection
+ * can deliver a message), and a message on that fd from that identity (any,
+ * when the dead connection had not been seen) is dropped (counted in
+ * from_dead).  A remembered death is forgotten after STALE_NS in any case,
+ * so a lost ACCEPTED event cannot silence a new connection for long.
+ *
  * Connections that never speak (issue 9, item 7).  libzmq 4.3 accepts every
  * TCP connection at once, keeps one that never completes the ZMTP handshake
  * for ZMQ_HANDSHAKE_IVL (30 s by default), and when accept() fails for want
@@ -68,6 +79,7 @@
 
 #define FD_MAP_MAX (1 << 16) /* slots of ~260 bytes; fds are small, dense numbers */
 #define DEAD_MAX   65536
+#define STALE_NS   (10ull * 1000 * 1000 * 1000)
 
 /* The listen backlog; the kernel caps it at net.core.somaxconn (4096 by
  * default since Linux 5.4). */
@@ -83,7 +95,7 @@
 /* Not ZMQ_EVENT_ACCEPT_FAILED: at the descriptor limit libzmq retries
  * accept() in a busy loop and reports every retry, which would make this
  * thread spin with it. */
-#define SERVER_EVENTS (ZMQ_EVENT_DISCONNECTED | HANDSHAKE_FAILED)
+#define SERVER_EVENTS (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | HANDSHAKE_FAILED)
 
 /* Counters: one writer (the server's thread), readers anywhere. */
 #define COUNT(server, field, n) __atomic_fetch_add(&(server)->counters.field, (n), __ATOMIC_RELAXED)
@@ -104,7 +116,10 @@ peer_hex(const ect_ctl_peer_t *peer, char *buf, size_t len)
 
 struct fd_slot {
     bool used;
-    ect_ctl_peer_t peer;
+    /* A connection died on this fd and no new one was accepted since:
+     * until when its late messages count as stale (0: none died). */
+    uint64_t dead_until_ns;
+    ect_ctl_peer_t peer; /* len 0 when the dead one was never seen */
 };
 
 struct ect_ctl_server {
@@ -241,13 +256,46 @@ server_push_dead(ect_ctl_server_t *server, const ect_ctl_peer_t *peer)
     server->dead[server->n_dead++] = *peer;
 }
 
+static void server_grow_fds(ect_ctl_server_t *server, int fd);
+
 static void
 server_fd_gone(ect_ctl_server_t *server, size_t fd)
 {
-    if (fd < server->n_fds && server->fds[fd].used) {
-        server_push_dead(server, &server->fds[fd].peer);
-        server->fds[fd].used = false;
-    }
+    server_grow_fds(server, (int)fd);
+    if (fd >= server->n_fds)
+        return;
+    struct fd_slot *slot = &server->fds[fd];
+    if (slot->used)
+        server_push_dead(server, &slot->peer); /* the peer is kept: its late messages are stale */
+    else
+        slot->peer.len = 0; /* never seen: every late message on the fd is stale */
+    slot->used = false;
+    slot->dead_until_ns = ect__now_ns() + STALE_NS;
+}
+
+/* A new connection on fd: whoever died there before is history. */
+static void
+server_fd_accepted(ect_ctl_server_t *server, size_t fd)
+{
+    if (fd < server->n_fds)
+        server->fds[fd].dead_until_ns = 0;
+}
+
+static bool
+same_peer(const ect_ctl_peer_t *a, const ect_ctl_peer_t *b)
+{
+    return a->len == b->len && memcmp(a->id, b->id, a->len) == 0;
+}
+
+/* A message on fd from the connection that died there. */
+static bool
+server_from_dead(const ect_ctl_server_t *server, int fd, const ect_ctl_peer_t *peer)
+{
+    if (fd < 0 || (size_t)fd >= server->n_fds)
+        return false;
+    const struct fd_slot *slot = &server->fds[fd];
+    return slot->dead_until_ns != 0 && ect__now_ns() < slot->dead_until_ns &&
+           (slot->peer.len == 0 || same_peer(&slot->peer, peer));
 }
 
 static void
@@ -259,39 +307,50 @@ server_drain_monitor(ect_ctl_server_t *server)
         if (event == ZMQ_EVENT_DISCONNECTED) {
             COUNT(server, disconnects, 1);
             server_fd_gone(server, value);
+        } else if (event == ZMQ_EVENT_ACCEPTED) {
+            server_fd_accepted(server, value);
         } else if (event & HANDSHAKE_FAILED) {
             COUNT(server, handshake_failed, 1);
         }
     }
 }
 
+/* Make room for slot fd (best effort: fds beyond FD_MAP_MAX are not
+ * tracked, which the caller sees as fd >= n_fds). */
+static void
+server_grow_fds(ect_ctl_server_t *server, int fd)
+{
+    if (fd < 0 || (size_t)fd < server->n_fds)
+        return;
+    size_t n = server->n_fds != 0 ? server->n_fds : 64;
+    while (n <= (size_t)fd)
+        n *= 2;
+    void *grown = n <= FD_MAP_MAX ? realloc(server->fds, n * sizeof(*server->fds)) : NULL;
+    if (grown == NULL) {
+        if (!server->fd_map_full_logged)
+            ECT_LOG_W("control: cannot track consumer on fd %d; its death will go unnoticed "
+                      "until its lease lapses",
+                      fd);
+        server->fd_map_full_logged = true;
+        return;
+    }
+    server->fds = grown;
+    memset(server->fds + server->n_fds, 0, (n - server->n_fds) * sizeof(*server->fds));
+    server->n_fds = n;
+}
+
 /* Remember that fd now carries peer. */
 static void
 server_track(ect_ctl_server_t *server, int fd, const ect_ctl_peer_t *peer)
 {
-    if (fd < 0)
+    server_grow_fds(server, fd);
+    if (fd < 0 || (size_t)fd >= server->n_fds)
         return;
-    if ((size_t)fd >= server->n_fds) {
-        size_t n = server->n_fds != 0 ? server->n_fds : 64;
-        while (n <= (size_t)fd)
-            n *= 2;
-        void *grown = n <= FD_MAP_MAX ? realloc(server->fds, n * sizeof(*server->fds)) : NULL;
-        if (grown == NULL) {
-            if (!server->fd_map_full_logged)
-                ECT_LOG_W("control: cannot track consumer on fd %d; its death will go unnoticed "
-                          "until its lease lapses",
-                          fd);
-            server->fd_map_full_logged = true;
-            return;
-        }
-        server->fds = grown;
-        memset(server->fds + server->n_fds, 0, (n - server->n_fds) * sizeof(*server->fds));
-        server->n_fds = n;
-    }
     struct fd_slot *slot = &server->fds[fd];
-    if (slot->used && (slot->peer.len != peer->len || memcmp(slot->peer.id, peer->id, peer->len)))
+    if (slot->used && !same_peer(&slot->peer, peer))
         server_push_dead(server, &slot->peer); /* its disconnect event was lost */
     slot->used = true;
+    slot->dead_until_ns = 0;
     slot->peer = *peer;
 }
 
@@ -349,6 +408,12 @@ server_read_one(ect_ctl_server_t *server, ect_ctl_peer_t *peer)
     /* Apply any disconnect queued before this message, so a reused fd's
      * old owner is reported before the fd is given to this one. */
     server_drain_monitor(server);
+    if (server_from_dead(server, fd, peer)) {
+        COUNT(server, from_dead, 1);
+        ECT_LOG_D("control: dropped a message queued by a consumer that has died");
+        server_release_payload(server);
+        return -1;
+    }
     server_track(server, fd, peer);
     COUNT(server, received, 1);
     return 1;
@@ -549,6 +614,7 @@ ect__ctl_server_counters(const ect_ctl_server_t *server, ect_ctl_counters_t *cou
     counters_p->send_failed = COUNTER(server, send_failed);
     counters_p->disconnects = COUNTER(server, disconnects);
     counters_p->handshake_failed = COUNTER(server, handshake_failed);
+    counters_p->from_dead = COUNTER(server, from_dead);
 }
 
 void

@@ -93,6 +93,7 @@ typedef struct ect_ctl_counters {
     uint64_t send_failed;
     uint64_t disconnects;      /* peers seen going away */
     uint64_t handshake_failed; /* connections refused in the handshake (CURVE) */
+    uint64_t from_dead;        /* messages a consumer queued before it died, dropped */
 } ect_ctl_counters_t;
 
 /* ---- producer side ------------------------------------------------------ */

@@ -1,54 +1,118 @@
 /*
- * The lifecycle event stream (src/p2p/events.h, seam in src/step/p2p_hooks.h).
+ * The lifecycle event stream (formats in src/p2p/events.h, seam in
+ * src/step/p2p_hooks.h).
  *
- * Invariants: the ring holds at most RING_CAP events, each owning its key;
- * only the publisher thread touches the PUB socket and the `announced` set
- * (keys announced and not yet withdrawn), so "withdrawn" is derived in
- * queue order, after the eviction that caused it.  Locking: `lock` guards
- * the ring, `stopping` and `dropped`; it is taken under the cache's lock by
- * the listener, so nothing here calls into the cache while holding it.
+ * Two owners.  `lock` guards what other threads touch: the queue, stopping,
+ * the drop counters and `stats`.  The cache listener takes it under the
+ * cache's lock, so nothing here calls into the cache or takes another lock
+ * while holding it (lock order: scheduler -> cache -> events).  Everything
+ * else (both sockets, the view, the replay ring, the replays in progress,
+ * the numbering) belongs to the publisher thread alone: start hands it over
+ * with pthread_create, stop takes it back with pthread_join.
+ *
+ * Invariants: the ring holds the newest batches, seqs ring_lo .. next_seq-1
+ * with no gap, at most replay_cap of them and REPLAY_MAX_BYTES of payload,
+ * except that the newest batch is always kept.  A payload (struct msg) is
+ * shared by the ring and the replays that still have to send it and freed
+ * with its last reference; references change on the publisher thread only.
+ * The view is the result of applying batches 0 .. next_seq-1 (and the
+ * events of a batch lost to out-of-memory, which the next batch's "lost"
+ * owns up to).
  */
 #include <cJSON.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
 #include "p2p/events.h"
 #include "step/p2p_hooks.h"
 
-#define RING_CAP 4096
+#define BATCH_MAX_EVENTS  256
+#define BATCH_MAX_BYTES   (64u * 1024) /* a batch closes once its events reach this */
+#define REPLAY_MAX_BYTES  ((size_t)64 << 20)
+#define REQUESTS_PER_TURN 64 /* replay requests read per loop, so publishing goes on */
+#define RETRY_MS          2  /* poll period while a replay waits for its peer */
+#define ROUTER_SNDHWM     256
+#define ROUTER_RCVHWM     64
+#define IDENTITY_MAX      255 /* ZeroMQ routing ids are at most 255 bytes */
 
 struct event {
     ect__event_kind_t kind;
     uint64_t n_blocks;
     uint64_t t_ns;
-    char *key;
+    char *key; /* owned; NULL for "cleared" */
+};
+
+/* One message payload, shared by the ring and replays. */
+struct msg {
+    unsigned refs;
+    uint64_t seq;
+    size_t len;
+    char data[];
+};
+
+struct view_entry {
+    uint64_t n_blocks;
+    bool ready;
+    bool announced;
+};
+
+struct replay {
+    bool active;
+    unsigned char id[IDENTITY_MAX];
+    size_t id_len;
+    struct msg **msgs; /* one reference each */
+    size_t n, sent;
+    uint64_t deadline_ns;
+};
+
+struct stats {
+    uint64_t batches, hwm_drops, replays, replay_errors;
 };
 
 struct ect__events {
-    void *zctx;
-    void *pub;
+    /* set by start, read-only afterwards */
     ect_cache_t *cache;
     char instance[ECT_CONFIG_ADDR_MAX + 1];
-    pthread_t thread;
+    uint64_t epoch_ns;
+    unsigned replay_cap;
+    int wake_fd; /* eventfd: the queue became non-empty, or stop */
+
+    /* under lock */
     pthread_mutex_t lock;
-    pthread_cond_t cond;
-    struct event ring[RING_CAP];
+    struct event queue[ECT_EVENTS_QUEUE_CAP];
     size_t head, n;
     int stopping;
-    uint64_t dropped;
-    ect_strmap_t announced; /* publisher thread only: key -> NULL */
+    uint64_t dropped;         /* since start */
+    uint64_t lost_unreported; /* dropped, not yet told in a batch's "lost" */
+    struct stats stats;
+
+    /* publisher thread only */
+    pthread_t thread;
+    void *zctx;
+    void *pub;
+    void *router;      /* NULL: no replay endpoint */
+    ect_strmap_t view; /* key -> struct view_entry * */
+    uint64_t next_seq;
+    struct msg **ring; /* replay_cap slots, oldest at ring_head */
+    size_t ring_head, ring_n, ring_bytes;
+    struct replay replays[ECT_EVENTS_REPLAYS_MAX];
 };
 
 static const char *const kind_names[] = {
     [ECT__EVENT_STORED] = "stored",       [ECT__EVENT_EVICTED] = "evicted",
     [ECT__EVENT_DISCARDED] = "discarded", [ECT__EVENT_ANNOUNCED] = "announced",
-    [ECT__EVENT_WITHDRAWN] = "withdrawn",
+    [ECT__EVENT_WITHDRAWN] = "withdrawn", [ECT__EVENT_CLEARED] = "cleared",
 };
 
 static uint64_t
@@ -57,6 +121,15 @@ unix_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void
+wake(struct ect__events *ev)
+{
+    uint64_t one = 1;
+    /* Fails only when the counter would overflow: it is readable anyway. */
+    while (write(ev->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+        ;
 }
 
 void
@@ -68,30 +141,44 @@ ect__events_publish(struct ect__events *ev, ect__event_kind_t kind, const char *
     uint64_t t = unix_ns();
     char *copy = strdup(key);
     pthread_mutex_lock(&ev->lock);
-    if (copy == NULL || ev->n == RING_CAP || ev->stopping) {
-        /* Never wait for the subscriber side: a slow stream loses events,
-         * the engine loses nothing. */
+    if (copy == NULL || ev->n == ECT_EVENTS_QUEUE_CAP || ev->stopping) {
+        /* Never wait for the subscriber side: a slow stream loses events
+         * (and says so in its next batch), the engine loses nothing. */
         ev->dropped++;
+        ev->lost_unreported++;
         pthread_mutex_unlock(&ev->lock);
         free(copy);
         return;
     }
-    ev->ring[(ev->head + ev->n) % RING_CAP] =
+    ev->queue[(ev->head + ev->n) % ECT_EVENTS_QUEUE_CAP] =
         (struct event){.kind = kind, .n_blocks = n_blocks, .t_ns = t, .key = copy};
-    ev->n++;
-    pthread_cond_signal(&ev->cond);
+    /* Only the first event of an empty queue needs to wake the thread: it
+     * empties the queue before it sleeps again. */
+    if (ev->n++ == 0)
+        wake(ev);
     pthread_mutex_unlock(&ev->lock);
 }
 
-uint64_t
-ect__events_dropped(struct ect__events *ev)
+void
+ect__p2p_events_metrics(struct ect__events *ev, ect_metrics_t *m)
 {
-    if (ev == NULL)
-        return 0;
+    if (ev == NULL || m == NULL)
+        return;
     pthread_mutex_lock(&ev->lock);
-    uint64_t d = ev->dropped;
+    m->events_batches += ev->stats.batches;
+    m->events_dropped += ev->dropped;
+    m->events_hwm_drops += ev->stats.hwm_drops;
+    m->events_replays += ev->stats.replays;
+    m->events_replay_errors += ev->stats.replay_errors;
     pthread_mutex_unlock(&ev->lock);
-    return d;
+}
+
+static void
+count(struct ect__events *ev, uint64_t *field)
+{
+    pthread_mutex_lock(&ev->lock);
+    (*field)++;
+    pthread_mutex_unlock(&ev->lock);
 }
 
 static void
@@ -100,76 +187,677 @@ on_cache_event(const ect_cache_event_t *e, void *user)
     ect__events_publish(user, (ect__event_kind_t)e->type, e->key, e->n_blocks);
 }
 
+/* ---- payloads -------------------------------------------------------------------- */
+
 static void
-send_one(struct ect__events *ev, ect__event_kind_t kind, const char *key, uint64_t n_blocks,
-         uint64_t t_ns)
+msg_unref(struct msg *m)
+{
+    if (m != NULL && --m->refs == 0)
+        free(m);
+}
+
+/* An integer cJSON would round (its numbers are doubles): written raw. */
+static bool
+add_u64(cJSON *o, const char *name, uint64_t v)
+{
+    char t[24];
+    snprintf(t, sizeof(t), "%llu", (unsigned long long)v);
+    cJSON *raw = cJSON_CreateRaw(t);
+    if (raw == NULL || !cJSON_AddItemToObject(o, name, raw)) {
+        cJSON_Delete(raw);
+        return false;
+    }
+    return true;
+}
+
+/* The fields every payload starts with. */
+static cJSON *
+payload_head(const struct ect__events *ev, const char *type, uint64_t seq)
 {
     cJSON *o = cJSON_CreateObject();
-    if (o == NULL || !cJSON_AddStringToObject(o, "event", kind_names[kind]) ||
-        !cJSON_AddStringToObject(o, "key", key) ||
-        !cJSON_AddNumberToObject(o, "n_blocks", (double)n_blocks) ||
-        !cJSON_AddStringToObject(o, "instance", ev->instance)) {
+    if (o == NULL || !cJSON_AddStringToObject(o, "type", type) ||
+        !cJSON_AddStringToObject(o, "instance", ev->instance) ||
+        !add_u64(o, "epoch", ev->epoch_ns) || !add_u64(o, "seq", seq) ||
+        !add_u64(o, "ts", unix_ns())) {
         cJSON_Delete(o);
-        return;
+        return NULL;
     }
-    /* cJSON numbers are doubles, which would round a nanosecond clock:
-     * write t as a raw integer. */
-    char t[24];
-    snprintf(t, sizeof(t), "%llu", (unsigned long long)t_ns);
-    cJSON *traw = cJSON_CreateRaw(t);
-    if (traw == NULL || !cJSON_AddItemToObject(o, "t", traw)) {
-        cJSON_Delete(traw);
-        cJSON_Delete(o);
-        return;
-    }
-    char *text = cJSON_PrintUnformatted(o);
+    return o;
+}
+
+/* Print o (consumed) into a new message of one reference. */
+static struct msg *
+msg_from_json(cJSON *o, uint64_t seq)
+{
+    char *text = o != NULL ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     if (text == NULL)
+        return NULL;
+    size_t len = strlen(text);
+    struct msg *m = malloc(sizeof(*m) + len);
+    if (m != NULL) {
+        *m = (struct msg){.refs = 1, .seq = seq, .len = len};
+        memcpy(m->data, text, len);
+    }
+    free(text);
+    return m;
+}
+
+static cJSON *
+event_json(const struct event *e)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL || !cJSON_AddStringToObject(o, "event", kind_names[e->kind]) ||
+        (e->key != NULL &&
+         (!cJSON_AddStringToObject(o, "key", e->key) || !add_u64(o, "n_blocks", e->n_blocks))) ||
+        !add_u64(o, "t", e->t_ns)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* ---- the view -------------------------------------------------------------------- */
+
+static void
+free_view_entry(ect_strmap_node_t *node, void *user)
+{
+    (void)user;
+    free(node->value);
+}
+
+static void
+view_clear(struct ect__events *ev)
+{
+    ect__strmap_each(&ev->view, free_view_entry, NULL);
+    ect__strmap_cleanup(&ev->view);
+    ect__strmap_init(&ev->view);
+}
+
+/* The entry of key, created when absent; NULL when out of memory. */
+static struct view_entry *
+view_get(struct ect__events *ev, const char *key)
+{
+    ect_strmap_node_t *node = ect__strmap_find(&ev->view, key);
+    if (node != NULL)
+        return node->value;
+    struct view_entry *ve = calloc(1, sizeof(*ve));
+    if (ve == NULL || ect__strmap_put(&ev->view, key, ve, NULL) != ECT_OK) {
+        free(ve);
+        return NULL;
+    }
+    return ve;
+}
+
+/* Apply e to the view.  Returns true when e leaves an announced entry: the
+ * batch then also says "withdrawn". */
+static bool
+view_apply(struct ect__events *ev, const struct event *e)
+{
+    struct view_entry *ve;
+    void *value = NULL;
+    switch (e->kind) {
+    case ECT__EVENT_CLEARED:
+        view_clear(ev);
+        return false;
+    case ECT__EVENT_STORED:
+    case ECT__EVENT_ANNOUNCED:
+        if ((ve = view_get(ev, e->key)) == NULL) {
+            /* Routers learn the event; only our snapshot will lack it. */
+            ECT_LOG_W("events: out of memory tracking '%s'; snapshots will miss it", e->key);
+            return false;
+        }
+        ve->n_blocks = e->n_blocks;
+        if (e->kind == ECT__EVENT_STORED)
+            ve->ready = true;
+        else
+            ve->announced = true;
+        return false;
+    case ECT__EVENT_EVICTED:
+    case ECT__EVENT_DISCARDED:
+        if (!ect__strmap_remove(&ev->view, e->key, &value))
+            return false;
+        bool announced = ((struct view_entry *)value)->announced;
+        free(value);
+        return announced;
+    case ECT__EVENT_WITHDRAWN:
+        return false;
+    }
+    return false;
+}
+
+/* ---- publishing ------------------------------------------------------------------- */
+
+static void
+put_be64(unsigned char out[8], uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        out[i] = (unsigned char)(v & 0xff);
+}
+
+static uint64_t
+get_be64(const unsigned char in[8])
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | in[i];
+    return v;
+}
+
+static int
+send_frames(void *pub, const struct msg *m, const unsigned char seq[8])
+{
+    if (zmq_send(pub, ECT_EVENTS_TOPIC, strlen(ECT_EVENTS_TOPIC), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return -1;
+    /* A message is queued whole or not at all: past its first frame no
+     * send fails for want of room. */
+    zmq_send(pub, seq, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(pub, m->data, m->len, ZMQ_DONTWAIT);
+    return 0;
+}
+
+/* Send m on the PUB socket.  With ZMQ_XPUB_NODROP on, a send fails with
+ * EAGAIN when any subscriber is at its high-water mark, which is the only
+ * way ZeroMQ tells: count it, then send lossily so that the subscribers
+ * with room still get the batch (the others see the gap and replay). */
+static void
+pub_send(struct ect__events *ev, const struct msg *m)
+{
+    unsigned char seq[8];
+    put_be64(seq, m->seq);
+    if (send_frames(ev->pub, m, seq) == 0)
         return;
-    char topic[32];
-    int tl = snprintf(topic, sizeof(topic), "ectier.%s", kind_names[kind]);
-    /* PUB never blocks: with no subscriber, or one past its high-water
-     * mark, ZeroMQ drops the message. */
-    if (zmq_send(ev->pub, topic, (size_t)tl, ZMQ_SNDMORE) >= 0)
-        zmq_send(ev->pub, text, strlen(text), 0);
+    if (zmq_errno() != EAGAIN)
+        return;
+    count(ev, &ev->stats.hwm_drops);
+    int off = 0, on = 1;
+    zmq_setsockopt(ev->pub, ZMQ_XPUB_NODROP, &off, sizeof(off));
+    send_frames(ev->pub, m, seq);
+    zmq_setsockopt(ev->pub, ZMQ_XPUB_NODROP, &on, sizeof(on));
+}
+
+static void
+ring_drop_oldest(struct ect__events *ev)
+{
+    struct msg *old = ev->ring[ev->ring_head];
+    ev->ring[ev->ring_head] = NULL;
+    ev->ring_head = (ev->ring_head + 1) % ev->replay_cap;
+    ev->ring_n--;
+    ev->ring_bytes -= old->len;
+    msg_unref(old);
+}
+
+/* Keep m (its reference moves to the ring). */
+static void
+ring_push(struct ect__events *ev, struct msg *m)
+{
+    while (ev->ring_n > 0 &&
+           (ev->ring_n == ev->replay_cap || ev->ring_bytes + m->len > REPLAY_MAX_BYTES))
+        ring_drop_oldest(ev);
+    ev->ring[(ev->ring_head + ev->ring_n) % ev->replay_cap] = m;
+    ev->ring_n++;
+    ev->ring_bytes += m->len;
+}
+
+static uint64_t
+ring_lo(const struct ect__events *ev)
+{
+    return ev->ring_n > 0 ? ev->ring[ev->ring_head]->seq : ev->next_seq;
+}
+
+/* Number, send and keep one batch of events (consumed: keys freed).  A
+ * batch that cannot be built (out of memory) is lost whole and counted as
+ * lost in the next one; the numbering never skips. */
+static void
+publish_batch(struct ect__events *ev, struct event *events, size_t n, uint64_t lost)
+{
+    uint64_t seq = ev->next_seq;
+    cJSON *o = payload_head(ev, "batch", seq);
+    cJSON *arr = NULL;
+    bool ok = o != NULL && (lost == 0 || add_u64(o, "lost", lost)) &&
+              (arr = cJSON_AddArrayToObject(o, "events")) != NULL;
+    for (size_t i = 0; i < n; i++) {
+        bool withdrawn = view_apply(ev, &events[i]);
+        if (ok) {
+            cJSON *e = event_json(&events[i]);
+            ok = e != NULL && cJSON_AddItemToArray(arr, e);
+        }
+        if (ok && withdrawn) {
+            struct event w = events[i];
+            w.kind = ECT__EVENT_WITHDRAWN;
+            cJSON *e = event_json(&w);
+            ok = e != NULL && cJSON_AddItemToArray(arr, e);
+        }
+        free(events[i].key);
+    }
+    struct msg *m = ok ? msg_from_json(o, seq) : (cJSON_Delete(o), NULL);
+    if (m == NULL) {
+        ECT_LOG_W("events: out of memory building batch %llu; its %zu events are lost",
+                  (unsigned long long)seq, n);
+        pthread_mutex_lock(&ev->lock);
+        ev->dropped += n;
+        ev->lost_unreported += n;
+        pthread_mutex_unlock(&ev->lock);
+        return;
+    }
+    ev->next_seq++;
+    pub_send(ev, m);
+    ring_push(ev, m);
+    count(ev, &ev->stats.batches);
+}
+
+/* ---- replay ------------------------------------------------------------------------ */
+
+/* Answer [id, ("",) END, error JSON]: the end marker with the reason. */
+static void
+reply_error(struct ect__events *ev, const unsigned char *id, size_t id_len, bool delimiter,
+            const char *why)
+{
+    count(ev, &ev->stats.replay_errors);
+    cJSON *o = cJSON_CreateObject();
+    char *text = NULL;
+    if (o != NULL && cJSON_AddStringToObject(o, "type", "error") &&
+        cJSON_AddStringToObject(o, "error", why))
+        text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    unsigned char end[8];
+    put_be64(end, ECT_EVENTS_END_SEQ);
+    /* Best effort: a peer that cannot take one small message loses it. */
+    if (text != NULL && zmq_send(ev->router, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
+        if (delimiter)
+            zmq_send(ev->router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        zmq_send(ev->router, end, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        zmq_send(ev->router, text, strlen(text), ZMQ_DONTWAIT);
+    }
     free(text);
 }
 
 static void
-publish_event(struct ect__events *ev, const struct event *e)
+replay_end(struct replay *r)
 {
-    send_one(ev, e->kind, e->key, e->n_blocks, e->t_ns);
-    if (e->kind == ECT__EVENT_ANNOUNCED) {
-        if (ect__strmap_find(&ev->announced, e->key) == NULL &&
-            ect__strmap_put(&ev->announced, e->key, NULL, NULL) != ECT_OK)
-            ECT_LOG_W("events: cannot track announced '%s'; its withdrawal is not published",
-                      e->key);
-    } else if ((e->kind == ECT__EVENT_EVICTED || e->kind == ECT__EVENT_DISCARDED) &&
-               ect__strmap_remove(&ev->announced, e->key, NULL)) {
-        send_one(ev, ECT__EVENT_WITHDRAWN, e->key, e->n_blocks, e->t_ns);
+    for (size_t i = r->sent; i < r->n; i++)
+        msg_unref(r->msgs[i]);
+    free(r->msgs);
+    r->msgs = NULL;
+    r->active = false;
+}
+
+struct snap_ctx {
+    struct ect__events *ev;
+    struct replay *r;
+    size_t parts;
+    cJSON *part; /* the part being filled */
+    cJSON *entries;
+    size_t in_part;
+    bool failed;
+};
+
+/* Open a part: the head, its number and the count, an empty entries list. */
+static bool
+snap_open_part(struct snap_ctx *c)
+{
+    c->part = payload_head(c->ev, "snapshot", c->ev->next_seq - 1);
+    c->entries = NULL;
+    c->in_part = 0;
+    if (c->part != NULL && add_u64(c->part, "part", c->r->n) && add_u64(c->part, "parts", c->parts))
+        c->entries = cJSON_AddArrayToObject(c->part, "entries");
+    if (c->entries == NULL)
+        c->failed = true;
+    return !c->failed;
+}
+
+static void
+snap_close_part(struct snap_ctx *c)
+{
+    if (c->part == NULL)
+        return;
+    struct msg *m =
+        c->failed ? (cJSON_Delete(c->part), NULL) : msg_from_json(c->part, c->ev->next_seq - 1);
+    c->part = NULL;
+    if (m == NULL)
+        c->failed = true;
+    else
+        c->r->msgs[c->r->n++] = m;
+}
+
+static void
+snap_add(ect_strmap_node_t *node, void *user)
+{
+    struct snap_ctx *c = user;
+    const struct view_entry *ve = node->value;
+    if (c->failed || (c->part == NULL && !snap_open_part(c)))
+        return;
+    cJSON *e = cJSON_CreateObject();
+    if (e == NULL || !cJSON_AddStringToObject(e, "key", node->key) ||
+        !add_u64(e, "n_blocks", ve->n_blocks) || !cJSON_AddBoolToObject(e, "ready", ve->ready) ||
+        !cJSON_AddBoolToObject(e, "announced", ve->announced) ||
+        !cJSON_AddItemToArray(c->entries, e)) {
+        cJSON_Delete(e);
+        c->failed = true;
+        return;
     }
+    if (++c->in_part == ECT_EVENTS_SNAPSHOT_PART)
+        snap_close_part(c);
+}
+
+/* The snapshot of the view after batch next_seq-1 (next_seq > 0), as r's
+ * messages.  Returns false when out of memory. */
+static bool
+replay_snapshot(struct ect__events *ev, struct replay *r)
+{
+    size_t entries = ev->view.count;
+    size_t parts =
+        entries == 0 ? 1 : (entries + ECT_EVENTS_SNAPSHOT_PART - 1) / ECT_EVENTS_SNAPSHOT_PART;
+    if ((r->msgs = calloc(parts, sizeof(*r->msgs))) == NULL)
+        return false;
+    struct snap_ctx c = {.ev = ev, .r = r, .parts = parts};
+    if (entries == 0)
+        snap_open_part(&c); /* one part, no entries */
+    else
+        ect__strmap_each(&ev->view, snap_add, &c);
+    snap_close_part(&c);
+    return !c.failed && r->n == parts;
+}
+
+/* r's messages: the buffered batches from n on. */
+static bool
+replay_batches(struct ect__events *ev, struct replay *r, uint64_t from)
+{
+    size_t skip = (size_t)(from - ring_lo(ev));
+    size_t count_ = ev->ring_n - skip;
+    if (count_ > 0 && (r->msgs = calloc(count_, sizeof(*r->msgs))) == NULL)
+        return false;
+    for (size_t i = 0; i < count_; i++) {
+        struct msg *m = ev->ring[(ev->ring_head + skip + i) % ev->replay_cap];
+        m->refs++;
+        r->msgs[r->n++] = m;
+    }
+    return true;
+}
+
+/* Start answering a valid request for "everything since from". */
+static void
+replay_start(struct ect__events *ev, const unsigned char *id, size_t id_len, uint64_t from)
+{
+    struct replay *free_slot = NULL;
+    for (size_t i = 0; i < ECT_EVENTS_REPLAYS_MAX; i++) {
+        struct replay *r = &ev->replays[i];
+        if (!r->active) {
+            if (free_slot == NULL)
+                free_slot = r;
+        } else if (r->id_len == id_len && memcmp(r->id, id, id_len) == 0) {
+            reply_error(ev, id, id_len, true, "busy: a replay to this peer is in progress");
+            return;
+        }
+    }
+    if (free_slot == NULL) {
+        char why[80];
+        snprintf(why, sizeof(why), "busy: %d replays are in progress; ask again later",
+                 ECT_EVENTS_REPLAYS_MAX);
+        reply_error(ev, id, id_len, true, why);
+        return;
+    }
+    struct replay *r = free_slot;
+    *r = (struct replay){.active = true, .id_len = id_len};
+    memcpy(r->id, id, id_len);
+    r->deadline_ns = ect__now_ns() + (uint64_t)ECT_EVENTS_REPLAY_DEADLINE_S * 1000000000ull;
+    bool ok;
+    /* next_seq is 0 only when batch 0 could not be built: nothing to show. */
+    if (ev->next_seq == 0 || (from >= ring_lo(ev) && from <= ev->next_seq))
+        ok = replay_batches(ev, r, from);
+    else
+        ok = replay_snapshot(ev, r);
+    if (!ok) {
+        replay_end(r);
+        reply_error(ev, id, id_len, true, "out of memory: ask again later");
+    }
+}
+
+/* Read one request (all of its frames) and answer or refuse it. */
+static void
+serve_request(struct ect__events *ev)
+{
+    unsigned char id[IDENTITY_MAX], seq[8];
+    size_t id_len = 0, frames = 0;
+    bool delimiter = false, seq_ok = false;
+    size_t seq_len = 0;
+    for (bool more = true; more;) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, ev->router, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&part);
+            if (frames == 0)
+                return; /* nothing waiting */
+            break;
+        }
+        size_t len = zmq_msg_size(&part);
+        if (frames == 0 && len <= sizeof(id)) {
+            memcpy(id, zmq_msg_data(&part), len);
+            id_len = len;
+        } else if (frames == 1) {
+            delimiter = len == 0;
+        } else if (frames == 2) {
+            seq_len = len;
+            if ((seq_ok = len == 8))
+                memcpy(seq, zmq_msg_data(&part), 8);
+        }
+        frames++;
+        more = zmq_msg_more(&part);
+        zmq_msg_close(&part);
+    }
+    char why[160];
+    if (!delimiter || frames != 3 || !seq_ok) {
+        snprintf(why, sizeof(why),
+                 "bad request (%zu frames, sequence frame of %zu bytes): send [\"\", N] with N "
+                 "8 bytes big-endian",
+                 frames > 0 ? frames - 1 : 0, seq_len);
+        reply_error(ev, id, id_len, delimiter, why);
+        return;
+    }
+    replay_start(ev, id, id_len, get_be64(seq));
+}
+
+/* Send what r's peer can take now.  Returns true when r is finished. */
+static bool
+replay_advance(struct ect__events *ev, struct replay *r, uint64_t now)
+{
+    for (;;) {
+        bool end = r->sent == r->n;
+        unsigned char seq[8];
+        put_be64(seq, end ? ECT_EVENTS_END_SEQ : r->msgs[r->sent]->seq);
+        if (zmq_send(ev->router, r->id, r->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+            if (zmq_errno() == EAGAIN && now < r->deadline_ns)
+                return false; /* its queue is full: later */
+            /* Gone (EHOSTUNREACH) or too slow: abandon. */
+            count(ev, &ev->stats.replay_errors);
+            return true;
+        }
+        zmq_send(ev->router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        zmq_send(ev->router, seq, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        if (end) {
+            zmq_send(ev->router, "", 0, ZMQ_DONTWAIT);
+            count(ev, &ev->stats.replays);
+            return true;
+        }
+        struct msg *m = r->msgs[r->sent];
+        zmq_send(ev->router, m->data, m->len, ZMQ_DONTWAIT);
+        r->msgs[r->sent++] = NULL;
+        msg_unref(m);
+    }
+}
+
+/* Serve requests and advance replays.  Returns true while some replay
+ * waits for its peer (the loop then polls again soon). */
+static bool
+replay_turn(struct ect__events *ev)
+{
+    if (ev->router == NULL)
+        return false;
+    for (int i = 0; i < REQUESTS_PER_TURN; i++) {
+        int events = 0;
+        size_t len = sizeof(events);
+        if (zmq_getsockopt(ev->router, ZMQ_EVENTS, &events, &len) != 0 || !(events & ZMQ_POLLIN))
+            break;
+        serve_request(ev);
+    }
+    bool waiting = false;
+    uint64_t now = ect__now_ns();
+    for (size_t i = 0; i < ECT_EVENTS_REPLAYS_MAX; i++) {
+        struct replay *r = &ev->replays[i];
+        if (!r->active)
+            continue;
+        if (replay_advance(ev, r, now))
+            replay_end(r);
+        else
+            waiting = true;
+    }
+    return waiting;
+}
+
+/* ---- the thread ------------------------------------------------------------------ */
+
+/* Take up to BATCH_MAX_EVENTS queued events (or about BATCH_MAX_BYTES of
+ * keys).  Returns how many; *lost_p gets the drops not yet reported,
+ * *stopping_p whether stop was asked, *more_p whether events remain. */
+static size_t
+take_events(struct ect__events *ev, struct event *out, uint64_t *lost_p, int *stopping_p,
+            bool *more_p)
+{
+    size_t n = 0, bytes = 0;
+    pthread_mutex_lock(&ev->lock);
+    while (ev->n > 0 && n < BATCH_MAX_EVENTS && bytes < BATCH_MAX_BYTES) {
+        out[n] = ev->queue[ev->head];
+        bytes += out[n].key != NULL ? strlen(out[n].key) + 64 : 64;
+        n++;
+        ev->head = (ev->head + 1) % ECT_EVENTS_QUEUE_CAP;
+        ev->n--;
+    }
+    *lost_p = n > 0 ? ev->lost_unreported : 0;
+    if (n > 0)
+        ev->lost_unreported = 0;
+    *stopping_p = ev->stopping;
+    *more_p = ev->n > 0;
+    pthread_mutex_unlock(&ev->lock);
+    return n;
+}
+
+static void
+wait_for_work(struct ect__events *ev, int timeout_ms)
+{
+    zmq_pollitem_t items[2] = {{.fd = ev->wake_fd, .events = ZMQ_POLLIN},
+                               {.socket = ev->router, .events = ZMQ_POLLIN}};
+    if (zmq_poll(items, ev->router != NULL ? 2 : 1, timeout_ms) < 0 && zmq_errno() != EINTR)
+        ECT_LOG_W("events: zmq_poll: %s", zmq_strerror(zmq_errno()));
+    uint64_t v;
+    if (items[0].revents & ZMQ_POLLIN)
+        while (read(ev->wake_fd, &v, sizeof(v)) < 0 && errno == EINTR)
+            ;
 }
 
 static void *
 publisher_main(void *arg)
 {
     struct ect__events *ev = arg;
-    pthread_mutex_lock(&ev->lock);
-    for (;;) {
-        while (ev->n == 0 && !ev->stopping)
-            pthread_cond_wait(&ev->cond, &ev->lock);
-        if (ev->n == 0)
-            break; /* stopping, and everything queued went out */
-        struct event e = ev->ring[ev->head];
-        ev->head = (ev->head + 1) % RING_CAP;
-        ev->n--;
-        pthread_mutex_unlock(&ev->lock);
-        publish_event(ev, &e);
-        free(e.key);
-        pthread_mutex_lock(&ev->lock);
+    struct event *batch = malloc(BATCH_MAX_EVENTS * sizeof(*batch));
+    if (batch == NULL) {
+        ECT_LOG_E("events: out of memory: the stream is not published");
+        return NULL;
     }
-    pthread_mutex_unlock(&ev->lock);
+    /* Batch 0: whatever a router knew of this instance is void. */
+    struct event cleared = {.kind = ECT__EVENT_CLEARED, .t_ns = ev->epoch_ns};
+    publish_batch(ev, &cleared, 1, 0);
+    for (;;) {
+        uint64_t lost;
+        int stopping;
+        bool more;
+        size_t n = take_events(ev, batch, &lost, &stopping, &more);
+        if (n > 0)
+            publish_batch(ev, batch, n, lost);
+        bool waiting = replay_turn(ev);
+        if (stopping && !more)
+            break; /* everything queued went out */
+        if (!more)
+            wait_for_work(ev, waiting ? RETRY_MS : -1);
+    }
+    free(batch);
     return NULL;
+}
+
+/* ---- start and stop ------------------------------------------------------------- */
+
+static ect_status_t
+bind_socket(void *zctx, int type, const char *label, const char *endpoint, void **sock_p)
+{
+    void *sock = zmq_socket(zctx, type);
+    if (sock == NULL)
+        return ect__error(ECT_ERR_TRANSPORT, "events: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    int linger = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof(linger));
+    *sock_p = sock;
+    if (zmq_bind(sock, endpoint) != 0)
+        return ect__error(ECT_ERR_TRANSPORT, "%s = \"%s\": cannot bind: %s", label, endpoint,
+                          zmq_strerror(zmq_errno()));
+    return ECT_OK;
+}
+
+static ect_status_t
+open_sockets(struct ect__events *ev, const ect_config_t *config)
+{
+    ect_status_t st =
+        bind_socket(ev->zctx, ZMQ_PUB, "events_endpoint", config->events_endpoint, &ev->pub);
+    if (st != ECT_OK)
+        return st;
+    int hwm = (int)config->events_hwm, on = 1;
+    if (zmq_setsockopt(ev->pub, ZMQ_SNDHWM, &hwm, sizeof(hwm)) != 0 ||
+        zmq_setsockopt(ev->pub, ZMQ_XPUB_NODROP, &on, sizeof(on)) != 0)
+        return ect__error(ECT_ERR_TRANSPORT, "events: cannot set the PUB socket's options: %s",
+                          zmq_strerror(zmq_errno()));
+    if (config->events_replay_endpoint[0] == '\0')
+        return ECT_OK;
+    void *router = zmq_socket(ev->zctx, ZMQ_ROUTER);
+    if (router == NULL)
+        return ect__error(ECT_ERR_TRANSPORT, "events: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    ev->router = router;
+    /* Set before bind: they must hold for the first peer already. */
+    int sndhwm = ROUTER_SNDHWM, rcvhwm = ROUTER_RCVHWM, linger = 0;
+    int64_t maxmsg = ECT_EVENTS_REQUEST_MAX;
+    if (zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof(linger)) != 0 ||
+        zmq_setsockopt(router, ZMQ_ROUTER_MANDATORY, &on, sizeof(on)) != 0 ||
+        zmq_setsockopt(router, ZMQ_SNDHWM, &sndhwm, sizeof(sndhwm)) != 0 ||
+        zmq_setsockopt(router, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm)) != 0 ||
+        zmq_setsockopt(router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0)
+        return ect__error(ECT_ERR_TRANSPORT, "events: cannot set the ROUTER socket's options: %s",
+                          zmq_strerror(zmq_errno()));
+    if (zmq_bind(router, config->events_replay_endpoint) != 0)
+        return ect__error(ECT_ERR_TRANSPORT, "events_replay_endpoint = \"%s\": cannot bind: %s",
+                          config->events_replay_endpoint, zmq_strerror(zmq_errno()));
+    return ECT_OK;
+}
+
+static void
+close_sockets(struct ect__events *ev)
+{
+    if (ev->router != NULL)
+        zmq_close(ev->router);
+    if (ev->pub != NULL)
+        zmq_close(ev->pub);
+    ev->router = ev->pub = NULL;
+}
+
+/* Free what the thread owned (after the join, or when it never ran). */
+static void
+free_thread_state(struct ect__events *ev)
+{
+    for (size_t i = 0; i < ECT_EVENTS_REPLAYS_MAX; i++)
+        if (ev->replays[i].active)
+            replay_end(&ev->replays[i]);
+    while (ev->ring_n > 0)
+        ring_drop_oldest(ev);
+    free(ev->ring);
+    view_clear(ev);
+    ect__strmap_cleanup(&ev->view);
+    for (; ev->n > 0; ev->n--, ev->head = (ev->head + 1) % ECT_EVENTS_QUEUE_CAP)
+        free(ev->queue[ev->head].key);
 }
 
 ect_status_t
@@ -178,41 +866,43 @@ ect__p2p_events_start(const ect_config_t *config, ect_cache_t *cache, const char
 {
     if (config == NULL || cache == NULL || instance == NULL || events_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "events: NULL config, cache, instance or events_p");
+    if (config->events_replay_buffer == 0 || config->events_hwm == 0 ||
+        config->events_hwm > (unsigned)INT32_MAX)
+        return ect__error(ECT_ERR_CONFIG, "events: events_replay_buffer and events_hwm must be "
+                                          "positive (use ect_config_validate)");
     struct ect__events *ev = calloc(1, sizeof(*ev));
     if (ev == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "events: out of memory");
     ect_status_t st;
     ev->cache = cache;
     snprintf(ev->instance, sizeof(ev->instance), "%s", instance);
-    ect__strmap_init(&ev->announced);
-    if (pthread_mutex_init(&ev->lock, NULL) != 0) {
-        st = ect__error(ECT_ERR_INTERNAL, "events: cannot create its mutex");
+    ev->epoch_ns = unix_ns();
+    ev->replay_cap = config->events_replay_buffer;
+    ect__strmap_init(&ev->view);
+    if ((ev->ring = calloc(ev->replay_cap, sizeof(*ev->ring))) == NULL) {
+        st = ect__error(ECT_ERR_NO_MEMORY, "events: out of memory for %u replay slots",
+                        ev->replay_cap);
         goto err_free;
     }
-    if (pthread_cond_init(&ev->cond, NULL) != 0) {
-        st = ect__error(ECT_ERR_INTERNAL, "events: cannot create its condition variable");
-        goto err_mutex;
+    if ((ev->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        st = ect__error_errno(ECT_ERR_INTERNAL, "events: eventfd");
+        goto err_free;
+    }
+    if (pthread_mutex_init(&ev->lock, NULL) != 0) {
+        st = ect__error(ECT_ERR_INTERNAL, "events: cannot create its mutex");
+        goto err_fd;
     }
     if ((ev->zctx = zmq_ctx_new()) == NULL) {
         st = ect__error(ECT_ERR_TRANSPORT, "events: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-        goto err_cond;
+        goto err_mutex;
     }
-    if ((ev->pub = zmq_socket(ev->zctx, ZMQ_PUB)) == NULL) {
-        st = ect__error(ECT_ERR_TRANSPORT, "events: zmq_socket: %s", zmq_strerror(zmq_errno()));
-        goto err_ctx;
-    }
-    int linger = 0;
-    zmq_setsockopt(ev->pub, ZMQ_LINGER, &linger, sizeof(linger));
-    if (zmq_bind(ev->pub, config->events_endpoint) != 0) {
-        st = ect__error(ECT_ERR_TRANSPORT, "events_endpoint = \"%s\": cannot bind: %s",
-                        config->events_endpoint, zmq_strerror(zmq_errno()));
-        goto err_socket;
-    }
-    /* The socket is handed to the thread here, and not touched by this
+    if ((st = open_sockets(ev, config)) != ECT_OK)
+        goto err_sockets;
+    /* The sockets are handed to the thread here, and not touched by this
      * thread again until the join in stop (pthread_create is a barrier). */
     if (pthread_create(&ev->thread, NULL, publisher_main, ev) != 0) {
         st = ect__error(ECT_ERR_INTERNAL, "events: cannot start the publisher thread");
-        goto err_socket;
+        goto err_sockets;
     }
     if ((st = ect_cache_set_listener(cache, on_cache_event, ev)) != ECT_OK)
         goto err_thread;
@@ -222,18 +912,18 @@ ect__p2p_events_start(const ect_config_t *config, ect_cache_t *cache, const char
 err_thread:
     pthread_mutex_lock(&ev->lock);
     ev->stopping = 1;
-    pthread_cond_signal(&ev->cond);
+    wake(ev);
     pthread_mutex_unlock(&ev->lock);
     pthread_join(ev->thread, NULL);
-err_socket:
-    zmq_close(ev->pub);
-err_ctx:
+err_sockets:
+    close_sockets(ev);
     zmq_ctx_term(ev->zctx);
-err_cond:
-    pthread_cond_destroy(&ev->cond);
 err_mutex:
     pthread_mutex_destroy(&ev->lock);
+err_fd:
+    close(ev->wake_fd);
 err_free:
+    free_thread_state(ev);
     free(ev);
     return st;
 }
@@ -249,17 +939,17 @@ ect__p2p_events_stop(struct ect__events *ev)
         ect__log_last_error(ECT_LOG_WARN, "events: detaching from the cache");
     pthread_mutex_lock(&ev->lock);
     ev->stopping = 1;
-    pthread_cond_signal(&ev->cond);
-    uint64_t dropped = ev->dropped;
+    wake(ev);
     pthread_mutex_unlock(&ev->lock);
     pthread_join(ev->thread, NULL);
+    uint64_t dropped = ev->dropped;
     if (dropped > 0)
         ECT_LOG_W("events: %llu events were dropped because the queue was full",
                   (unsigned long long)dropped);
-    zmq_close(ev->pub);
+    close_sockets(ev);
     zmq_ctx_term(ev->zctx);
-    ect__strmap_cleanup(&ev->announced);
-    pthread_cond_destroy(&ev->cond);
+    free_thread_state(ev);
     pthread_mutex_destroy(&ev->lock);
+    close(ev->wake_fd);
     free(ev);
 }

@@ -9,6 +9,18 @@
  * never fetched again for that request).  request_finished forgets them.
  * Requests that cannot be served (an encoding lost with the media gone, a
  * malformed size) are queued for take_unavailable.
+ *
+ * Who owns what among the three P2P records:
+ *   struct item_rec (here)      one per (request, item) the consumer side has
+ *                               seen: when it was first deferred, whether it
+ *                               fell back.  Owns no cache state.
+ *   struct xfer (consumer.c)    one per fetch in flight: its entry's blocks
+ *                               (allocated not ready, freed or made ready by
+ *                               it alone), its state, its read handle.
+ *   struct grant (producer.c)   one per read granted to a peer: one pin on
+ *                               the producer's entry, its runs, its token.
+ * Locks: p2p->lock guards the item records and the unavailable queue and is
+ * taken before the consumer's or producer's lock (order: src/step/scheduler.c).
  */
 #include <cJSON.h>
 #include <math.h>

@@ -1,9 +1,18 @@
 /*
  * The producer session: see producer.h for what it does and its locking.
  *
- * Grants live in a map keyed "session_id:mm_hash"; each holds exactly one
- * pin on its cache entry, dropped exactly once by whichever ending comes
- * first (done message, lease, dead peer, repeated request, shutdown).
+ * Grants live in a map keyed by the grant's name, "<length of session>:"
+ * session mm_hash (unambiguous whatever the strings hold).  Each holds
+ * exactly one pin on its cache entry, dropped exactly once by whichever
+ * ending comes first: its stream sent (tcp), a "done" from the connection
+ * that holds it (same-host), its lease, its connection's death, a repeated
+ * request, shutdown.  A grant whose stream is being sent when another
+ * ending comes is taken off the map at once but keeps its pin (its runs are
+ * still being read by the kernel) until the stream server finishes it.
+ * Each grant has a random token that only its XferAck carries; the data
+ * stream serves a request only with the right token, once.
+ * Per connection the number of grants it holds is kept (peer_grants, keyed
+ * by the hex of its ROUTER identity) to enforce max_grants_per_peer.
  * Announcements live in a map keyed by mm_hash: the cache key of the entry
  * and the FIFO of its hold ids with their deadlines.
  */
@@ -25,11 +34,24 @@
 
 #define POLL_MS  20
 #define SWEEP_NS (100ull * 1000 * 1000)
+/* A grant's name: "<decimal length>:" + session + hash. */
+#define GRANT_KEY_MAX (2 * ECT_WIRE_MAX_STR + 24)
+/* A ROUTER identity in hex. */
+#define PEER_KEY_LEN (2 * sizeof(((ect_ctl_peer_t *)0)->id) + 1)
 
 struct grant {
+    char *gkey;
     char *cache_key;
+    char *mm_hash;
     ect_ctl_peer_t peer;
     uint64_t deadline_ns;
+    uint8_t token[ECT_STREAM_TOKEN_LEN];
+    ect_run_t *runs; /* the entry's runs (fixed while pinned) */
+    size_t n_runs;
+    uint64_t bytes;
+    int claimed;   /* its one stream was asked for */
+    int streaming; /* the stream server is sending it now */
+    int ended;     /* off the map; unpinned when the stream finishes */
 };
 
 struct hold_ref {
@@ -62,12 +84,15 @@ struct ect_producer {
     int stop; /* atomic */
 
     pthread_mutex_t lock;
-    ect_strmap_t grants;    /* "session:hash" -> struct grant */
-    ect_strmap_t announced; /* mm_hash -> struct announcement */
+    ect_strmap_t grants;      /* grant name -> struct grant */
+    ect_strmap_t peer_grants; /* hex identity -> grants held (as uintptr_t) */
+    ect_strmap_t announced;   /* mm_hash -> struct announcement */
     uint64_t acks_sent[ECT_XFER_STATUS_COUNT];
     uint64_t wire_dropped;
     uint64_t grants_expired;
     uint64_t grants_released_dead_peer;
+    uint64_t grants_refused;
+    uint64_t dones_rejected;
     uint64_t announcements;
 
     /* Session-thread scratch, reused across requests. */
@@ -76,22 +101,132 @@ struct ect_producer {
     ect_run_t *runs;
     size_t runs_cap;
     ect_wire_buf_t out;
+    uint8_t *desc_buf; /* a grant's mem_descriptor */
+    size_t desc_cap;
+    char gkey[GRANT_KEY_MAX];
 };
 
 /* ---- grants -------------------------------------------------------------- */
 
 static void
-grant_end_locked(ect_producer_t *p, const char *gkey)
+grant_name(char *out, size_t cap, const char *session_id, const char *mm_hash)
 {
-    void *v = NULL;
-    if (!ect__strmap_remove(&p->grants, gkey, &v))
-        return;
-    struct grant *g = v;
+    snprintf(out, cap, "%zu:%s%s", strlen(session_id), session_id, mm_hash);
+}
+
+static void
+peer_key(const ect_ctl_peer_t *peer, char out[PEER_KEY_LEN])
+{
+    for (size_t i = 0; i < peer->len; i++)
+        snprintf(out + 2 * i, 3, "%02x", peer->id[i]);
+    out[2 * peer->len] = '\0';
+}
+
+static int
+same_peer(const ect_ctl_peer_t *a, const ect_ctl_peer_t *b)
+{
+    return a->len == b->len && memcmp(a->id, b->id, a->len) == 0;
+}
+
+static size_t
+peer_grants_locked(ect_producer_t *p, const ect_ctl_peer_t *peer)
+{
+    char k[PEER_KEY_LEN];
+    peer_key(peer, k);
+    ect_strmap_node_t *node = ect__strmap_find(&p->peer_grants, k);
+    return node != NULL ? (size_t)(uintptr_t)node->value : 0;
+}
+
+/* Count a grant for its peer: +1 or -1.  ECT_ERR_NO_MEMORY when a new
+ * peer's counter cannot be made. */
+static ect_status_t
+peer_grants_add_locked(ect_producer_t *p, const ect_ctl_peer_t *peer, int delta)
+{
+    char k[PEER_KEY_LEN];
+    peer_key(peer, k);
+    ect_strmap_node_t *node = ect__strmap_find(&p->peer_grants, k);
+    if (node == NULL)
+        return delta > 0 ? ect__strmap_put(&p->peer_grants, k, (void *)(uintptr_t)1, NULL) : ECT_OK;
+    size_t n = (size_t)(uintptr_t)node->value;
+    if (delta < 0 && n <= 1)
+        ect__strmap_remove(&p->peer_grants, k, NULL);
+    else
+        node->value = (void *)(uintptr_t)(delta > 0 ? n + 1 : n - 1);
+    return ECT_OK;
+}
+
+static void
+grant_free(ect_producer_t *p, struct grant *g)
+{
     if (ect_cache_unpin(p->cache, g->cache_key) != ECT_OK)
         ect__log_last_error(ECT_LOG_WARN, "producer: releasing a grant");
+    free(g->gkey);
     free(g->cache_key);
+    free(g->mm_hash);
+    free(g->runs);
     free(g);
 }
+
+/* Take a grant off the map; it is unpinned now, or when its stream ends. */
+static void
+grant_end_locked(ect_producer_t *p, struct grant *g)
+{
+    if (g->ended)
+        return;
+    ect__strmap_remove(&p->grants, g->gkey, NULL);
+    peer_grants_add_locked(p, &g->peer, -1);
+    g->ended = 1;
+    if (!g->streaming)
+        grant_free(p, g);
+}
+
+static struct grant *
+grant_find_locked(ect_producer_t *p, const char *gkey)
+{
+    ect_strmap_node_t *node = ect__strmap_find(&p->grants, gkey);
+    return node != NULL ? node->value : NULL;
+}
+
+/* Grants collected while walking the map (ending one removes its node). */
+struct grant_batch {
+    struct grant *g[64];
+    size_t n;
+};
+
+struct sweep_ctx {
+    struct grant_batch batch;
+    uint64_t now;
+    const ect_ctl_peer_t *dead;
+};
+
+static void
+collect_grant(ect_strmap_node_t *node, void *user)
+{
+    struct sweep_ctx *c = user;
+    struct grant *g = node->value;
+    int match = c->dead != NULL ? same_peer(&g->peer, c->dead) : g->deadline_ns <= c->now;
+    if (match && c->batch.n < 64)
+        c->batch.g[c->batch.n++] = g;
+}
+
+/* End grants that lapsed (dead == NULL) or belong to a dead peer.  Returns
+ * how many ended. */
+static size_t
+grants_end_matching_locked(ect_producer_t *p, uint64_t now, const ect_ctl_peer_t *dead)
+{
+    size_t total = 0;
+    for (;;) {
+        struct sweep_ctx c = {.now = now, .dead = dead};
+        ect__strmap_each(&p->grants, collect_grant, &c);
+        for (size_t i = 0; i < c.batch.n; i++)
+            grant_end_locked(p, c.batch.g[i]);
+        total += c.batch.n;
+        if (c.batch.n < 64)
+            return total;
+    }
+}
+
+static void announcement_served_locked(ect_producer_t *p, const char *mm_hash);
 
 /* Keys collected while walking a map, copied because ending an item frees
  * its node. */
@@ -107,41 +242,62 @@ key_batch_add(struct key_batch *b, const char *key)
         b->n++;
 }
 
-struct sweep_ctx {
-    struct key_batch batch;
-    uint64_t now;
-    const ect_ctl_peer_t *dead;
-};
-
-static void
-collect_grant(ect_strmap_node_t *node, void *user)
+/* Constant-time comparison: a prober learns nothing from timing. */
+static int
+token_equal(const uint8_t *a, const uint8_t *b)
 {
-    struct sweep_ctx *c = user;
-    struct grant *g = node->value;
-    int match = c->dead != NULL ? (g->peer.len == c->dead->len &&
-                                   memcmp(g->peer.id, c->dead->id, g->peer.len) == 0)
-                                : g->deadline_ns <= c->now;
-    if (match)
-        key_batch_add(&c->batch, node->key);
+    uint8_t diff = 0;
+    for (size_t i = 0; i < ECT_STREAM_TOKEN_LEN; i++)
+        diff |= (uint8_t)(a[i] ^ b[i]);
+    return diff == 0;
 }
 
-/* End grants that lapsed (dead == NULL) or belong to a dead peer.  Returns
- * how many ended. */
-static size_t
-grants_end_matching_locked(ect_producer_t *p, uint64_t now, const ect_ctl_peer_t *dead)
+/* The stream server's view of the grant table (transport.h). */
+static ect_stream_status_t
+stream_claim(void *user, const char *session_id, const char *mm_hash,
+             const uint8_t token[ECT_STREAM_TOKEN_LEN], uint64_t expect_bytes,
+             ect_xport_grant_view_t *view_p, void **grant_p)
 {
-    size_t total = 0;
-    for (;;) {
-        struct sweep_ctx c = {.now = now, .dead = dead};
-        ect__strmap_each(&p->grants, collect_grant, &c);
-        for (size_t i = 0; i < c.batch.n; i++) {
-            grant_end_locked(p, c.batch.keys[i]);
-            free(c.batch.keys[i]);
+    ect_producer_t *p = user;
+    char gkey[GRANT_KEY_MAX];
+    grant_name(gkey, sizeof(gkey), session_id, mm_hash);
+    pthread_mutex_lock(&p->lock);
+    struct grant *g = grant_find_locked(p, gkey);
+    ect_stream_status_t st = ECT_STREAM_DENIED;
+    if (g != NULL && !g->claimed && ect__now_ns() < g->deadline_ns &&
+        token_equal(g->token, token)) {
+        g->claimed = 1; /* one stream per grant, whatever happens next */
+        if (expect_bytes != g->bytes) {
+            st = ECT_STREAM_SIZE_MISMATCH;
+            grant_end_locked(p, g);
+        } else {
+            g->streaming = 1;
+            *view_p =
+                (ect_xport_grant_view_t){.runs = g->runs, .n_runs = g->n_runs, .bytes = g->bytes};
+            *grant_p = g;
+            st = ECT_STREAM_OK;
         }
-        total += c.batch.n;
-        if (c.batch.n < 64)
-            return total;
     }
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+static void
+stream_finish(void *user, void *grant, int sent)
+{
+    ect_producer_t *p = user;
+    struct grant *g = grant;
+    pthread_mutex_lock(&p->lock);
+    g->streaming = 0;
+    /* Every byte is in the kernel's hands (or the peer is gone): the pin
+     * has done its job either way. */
+    if (sent && !g->ended)
+        announcement_served_locked(p, g->mm_hash);
+    if (g->ended)
+        grant_free(p, g);
+    else
+        grant_end_locked(p, g);
+    pthread_mutex_unlock(&p->lock);
 }
 
 /* ---- announcements ------------------------------------------------------- */
@@ -253,9 +409,9 @@ send_nack(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *r
 {
     ect_xfer_ack_t ack = {.mm_hash = req->mm_hash, .status = status, .session_id = req->session_id};
     if (ect_wire_status_is_expected(status))
-        ECT_LOG_I("producer: %s for '%s'", ect_wire_status_str(status), req->mm_hash);
+        ECT_LOG_I("producer: %s for '%s'", ect_xfer_status_str(status), req->mm_hash);
     else
-        ECT_LOG_W("producer: %s for '%s'", ect_wire_status_str(status), req->mm_hash);
+        ECT_LOG_W("producer: %s for '%s'", ect_xfer_status_str(status), req->mm_hash);
     send_ack(p, peer, &ack);
 }
 
@@ -272,7 +428,7 @@ cache_key_for(ect_producer_t *p, const char *mm_hash, char *out, size_t cap)
 
 /* Flatten the entry's runs into block ids for src_block_indices. */
 static ect_status_t
-entry_blocks(ect_producer_t *p, const char *key, size_t *n_p)
+entry_blocks(ect_producer_t *p, const char *key, size_t *n_p, size_t *n_runs_p)
 {
     size_t n_runs = 0;
     ect_status_t st = ect_cache_get_runs(p->cache, key, NULL, 0, &n_runs);
@@ -307,6 +463,7 @@ entry_blocks(ect_producer_t *p, const char *key, size_t *n_p)
         for (uint64_t j = 0; j < p->runs[i].count; j++)
             p->blocks[k++] = p->runs[i].first + j;
     *n_p = total;
+    *n_runs_p = n_runs;
     return ECT_OK;
 }
 
@@ -326,6 +483,38 @@ handle_req(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *
         send_nack(p, peer, req, ECT_XFER_NACK_INTERNAL); /* grants would alias */
         return;
     }
+    grant_name(p->gkey, sizeof(p->gkey), req->session_id, req->mm_hash);
+    /* A repeated request (the consumer's ack timed out) replaces the old
+     * grant: release it first, so it neither counts against the caps nor
+     * keeps a second pin.  The same name from another connection (a
+     * consumer whose connection was renewed, or someone who learnt its
+     * session id) must not end a grant it does not hold: it is told to retry
+     * (NOT_READY) until the old connection's death releases the grant. */
+    pthread_mutex_lock(&p->lock);
+    struct grant *old = grant_find_locked(p, p->gkey);
+    int taken = old != NULL && !same_peer(&old->peer, peer);
+    if (old != NULL && !taken)
+        grant_end_locked(p, old);
+    int over = !taken && (p->grants.count >= p->cfg.max_grants ||
+                          peer_grants_locked(p, peer) >= p->cfg.max_grants_per_peer);
+    if (over)
+        p->grants_refused++;
+    pthread_mutex_unlock(&p->lock);
+    if (taken) {
+        ECT_LOG_I("producer: '%s' is granted to another connection of the same session; "
+                  "answered NACK_NOT_READY",
+                  req->mm_hash);
+        send_nack(p, peer, req, ECT_XFER_NACK_NOT_READY);
+        return;
+    }
+    if (over) {
+        /* Retryable: grants end within a read's time. */
+        ECT_LOG_I("producer: grant caps reached (%u in all, %u per connection): '%s' answered "
+                  "NACK_NOT_READY",
+                  p->cfg.max_grants, p->cfg.max_grants_per_peer, req->mm_hash);
+        send_nack(p, peer, req, ECT_XFER_NACK_NOT_READY);
+        return;
+    }
     char key[ECT_WIRE_MAX_STR + 1];
     cache_key_for(p, req->mm_hash, key, sizeof(key));
     ect_pin_result_t pin;
@@ -341,34 +530,34 @@ handle_req(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *
         send_nack(p, peer, req, ECT_XFER_NACK_NOT_READY);
         return;
     }
-    size_t n_blocks = 0;
-    if (entry_blocks(p, key, &n_blocks) != ECT_OK) {
-        ect__log_last_error(ECT_LOG_ERROR, "producer");
-        ect_cache_unpin(p->cache, key);
-        send_nack(p, peer, req, ECT_XFER_NACK_INTERNAL);
-        return;
+    size_t n_blocks = 0, n_runs = 0;
+    struct grant *g = NULL;
+    if (entry_blocks(p, key, &n_blocks, &n_runs) != ECT_OK)
+        goto internal;
+    if ((g = calloc(1, sizeof(*g))) == NULL || (g->gkey = strdup(p->gkey)) == NULL ||
+        (g->cache_key = strdup(key)) == NULL || (g->mm_hash = strdup(req->mm_hash)) == NULL ||
+        (n_runs > 0 && (g->runs = malloc(n_runs * sizeof(*g->runs))) == NULL)) {
+        ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory for a grant");
+        goto internal;
     }
-    char gkey[2 * ECT_WIRE_MAX_STR + 2];
-    snprintf(gkey, sizeof(gkey), "%s:%s", req->session_id, req->mm_hash);
-    struct grant *g = calloc(1, sizeof(*g));
+    if (ect__xport_new_token(g->token) != ECT_OK)
+        goto internal;
+    if (n_runs > 0)
+        memcpy(g->runs, p->runs, n_runs * sizeof(*g->runs));
+    g->n_runs = n_runs;
+    g->bytes = (uint64_t)n_blocks * p->geom.block_size_bytes;
+    g->peer = *peer;
+    g->deadline_ns = ect__now_ns() + p->pin_lease_ns;
     pthread_mutex_lock(&p->lock);
-    /* A repeated request (the consumer's ack timed out) replaces the old
-     * grant: release its pin first. */
-    grant_end_locked(p, gkey);
-    int ok = g != NULL && (g->cache_key = strdup(key)) != NULL &&
-             ect__strmap_put(&p->grants, gkey, g, NULL) == ECT_OK;
-    if (ok) {
-        g->peer = *peer;
-        g->deadline_ns = ect__now_ns() + p->pin_lease_ns;
+    int ok = peer_grants_add_locked(p, peer, +1) == ECT_OK;
+    if (ok && ect__strmap_put(&p->grants, g->gkey, g, NULL) != ECT_OK) {
+        peer_grants_add_locked(p, peer, -1);
+        ok = 0;
     }
     pthread_mutex_unlock(&p->lock);
     if (!ok) {
-        if (g != NULL)
-            free(g->cache_key);
-        free(g);
-        ect_cache_unpin(p->cache, key);
-        send_nack(p, peer, req, ECT_XFER_NACK_INTERNAL);
-        return;
+        ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory recording a grant");
+        goto internal;
     }
     ect_xfer_ack_t ack = {.mm_hash = req->mm_hash,
                           .status = ECT_XFER_OK,
@@ -376,21 +565,69 @@ handle_req(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *
                           .src_block_indices = p->blocks,
                           .n_src_blocks = n_blocks};
     ack.agent_metadata = ect__xport_server_agent_metadata(p->xport, &ack.agent_metadata_len);
-    ack.mem_descriptor = ect__xport_server_mem_descriptor(p->xport, &ack.mem_descriptor_len);
+    /* A consumer that takes runs gets the entry's runs in the descriptor
+     * (16 bytes a run instead of a msgpack int a block); the seed's
+     * src_block_indices otherwise, or when the runs would not fit a blob. */
+    size_t want = ect__xport_desc_size(req->accepts_runs ? n_runs : 0);
+    if (want > p->desc_cap) {
+        uint8_t *grown = realloc(p->desc_buf, want);
+        if (grown != NULL) {
+            p->desc_buf = grown;
+            p->desc_cap = want;
+        }
+    }
+    ect_status_t dst = ECT_ERR_OVERFLOW;
+    if (req->accepts_runs &&
+        (dst = ect__xport_server_descriptor(p->xport, g->token, g->runs, g->n_runs, p->desc_buf,
+                                            p->desc_cap, &ack.mem_descriptor_len)) == ECT_OK) {
+        ack.src_block_indices = NULL;
+        ack.n_src_blocks = 0;
+    }
+    if (dst != ECT_OK &&
+        ect__xport_server_descriptor(p->xport, g->token, NULL, 0, p->desc_buf, p->desc_cap,
+                                     &ack.mem_descriptor_len) != ECT_OK) {
+        /* Not even the fixed part fits: the grant cannot be described. */
+        pthread_mutex_lock(&p->lock);
+        grant_end_locked(p, g);
+        pthread_mutex_unlock(&p->lock);
+        ect__log_last_error(ECT_LOG_ERROR, "producer: describing a grant");
+        send_nack(p, peer, req, ECT_XFER_NACK_INTERNAL);
+        return;
+    }
+    ack.mem_descriptor = p->desc_buf;
     send_ack(p, peer, &ack);
+    return;
+
+internal:
+    ect__log_last_error(ECT_LOG_ERROR, "producer");
+    if (g != NULL) {
+        free(g->gkey);
+        free(g->cache_key);
+        free(g->mm_hash);
+        free(g->runs);
+        free(g);
+    }
+    ect_cache_unpin(p->cache, key);
+    send_nack(p, peer, req, ECT_XFER_NACK_INTERNAL);
 }
 
 static void
-handle_done(ect_producer_t *p, const ect_xfer_done_t *done)
+handle_done(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_done_t *done)
 {
-    char gkey[2 * ECT_WIRE_MAX_STR + 2];
-    snprintf(gkey, sizeof(gkey), "%s:%s", done->session_id, done->mm_hash);
+    grant_name(p->gkey, sizeof(p->gkey), done->session_id, done->mm_hash);
     pthread_mutex_lock(&p->lock);
-    if (ect__strmap_find(&p->grants, gkey) != NULL) {
-        grant_end_locked(p, gkey);
-        announcement_served_locked(p, done->mm_hash);
+    struct grant *g = grant_find_locked(p, p->gkey);
+    if (g == NULL) {
+        ECT_LOG_I("producer: 'done' for unknown grant of '%s' (lapsed or repeated)", done->mm_hash);
+    } else if (!same_peer(&g->peer, peer)) {
+        /* Only the connection the grant was made to may end it. */
+        p->dones_rejected++;
+        ECT_LOG_W("producer: 'done' for '%s' from a connection that does not hold its grant; "
+                  "ignored",
+                  done->mm_hash);
     } else {
-        ECT_LOG_I("producer: 'done' for unknown grant %s (lapsed or repeated)", gkey);
+        grant_end_locked(p, g);
+        announcement_served_locked(p, done->mm_hash);
     }
     pthread_mutex_unlock(&p->lock);
 }
@@ -399,7 +636,9 @@ static void
 handle_message(ect_producer_t *p, const ect_ctl_peer_t *peer, const void *payload, size_t len)
 {
     ect_wire_type_t type;
-    if (ect_wire_peek_type(payload, len, &type) == ECT_OK && type == ECT_WIRE_REQ) {
+    if (ect_wire_peek_type(payload, len, &type) != ECT_OK) {
+        /* Not even a tag: fall through to the drop below. */
+    } else if (type == ECT_WIRE_REQ) {
         ect_xfer_req_t req;
         if (ect_wire_decode_req(payload, len, &req) == ECT_OK) {
             handle_req(p, peer, &req);
@@ -409,10 +648,12 @@ handle_message(ect_producer_t *p, const ect_ctl_peer_t *peer, const void *payloa
     } else if (type == ECT_WIRE_DONE) {
         ect_xfer_done_t done;
         if (ect_wire_decode_done(payload, len, &done) == ECT_OK) {
-            handle_done(p, &done);
+            handle_done(p, peer, &done);
             ect_xfer_done_cleanup(&done);
             return;
         }
+    } else {
+        ect__error(ECT_ERR_PARSE, "an ack sent to a producer");
     }
     /* Undecodable, or an ack sent to a producer: dropped, counted, unanswered. */
     ECT_LOG_I("producer: dropping a control message: %s", ect_last_error());
@@ -474,6 +715,7 @@ ect__producer_start(const ect_producer_params_t *params, ect_producer_t **produc
     p->announce_lease_ns = (uint64_t)(p->cfg.announce_lease_s * 1e9);
     snprintf(p->host, sizeof(p->host), "%s", p->cfg.side_channel_host);
     ect__strmap_init(&p->grants);
+    ect__strmap_init(&p->peer_grants);
     ect__strmap_init(&p->announced);
     ect_wire_buf_init(&p->out);
     ect_status_t st;
@@ -486,14 +728,19 @@ ect__producer_start(const ect_producer_params_t *params, ect_producer_t **produc
     if ((st = ect__ctl_server_open(p->host, p->cfg.side_channel_port, &sec, &p->ctl)) != ECT_OK)
         goto err_mutex;
     p->port = ect__ctl_server_port(p->ctl);
+    ect_xport_grant_ops_t ops = {.user = p, .claim = stream_claim, .finish = stream_finish};
     ect_xport_server_params_t xp = {
         .data = ect_region_data(p->region),
         .block_size = p->geom.block_size_bytes,
         .num_blocks = p->geom.num_blocks,
         .region_path = ect_region_path(p->region),
         .data_offset = ect_region_data_offset(p->region),
-        .serve_ucx = p->cfg.transport != ECT_TRANSPORT_SAME_HOST,
-        .serve_same_host = p->cfg.transport != ECT_TRANSPORT_UCX,
+        .bind_host = p->host,
+        .tcp_port = p->cfg.data_port,
+        .send_timeout_ns = (uint64_t)(p->cfg.read_timeout_s * 1e9),
+        .grants = &ops,
+        .serve_tcp = p->cfg.transport != ECT_TRANSPORT_SAME_HOST,
+        .serve_same_host = p->cfg.transport != ECT_TRANSPORT_TCP,
     };
     if ((st = ect__xport_server_start(&xp, &p->xport)) != ECT_OK)
         goto err_ctl;
@@ -502,7 +749,8 @@ ect__producer_start(const ect_producer_params_t *params, ect_producer_t **produc
         goto err_xport;
     }
     p->thread_started = 1;
-    ECT_LOG_I("producer: serving on tcp://%s:%u", p->host, (unsigned)p->port);
+    ECT_LOG_I("producer: serving on tcp://%s:%u (data stream port %u)", p->host, (unsigned)p->port,
+              (unsigned)ect__xport_server_tcp_port(p->xport));
     *producer_p = p;
     return ECT_OK;
 
@@ -536,18 +784,22 @@ ect__producer_stop(ect_producer_t *p)
     __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
     if (p->thread_started)
         pthread_join(p->thread, NULL);
+    /* The stream server first: it finishes the grants it is sending, which
+     * needs the grant table. */
+    ect__xport_server_stop(p->xport);
     pthread_mutex_lock(&p->lock);
     grants_end_matching_locked(p, UINT64_MAX, NULL);
     ect__strmap_each(&p->announced, free_announcement_node, p);
     ect__strmap_cleanup(&p->announced);
     ect__strmap_cleanup(&p->grants);
+    ect__strmap_cleanup(&p->peer_grants);
     pthread_mutex_unlock(&p->lock);
-    ect__xport_server_stop(p->xport);
     ect__ctl_server_close(p->ctl);
     pthread_mutex_destroy(&p->lock);
     ect_wire_buf_cleanup(&p->out);
     free(p->blocks);
     free(p->runs);
+    free(p->desc_buf);
     free(p);
 }
 
@@ -648,7 +900,7 @@ void
 ect__producer_metrics(ect_producer_t *p, ect_metrics_t *m)
 {
     pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; i < ECT_XFER_STATUS_COUNT && i < ECT_METRICS_ACK_STATUSES; i++)
+    for (size_t i = 0; i < ECT_XFER_STATUS_COUNT; i++)
         m->acks_sent[i] += p->acks_sent[i];
     m->wire_dropped += p->wire_dropped;
     ect__ctl_server_add_metrics(p->ctl, m);
@@ -656,7 +908,18 @@ ect__producer_metrics(ect_producer_t *p, ect_metrics_t *m)
     m->grants_expired += p->grants_expired;
     m->grants_released_dead_peer += p->grants_released_dead_peer;
     m->announcements += p->announcements;
+    m->grants_refused += p->grants_refused;
+    m->dones_rejected += p->dones_rejected;
     pthread_mutex_unlock(&p->lock);
+    ect_xport_server_counters_t x;
+    ect__xport_server_counters(p->xport, &x);
+    m->stream_served += x.streams_served;
+    m->stream_bytes += x.bytes_sent;
+    m->stream_denied += x.streams_denied;
+    m->stream_bad_requests += x.bad_requests;
+    m->stream_conns_refused += x.conns_refused;
+    m->stream_timeouts += x.timeouts;
+    m->stream_send_failures += x.send_failures;
 }
 
 const char *

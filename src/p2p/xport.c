@@ -1,48 +1,58 @@
 /*
  * The data-transport dispatcher (transport.h): the producer's server builds
- * one offer with every transport it serves; the consumer's client picks one
- * per peer, checks every block index and length before any byte moves, and
- * runs reads over UCX (xport_ucx.c) or the same-host path (xport_shm.c).
+ * one offer with every transport it serves and a descriptor per grant; the
+ * consumer's client picks a transport per peer, checks every block index
+ * and length before any byte moves, and runs reads over the TCP stream
+ * (xport_tcp_server.c, xport_tcp_client.c) or the same-host path (xport_shm.c).
  *
  * Choice per peer (config `transport`):
  *   auto       same_host when the offer has it and it is usable from here
- *              (boot id, directory, inode, header: xport_shm.c), else ucx;
- *   ucx        ucx only;
+ *              (boot id, directory, inode, header, permissions:
+ *              xport_shm.c), else tcp;
+ *   tcp        tcp only;
  *   same_host  same_host only.
  * Neither possible: ECT_ERR_UNSUPPORTED saying why.  The choice is logged
  * (info) when a peer first uses a transport or switches.
  *
- * Peers.  A peer ("host:port") caches the offer and descriptor bytes it
- * was last seen with, their decoded form, and lazily its UCX endpoint + key
- * and its same-host mapping.  Different bytes from the same key mean the
- * producer restarted: the old peer is retired (counted in peer_restarts)
- * and a new one made from the new bytes, with no extra round trip.  A UCX
- * endpoint that failed is replaced the same way (not counted).  A retired
- * peer stays alive while reads still use its endpoint or mapping and is
- * freed when the last one ends.
+ * Peers.  A peer ("host:port" of its control plane) caches the offer bytes
+ * it was last seen with, their decoded form, its resolved stream address,
+ * and lazily its same-host mapping.  Different offer bytes from the same
+ * key mean the producer restarted (the offer carries a per-start instance
+ * id): the old peer is retired (counted in peer_restarts) and a new one
+ * made from the new bytes, with no extra round trip.  A retired peer stays
+ * alive while reads still use its mapping and is freed when the last one
+ * ends.  Stream connections are pooled by the stream client under a key
+ * that includes the instance id, so a restarted producer never gets a
+ * connection made to its predecessor.
  *
  * Reads.  Every read stays on the client's list until it is both released
- * and finished: a released PENDING read is detached (its memory and its
- * peer stay alive until the transport is done with it; a DMA may still
- * land) and reaped by a later poll or by destroy.  A read is finished when
- * every UCX operation has completed (error handling mode PEER makes a dead
- * producer's operations complete with an error) or its copy batch has
- * landed; FAILED is reported only then, so a caller that frees its blocks
- * on FAILED never races a late write.
+ * and finished.  A tcp read can be cut at any time (cancel, release); a
+ * same-host copy batch cannot, so a released PENDING copy is detached and
+ * reaped by a later poll or by destroy, and FAILED is reported only once
+ * nothing can land any more.
  *
  * Counters count finished reads and their bytes by transport (DONE), and
  * failures (FAILED).
  *
  * Threading: transport.h.  The server's fields are immutable once started
- * (its UCX part has its own progress thread).  A client is used by one
- * thread at a time; the copy engine's threads touch only the bytes of a
- * batch, and UCX callbacks run inside read_poll on the caller's thread.
+ * (its stream part has its own thread).  A client is used by one thread at
+ * a time; the stream client's thread and the copy engine's threads touch
+ * only the bytes and state of their own reads.  The waiter thread blocks on
+ * each large same-host batch in turn, publishes its outcome in the read
+ * (copy_done, release/acquire) and calls the wake callback, so no thread
+ * polls a copy on a timer; its queue is under wlock.
  */
+#include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+
+#include <openssl/err.h>
+#include <openssl/rand.h>
 
 #include <ectier/copy.h>
 
@@ -51,15 +61,19 @@
 #include "p2p/xport_internal.h"
 
 #define PEER_KEY_MAX 300
-/* How long destroy waits for reads in flight before forcing them to end. */
+/* How long destroy waits for same-host copies in flight. */
 #define DESTROY_WAIT_NS (2ull * 1000 * 1000 * 1000)
+/* Same-host reads up to this size are copied by the caller's thread in
+ * read_start (about 0.1-0.2 ms at memcpy speed); larger ones go to the copy
+ * threads so read_poll never blocks for long. */
+#define SHM_INLINE_BYTES (2u << 20)
 
 const char *
 ect__xport_kind_str(ect_xport_kind_t kind)
 {
     switch (kind) {
-    case ECT_XPORT_UCX:
-        return "ucx";
+    case ECT_XPORT_TCP:
+        return "tcp";
     case ECT_XPORT_SAME_HOST:
         return "same_host";
     case ECT_XPORT_NONE:
@@ -68,14 +82,25 @@ ect__xport_kind_str(ect_xport_kind_t kind)
     return "none";
 }
 
+ect_status_t
+ect__xport_new_token(uint8_t token[ECT_STREAM_TOKEN_LEN])
+{
+    /* OpenSSL's DRBG: seeded from the kernel, reseeded after fork, and no
+     * system call per grant. */
+    if (RAND_bytes(token, (int)ECT_STREAM_TOKEN_LEN) != 1)
+        return ect__error(ECT_ERR_IO, "xport: no random bytes for a grant token (%s)",
+                          ERR_reason_error_string(ERR_get_error()));
+    return ECT_OK;
+}
+
 /* ---- server ---------------------------------------------------------------- */
 
 struct ect_xport_server {
-    ect_xport_ucx_server_t *ucx;
+    ect_xport_stream_server_t *tcp;
     uint8_t *agent;
     size_t agent_len;
-    uint8_t *desc;
-    size_t desc_len;
+    uint64_t block_size;
+    uint64_t num_blocks;
     unsigned kinds;
 };
 
@@ -114,7 +139,7 @@ ect__xport_server_start(const ect_xport_server_params_t *params, ect_xport_serve
         return ect__error(ECT_ERR_INVALID_ARG,
                           "xport server: %" PRIu64 " blocks of %" PRIu64 " bytes is not a region",
                           params->num_blocks, params->block_size);
-    if (!params->serve_ucx && !params->serve_same_host)
+    if (!params->serve_tcp && !params->serve_same_host)
         return ect__error(ECT_ERR_INVALID_ARG, "xport server: asked to serve no transport");
     if (params->serve_same_host && params->region_path == NULL)
         return ect__error(ECT_ERR_INVALID_ARG,
@@ -122,23 +147,24 @@ ect__xport_server_start(const ect_xport_server_params_t *params, ect_xport_serve
     ect_xport_server_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "xport server: out of memory");
-    size_t bytes = (size_t)(params->num_blocks * params->block_size);
+    s->block_size = params->block_size;
+    s->num_blocks = params->num_blocks;
     ect_xport_offer_t offer;
     memset(&offer, 0, sizeof(offer));
-    ect_xport_desc_t desc = {.base = (uint64_t)(uintptr_t)params->data,
-                             .block_size = params->block_size,
-                             .num_blocks = params->num_blocks};
     ect_status_t st;
-    if (params->serve_ucx) {
-        st = ect__xport_ucx_server_start(params->data, bytes, &s->ucx);
+    /* A restarted producer must be told apart from its predecessor on the
+     * same port: the offer carries a random instance id. */
+    if ((st = ect__xport_new_token(offer.instance)) != ECT_OK)
+        goto free_server;
+    if (params->serve_tcp) {
+        st = ect__xport_stream_server_start(params, &s->tcp);
         if (st == ECT_OK) {
-            offer.kinds |= 1u << ECT_XPORT_UCX;
-            offer.ucx_address = ect__xport_ucx_server_address(s->ucx, &offer.ucx_address_len);
-            desc.rkey = ect__xport_ucx_server_rkey(s->ucx, &desc.rkey_len);
+            offer.kinds |= 1u << ECT_XPORT_TCP;
+            offer.tcp_port = ect__xport_stream_server_port(s->tcp);
         } else if (st == ECT_ERR_NO_MEMORY || !params->serve_same_host) {
             goto free_server;
         } else {
-            ect__log_last_error(ECT_LOG_WARN, "xport server: UCX not offered");
+            ect__log_last_error(ECT_LOG_WARN, "xport server: tcp stream not offered");
         }
     }
     if (params->serve_same_host) {
@@ -146,31 +172,23 @@ ect__xport_server_start(const ect_xport_server_params_t *params, ect_xport_serve
         if (st == ECT_OK) {
             offer.kinds |= 1u << ECT_XPORT_SAME_HOST;
         } else if (offer.kinds == 0) {
-            goto stop_ucx;
+            goto stop_tcp;
         } else {
             ect__log_last_error(ECT_LOG_WARN, "xport server: same-host path not offered");
         }
     }
-    if (offer.kinds == 0) {
-        st = ect__error(ECT_ERR_TRANSPORT, "xport server: no transport could be started");
-        goto stop_ucx;
-    }
     if ((st = ect__xport_offer_encode(&offer, &s->agent, &s->agent_len)) != ECT_OK)
-        goto stop_ucx;
-    if ((st = ect__xport_desc_encode(&desc, &s->desc, &s->desc_len)) != ECT_OK)
-        goto free_agent;
+        goto stop_tcp;
     s->kinds = offer.kinds;
     ECT_LOG_I("xport server: offering%s%s for %" PRIu64 " blocks of %" PRIu64 " bytes",
-              (s->kinds & (1u << ECT_XPORT_UCX)) ? " ucx" : "",
+              (s->kinds & (1u << ECT_XPORT_TCP)) ? " tcp" : "",
               (s->kinds & (1u << ECT_XPORT_SAME_HOST)) ? " same_host" : "", params->num_blocks,
               params->block_size);
     *server_p = s;
     return ECT_OK;
 
-free_agent:
-    free(s->agent);
-stop_ucx:
-    ect__xport_ucx_server_stop(s->ucx);
+stop_tcp:
+    ect__xport_stream_server_stop(s->tcp);
 free_server:
     free(s);
     return st;
@@ -183,11 +201,14 @@ ect__xport_server_agent_metadata(const ect_xport_server_t *server, size_t *len_p
     return server->agent;
 }
 
-const void *
-ect__xport_server_mem_descriptor(const ect_xport_server_t *server, size_t *len_p)
+ect_status_t
+ect__xport_server_descriptor(const ect_xport_server_t *server,
+                             const uint8_t token[ECT_STREAM_TOKEN_LEN], const ect_run_t *runs,
+                             size_t n_runs, uint8_t *out, size_t cap, size_t *len_p)
 {
-    *len_p = server->desc_len;
-    return server->desc;
+    ect_xport_desc_t d = {.block_size = server->block_size, .num_blocks = server->num_blocks};
+    memcpy(d.token, token, ECT_STREAM_TOKEN_LEN);
+    return ect__xport_desc_encode(&d, runs, n_runs, out, cap, len_p);
 }
 
 unsigned
@@ -196,14 +217,27 @@ ect__xport_server_kinds(const ect_xport_server_t *server)
     return server->kinds;
 }
 
+uint16_t
+ect__xport_server_tcp_port(const ect_xport_server_t *server)
+{
+    return server->tcp != NULL ? ect__xport_stream_server_port(server->tcp) : 0;
+}
+
+void
+ect__xport_server_counters(ect_xport_server_t *server, ect_xport_server_counters_t *counters_p)
+{
+    memset(counters_p, 0, sizeof(*counters_p));
+    if (server != NULL && server->tcp != NULL)
+        ect__xport_stream_server_counters(server->tcp, counters_p);
+}
+
 void
 ect__xport_server_stop(ect_xport_server_t *server)
 {
     if (server == NULL)
         return;
-    ect__xport_ucx_server_stop(server->ucx);
+    ect__xport_stream_server_stop(server->tcp);
     free(server->agent);
-    free(server->desc);
     free(server);
 }
 
@@ -211,36 +245,39 @@ ect__xport_server_stop(ect_xport_server_t *server)
 
 struct peer {
     char key[PEER_KEY_MAX + 1];
-    uint8_t *agent; /* the bytes this peer was made from; offer/desc borrow them */
+    char host[PEER_KEY_MAX + 1];
+    uint8_t *agent; /* the bytes this peer was made from; offer borrows them */
     size_t agent_len;
-    uint8_t *desc_bytes;
-    size_t desc_len;
     ect_xport_offer_t offer;
-    ect_xport_desc_t desc;
-    ect_xport_ucx_peer_t *ucx;
+    int tcp_resolved; /* tcp_addr is valid */
+    struct sockaddr_storage tcp_addr;
+    socklen_t tcp_addr_len;
+    char pool_key[ECT_XPORT_POOL_KEY_MAX + 1];
     ect_xport_shm_peer_t *shm;
     int shm_tried; /* shm_status/shm_why hold the outcome */
     ect_status_t shm_status;
     char shm_why[320];
     ect_xport_kind_t logged; /* the transport last logged for this peer */
-    unsigned busy;           /* reads in flight that use ucx or shm */
+    unsigned busy;           /* same-host reads in flight */
     int retired;             /* off the lookup list; freed when busy reaches 0 */
     struct peer *next;       /* active or retired list */
 };
 
-/* Same-host reads up to this size are copied by the caller's thread in
- * read_start (about 0.1-0.2 ms at memcpy speed); larger ones go to the copy
- * threads so read_poll never blocks for long. */
-#define SHM_INLINE_BYTES (2u << 20)
-
 struct ect_xport_read {
-    struct peer *peer;
+    struct peer *peer; /* same-host reads only, while busy */
     ect_xport_kind_t kind;
     ect_xport_read_state_t state;
     uint64_t bytes;
-    ect_xport_completion_t done; /* ucx */
-    uint64_t ticket;             /* same-host copy batch */
-    int copied;                  /* same-host read already copied in read_start */
+    char peer_key[PEER_KEY_MAX + 1];
+    ect_xport_stream_read_t *tcp;
+    uint64_t ticket; /* same-host copy batch */
+    int copied;      /* same-host read already copied in read_start */
+    /* A same-host batch: the waiter thread's verdict (copy_done, atomic,
+     * set after copy_status and copy_why). */
+    int copy_done;
+    ect_status_t copy_status;
+    char copy_why[160];
+    struct ect_xport_read *wnext; /* the waiter's queue */
     int detached;
     struct ect_xport_read *prev, *next;
 };
@@ -253,11 +290,22 @@ struct ect_xport_client {
     char region_dir[ECT_XPORT_MAX_PATH + 1];
     char boot_id[ECT_XPORT_BOOT_ID_LEN + 1];
     int have_boot_id;
+    void (*wake)(void *);
+    void *wake_arg;
     struct peer *peers;   /* active, by key */
     struct peer *retired; /* replaced or forgotten, still busy */
     ect_xport_read_t *reads;
-    ect_xport_ucx_client_t *ucx; /* created on first UCX use */
-    ect_copy_engine_t *copy;     /* created on first same-host use */
+    ect_xport_stream_client_t *tcp; /* created on first tcp use */
+    ect_copy_engine_t *copy;        /* created on first large same-host read */
+    /* The waiter thread: waits for each same-host batch to land and wakes
+     * the caller (no polling on a timer).  wlock guards the queue and
+     * wstop; started with the copy engine. */
+    pthread_t waiter;
+    int waiter_started;
+    pthread_mutex_t wlock;
+    pthread_cond_t wcond;
+    ect_xport_read_t *wq_head, *wq_tail;
+    int wstop;
     ect_xport_counters_t counters;
 };
 
@@ -271,10 +319,10 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
         return ect__error(ECT_ERR_INVALID_ARG,
                           "xport client: %" PRIu64 " blocks of %" PRIu64 " bytes is not a region",
                           params->num_blocks, params->block_size);
-    if (params->prefer != ECT_TRANSPORT_AUTO && params->prefer != ECT_TRANSPORT_UCX &&
+    if (params->prefer != ECT_TRANSPORT_AUTO && params->prefer != ECT_TRANSPORT_TCP &&
         params->prefer != ECT_TRANSPORT_SAME_HOST)
         return ect__error(ECT_ERR_INVALID_ARG,
-                          "xport client: transport %d is not auto, ucx or same_host",
+                          "xport client: transport %d is not auto, tcp or same_host",
                           (int)params->prefer);
     const char *dir = params->region_dir != NULL ? params->region_dir : "/dev/shm";
     if (dir[0] != '/' || strlen(dir) > ECT_XPORT_MAX_PATH)
@@ -289,9 +337,15 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
     c->block_size = params->block_size;
     c->num_blocks = params->num_blocks;
     c->prefer = params->prefer;
+    c->wake = params->wake;
+    c->wake_arg = params->wake_arg;
+    if (pthread_mutex_init(&c->wlock, NULL) != 0 || pthread_cond_init(&c->wcond, NULL) != 0) {
+        free(c);
+        return ect__error(ECT_ERR_INTERNAL, "xport client: cannot create its waiter's lock");
+    }
     snprintf(c->region_dir, sizeof(c->region_dir), "%s", dir);
-    /* Without a boot id the same-host path is never usable; UCX still is. */
-    if (params->prefer != ECT_TRANSPORT_UCX) {
+    /* Without a boot id the same-host path is never usable; tcp still is. */
+    if (params->prefer != ECT_TRANSPORT_TCP) {
         if (ect__xport_boot_id(c->boot_id) == ECT_OK)
             c->have_boot_id = 1;
         else
@@ -302,12 +356,10 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
 }
 
 static void
-peer_free(ect_xport_client_t *c, struct peer *p, int force)
+peer_free(struct peer *p)
 {
-    ect__xport_ucx_peer_close(c->ucx, p->ucx, force);
     ect__xport_shm_peer_close(p->shm);
     free(p->agent);
-    free(p->desc_bytes);
     free(p);
 }
 
@@ -329,7 +381,7 @@ retire_peer(ect_xport_client_t *c, struct peer *p)
     unlink_peer(&c->peers, p);
     p->retired = 1;
     if (p->busy == 0) {
-        peer_free(c, p, 0);
+        peer_free(p);
     } else {
         p->next = c->retired;
         c->retired = p;
@@ -342,7 +394,7 @@ peer_unbusy(ect_xport_client_t *c, struct peer *p)
     p->busy--;
     if (p->retired && p->busy == 0) {
         unlink_peer(&c->retired, p);
-        peer_free(c, p, 0);
+        peer_free(p);
     }
 }
 
@@ -355,59 +407,45 @@ find_peer(ect_xport_client_t *c, const char *key)
     return NULL;
 }
 
-/* A new peer from validated bytes (copied). */
+/* A new peer from validated offer bytes (copied). */
 static ect_status_t
-peer_create(const char *key, const void *agent, size_t agent_len, const void *desc, size_t desc_len,
+peer_create(const char *key, const char *host, const void *agent, size_t agent_len,
             struct peer **peer_p)
 {
     struct peer *p = calloc(1, sizeof(*p));
-    if (p == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "xport client: out of memory");
-    snprintf(p->key, sizeof(p->key), "%s", key);
-    if ((p->agent = malloc(agent_len)) == NULL || (p->desc_bytes = malloc(desc_len)) == NULL) {
-        free(p->agent);
+    if (p == NULL || (p->agent = malloc(agent_len)) == NULL) {
         free(p);
         return ect__error(ECT_ERR_NO_MEMORY, "xport client: out of memory");
     }
+    snprintf(p->key, sizeof(p->key), "%s", key);
+    snprintf(p->host, sizeof(p->host), "%s", host);
     memcpy(p->agent, agent, agent_len);
     p->agent_len = agent_len;
-    memcpy(p->desc_bytes, desc, desc_len);
-    p->desc_len = desc_len;
     /* Already validated by the caller; decoding again points into our copy. */
     ect__xport_offer_decode(p->agent, agent_len, &p->offer);
-    ect__xport_desc_decode(p->desc_bytes, desc_len, &p->desc);
     *peer_p = p;
     return ECT_OK;
 }
 
-/* The peer to read from: the cached one if the bytes are the same and its
- * endpoint has not failed, else a new one (counting a restart when the
- * bytes changed). */
+/* The peer to read from: the cached one if the offer bytes are the same,
+ * else a new one (counting a restart when there was an old one). */
 static ect_status_t
-get_peer(ect_xport_client_t *c, const char *key, const void *agent, size_t agent_len,
-         const void *desc, size_t desc_len, struct peer **peer_p)
+get_peer(ect_xport_client_t *c, const char *key, const char *host, const void *agent,
+         size_t agent_len, struct peer **peer_p)
 {
     struct peer *old = find_peer(c, key);
-    int same = old != NULL && old->agent_len == agent_len && old->desc_len == desc_len &&
-               memcmp(old->agent, agent, agent_len) == 0 &&
-               memcmp(old->desc_bytes, desc, desc_len) == 0;
-    if (same && !(old->ucx != NULL && ect__xport_ucx_peer_failed(old->ucx))) {
+    if (old != NULL && old->agent_len == agent_len && memcmp(old->agent, agent, agent_len) == 0) {
         *peer_p = old;
         return ECT_OK;
     }
     struct peer *p = NULL;
-    ect_status_t st = peer_create(key, agent, agent_len, desc, desc_len, &p);
+    ect_status_t st = peer_create(key, host, agent, agent_len, &p);
     if (st != ECT_OK)
         return st;
     if (old != NULL) {
-        if (!same) {
-            c->counters.peer_restarts++;
-            ECT_LOG_I("xport: peer %s sent a new offer (restarted); dropping its old endpoint "
-                      "and mapping",
-                      key);
-        } else {
-            ECT_LOG_I("xport: peer %s: its UCX endpoint failed; reconnecting", key);
-        }
+        c->counters.peer_restarts++;
+        ECT_LOG_I("xport: peer %s sent a new offer (restarted); dropping what was cached for it",
+                  key);
         p->logged = old->logged;
         retire_peer(c, old);
     }
@@ -420,7 +458,7 @@ get_peer(ect_xport_client_t *c, const char *key, const void *agent, size_t agent
 /* ---- choosing and checking ------------------------------------------------------ */
 
 static int
-same_host_usable(ect_xport_client_t *c, struct peer *p)
+same_host_usable(ect_xport_client_t *c, struct peer *p, const ect_xport_desc_t *desc)
 {
     if (!(p->offer.kinds & (1u << ECT_XPORT_SAME_HOST))) {
         snprintf(p->shm_why, sizeof(p->shm_why), "the producer does not offer it");
@@ -428,7 +466,7 @@ same_host_usable(ect_xport_client_t *c, struct peer *p)
     }
     if (!p->shm_tried) {
         p->shm_tried = 1;
-        p->shm_status = ect__xport_shm_peer_open(&p->offer, &p->desc, c->region_dir,
+        p->shm_status = ect__xport_shm_peer_open(&p->offer, desc, c->region_dir,
                                                  c->have_boot_id ? c->boot_id : NULL, &p->shm);
         if (p->shm_status != ECT_OK)
             snprintf(p->shm_why, sizeof(p->shm_why), "%s", ect_last_error());
@@ -437,41 +475,42 @@ same_host_usable(ect_xport_client_t *c, struct peer *p)
 }
 
 static ect_status_t
-choose(ect_xport_client_t *c, struct peer *p, ect_xport_kind_t *kind_p)
+choose(ect_xport_client_t *c, struct peer *p, const ect_xport_desc_t *desc,
+       ect_xport_kind_t *kind_p)
 {
-    int has_ucx = (p->offer.kinds & (1u << ECT_XPORT_UCX)) != 0;
+    int has_tcp = (p->offer.kinds & (1u << ECT_XPORT_TCP)) != 0;
     ect_xport_kind_t kind = ECT_XPORT_NONE;
     switch (c->prefer) {
     case ECT_TRANSPORT_SAME_HOST:
-        if (!same_host_usable(c, p))
+        if (!same_host_usable(c, p, desc))
             return ect__error(ECT_ERR_UNSUPPORTED,
                               "xport: transport same_host is configured but peer %s cannot use "
                               "it: %s",
                               p->key, p->shm_why);
         kind = ECT_XPORT_SAME_HOST;
         break;
-    case ECT_TRANSPORT_UCX:
-        if (!has_ucx)
+    case ECT_TRANSPORT_TCP:
+        if (!has_tcp)
             return ect__error(ECT_ERR_UNSUPPORTED,
-                              "xport: transport ucx is configured but peer %s does not offer UCX",
+                              "xport: transport tcp is configured but peer %s does not offer it",
                               p->key);
-        kind = ECT_XPORT_UCX;
+        kind = ECT_XPORT_TCP;
         break;
     case ECT_TRANSPORT_AUTO:
-        if (same_host_usable(c, p))
+        if (same_host_usable(c, p, desc))
             kind = ECT_XPORT_SAME_HOST;
-        else if (has_ucx)
-            kind = ECT_XPORT_UCX;
+        else if (has_tcp)
+            kind = ECT_XPORT_TCP;
         else
             return ect__error(ECT_ERR_UNSUPPORTED,
-                              "xport: peer %s offers no usable transport (no UCX; same-host: %s)",
+                              "xport: peer %s offers no usable transport (no tcp; same-host: %s)",
                               p->key, p->shm_why);
         break;
     }
     if (kind != p->logged) {
-        if (kind == ECT_XPORT_UCX && c->prefer == ECT_TRANSPORT_AUTO &&
+        if (kind == ECT_XPORT_TCP && c->prefer == ECT_TRANSPORT_AUTO &&
             (p->offer.kinds & (1u << ECT_XPORT_SAME_HOST)))
-            ECT_LOG_I("xport: peer %s: reading over ucx (same-host not usable: %s)", p->key,
+            ECT_LOG_I("xport: peer %s: reading over tcp (same-host not usable: %s)", p->key,
                       p->shm_why);
         else
             ECT_LOG_I("xport: peer %s: reading over %s", p->key, ect__xport_kind_str(kind));
@@ -481,64 +520,124 @@ choose(ect_xport_client_t *c, struct peer *p, ect_xport_kind_t *kind_p)
     return ECT_OK;
 }
 
-/* Check every index and length, then cut the read into segments: maximal
- * stretches that are contiguous on both sides.  Nothing is posted here. */
+/* The producer's blocks of a read as runs, in entry order: the
+ * descriptor's (a consumer that took runs; checked when decoded) or the
+ * ack's indices, each checked against the producer's region and coalesced.
+ * *runs_p is malloc'd (NULL for none). */
 static ect_status_t
-plan_segments(const ect_xport_client_t *c, const struct peer *p, const uint64_t *remote,
-              size_t n_remote, const ect_run_t *runs, size_t n_runs, ect_xport_segment_t **segs_p,
-              size_t *n_segs_p)
+remote_runs(const char *peer_key, const ect_xport_desc_t *desc, const uint64_t *remote,
+            size_t n_remote, ect_run_t **runs_p, size_t *n_runs_p, uint64_t *blocks_p)
 {
-    if (p->desc.block_size != c->block_size)
+    if (desc->n_runs != 0 && n_remote != 0)
         return ect__error(ECT_ERR_PEER,
-                          "xport: peer %s has blocks of %" PRIu64 " bytes, ours are %" PRIu64,
-                          p->key, p->desc.block_size, c->block_size);
-    for (size_t i = 0; i < n_remote; i++)
-        if (remote[i] >= p->desc.num_blocks)
+                          "xport: peer %s sent both src_block_indices and runs in its descriptor",
+                          peer_key);
+    size_t cap = desc->n_runs != 0 ? desc->n_runs : n_remote;
+    ect_run_t *runs = NULL;
+    if (cap != 0 && (runs = malloc(cap * sizeof(*runs))) == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "xport: out of memory");
+    size_t n = 0;
+    uint64_t blocks = 0;
+    for (size_t i = 0; i < desc->n_runs; i++) {
+        runs[n++] = ect__xport_desc_run(desc, i);
+        blocks += runs[n - 1].count;
+    }
+    for (size_t i = 0; i < n_remote; i++) {
+        if (remote[i] >= desc->num_blocks) {
+            free(runs);
             return ect__error(ECT_ERR_PEER,
                               "xport: peer %s named block %" PRIu64 " (index %zu); its region "
                               "has %" PRIu64 " blocks",
-                              p->key, remote[i], i, p->desc.num_blocks);
+                              peer_key, remote[i], i, desc->num_blocks);
+        }
+        if (n > 0 && runs[n - 1].first + runs[n - 1].count == remote[i])
+            runs[n - 1].count++;
+        else
+            runs[n++] = (ect_run_t){remote[i], 1};
+        blocks++;
+    }
+    *runs_p = runs;
+    *n_runs_p = n;
+    *blocks_p = blocks;
+    return ECT_OK;
+}
+
+/* Check every index and length, then cut the read into segments: maximal
+ * stretches that are contiguous on both sides.  Nothing moves here.
+ * *bytes_p gets the read's size. */
+static ect_status_t
+plan_segments(const ect_xport_client_t *c, const char *peer_key, const ect_xport_desc_t *desc,
+              const uint64_t *remote, size_t n_remote, const ect_run_t *runs, size_t n_runs,
+              ect_xport_segment_t **segs_p, size_t *n_segs_p, uint64_t *bytes_p)
+{
+    if (desc->block_size != c->block_size)
+        return ect__error(ECT_ERR_PEER,
+                          "xport: peer %s has blocks of %" PRIu64 " bytes, ours are %" PRIu64,
+                          peer_key, desc->block_size, c->block_size);
+    ect_run_t *rr = NULL;
+    size_t n_rr = 0;
+    uint64_t n_blocks = 0;
+    ect_status_t st = remote_runs(peer_key, desc, remote, n_remote, &rr, &n_rr, &n_blocks);
+    if (st != ECT_OK)
+        return st;
     for (size_t j = 0; j < n_runs; j++)
-        if (runs[j].first >= c->num_blocks || runs[j].count > c->num_blocks - runs[j].first)
+        if (runs[j].first >= c->num_blocks || runs[j].count > c->num_blocks - runs[j].first) {
+            free(rr);
             return ect__error(ECT_ERR_OVERFLOW,
                               "xport: local run %zu (blocks %" PRIu64 " + %" PRIu64
                               ") lies outside our %" PRIu64 " blocks",
                               j, runs[j].first, runs[j].count, c->num_blocks);
-    /* total never exceeds n_remote, so the sum cannot overflow. */
+        }
+    /* total never exceeds n_blocks, so the sum cannot overflow. */
     uint64_t total = 0;
     int mismatch = 0;
     for (size_t j = 0; j < n_runs && !mismatch; j++) {
-        if (runs[j].count > (uint64_t)n_remote - total)
+        if (runs[j].count > n_blocks - total)
             mismatch = 1;
         else
             total += runs[j].count;
     }
-    if (mismatch || total != n_remote)
+    if (mismatch || total != n_blocks) {
+        free(rr);
         return ect__error(ECT_ERR_PEER,
-                          "xport: peer %s sent %zu block indices for %s%" PRIu64 " local blocks",
-                          p->key, n_remote, mismatch ? "more than " : "", total);
+                          "xport: peer %s sent %" PRIu64 " block indices for %s%" PRIu64
+                          " local blocks",
+                          peer_key, n_blocks, mismatch ? "more than " : "", total);
+    }
     ect_xport_segment_t *segs = NULL;
-    if (n_remote != 0 && (segs = malloc(n_remote * sizeof(*segs))) == NULL)
+    if (n_rr + n_runs != 0 && (segs = malloc((n_rr + n_runs) * sizeof(*segs))) == NULL) {
+        free(rr);
         return ect__error(ECT_ERR_NO_MEMORY, "xport: out of memory");
-    size_t n = 0, k = 0;
+    }
+    /* Walk both lists of runs at once; a piece ends where either run does. */
+    size_t n = 0, i = 0, j = 0;
+    uint64_t ro = 0, lo = 0, bs = c->block_size;
     uint8_t *base = c->data;
-    for (size_t j = 0; j < n_runs; j++) {
-        for (uint64_t b = 0; b < runs[j].count; b++, k++) {
-            uint64_t local = runs[j].first + b;
-            ect_xport_segment_t *last = n ? &segs[n - 1] : NULL;
-            /* Extend the last segment when both sides continue it. */
-            if (last != NULL && remote[k] == remote[k - 1] + 1 &&
-                (uint8_t *)last->local + last->len == base + local * c->block_size) {
-                last->len += c->block_size;
-                continue;
-            }
-            segs[n++] = (ect_xport_segment_t){.remote_off = remote[k] * c->block_size,
-                                              .local = base + local * c->block_size,
-                                              .len = c->block_size};
+    while (i < n_rr && j < n_runs) {
+        uint64_t take =
+            rr[i].count - ro < runs[j].count - lo ? rr[i].count - ro : runs[j].count - lo;
+        uint64_t roff = (rr[i].first + ro) * bs;
+        uint8_t *local = base + (runs[j].first + lo) * bs;
+        ect_xport_segment_t *last = n ? &segs[n - 1] : NULL;
+        if (last != NULL && last->remote_off + last->len == roff &&
+            (uint8_t *)last->local + last->len == local)
+            last->len += (size_t)(take * bs);
+        else
+            segs[n++] = (ect_xport_segment_t){
+                .remote_off = roff, .local = local, .len = (size_t)(take * bs)};
+        if ((ro += take) == rr[i].count) {
+            i++;
+            ro = 0;
+        }
+        if ((lo += take) == runs[j].count) {
+            j++;
+            lo = 0;
         }
     }
+    free(rr);
     *segs_p = segs;
     *n_segs_p = n;
+    *bytes_p = n_blocks * bs;
     return ECT_OK;
 }
 
@@ -562,20 +661,19 @@ read_update(ect_xport_client_t *c, ect_xport_read_t *r)
     if (r->state != ECT_XPORT_READ_PENDING)
         return;
     ect_status_t st;
-    const char *why;
-    if (r->kind == ECT_XPORT_UCX) {
-        if (r->done.outstanding > 0)
-            return;
-        st = r->done.status;
-        why = r->done.why;
-    } else if (r->copied) {
+    char why[200] = "";
+    if (r->copied) {
         st = ECT_OK;
-        why = "";
-    } else {
-        st = ect_copy_query(c->copy, r->ticket);
-        if (st == ECT_ERR_BUSY)
+    } else if (r->kind == ECT_XPORT_TCP) {
+        ect_xport_read_state_t rs = ect__xport_stream_read_state(c->tcp, r->tcp, why, sizeof(why));
+        if (rs == ECT_XPORT_READ_PENDING)
             return;
-        why = ect_last_error();
+        st = rs == ECT_XPORT_READ_DONE ? ECT_OK : ECT_ERR_TRANSPORT;
+    } else {
+        if (!__atomic_load_n(&r->copy_done, __ATOMIC_ACQUIRE))
+            return;
+        st = r->copy_status;
+        snprintf(why, sizeof(why), "%s", r->copy_why);
     }
     if (st == ECT_OK) {
         r->state = ECT_XPORT_READ_DONE;
@@ -585,104 +683,224 @@ read_update(ect_xport_client_t *c, ect_xport_read_t *r)
         r->state = ECT_XPORT_READ_FAILED;
         c->counters.failures++;
         ECT_LOG_W("xport: read of %" PRIu64 " bytes from %s over %s failed: %s", r->bytes,
-                  r->peer->key, ect__xport_kind_str(r->kind), why);
+                  r->peer_key, ect__xport_kind_str(r->kind), why);
     }
-    struct peer *p = r->peer;
-    r->peer = NULL;
-    peer_unbusy(c, p);
+    if (r->peer != NULL) {
+        struct peer *p = r->peer;
+        r->peer = NULL;
+        peer_unbusy(c, p);
+    }
 }
 
-/* Drive the transports and free detached reads that have finished. */
 static void
-client_progress(ect_xport_client_t *c)
+read_free(ect_xport_client_t *c, ect_xport_read_t *r)
 {
-    if (c->ucx != NULL)
-        ect__xport_ucx_client_progress(c->ucx);
+    read_unlink(c, r);
+    ect__xport_stream_read_free(c->tcp, r->tcp);
+    free(r);
+}
+
+/* Free detached reads that have finished. */
+static void
+reap_detached(ect_xport_client_t *c)
+{
     for (ect_xport_read_t *r = c->reads, *next; r != NULL; r = next) {
         next = r->next;
         if (!r->detached)
             continue;
         read_update(c, r);
-        if (r->state != ECT_XPORT_READ_PENDING) {
-            read_unlink(c, r);
-            free(r);
-        }
+        if (r->state != ECT_XPORT_READ_PENDING)
+            read_free(c, r);
     }
 }
 
-ect_status_t
-ect__xport_read_start(ect_xport_client_t *c, const char *peer_key, const void *agent_metadata,
-                      size_t agent_len, const void *mem_descriptor, size_t desc_len,
-                      const uint64_t *remote_blocks, size_t n_remote, const ect_run_t *local_runs,
-                      size_t n_local_runs, ect_xport_read_t **read_p, ect_xport_kind_t *kind_p)
+/* Start the stream of one grant: its request names the grant; its
+ * connection is pooled under the peer's address and instance. */
+static ect_status_t
+start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *rp,
+          const ect_xport_desc_t *desc, const ect_xport_segment_t *segs, size_t n_segs,
+          ect_xport_read_t *r)
 {
-    if (c == NULL || peer_key == NULL || read_p == NULL ||
-        (remote_blocks == NULL && n_remote != 0) || (local_runs == NULL && n_local_runs != 0))
+    ect_status_t st;
+    if (!p->tcp_resolved) {
+        if ((st = ect__xport_resolve(p->host, p->offer.tcp_port, 0, &p->tcp_addr,
+                                     &p->tcp_addr_len)) != ECT_OK)
+            return st;
+        char inst[2 * ECT_XPORT_INSTANCE_LEN + 1];
+        for (size_t i = 0; i < ECT_XPORT_INSTANCE_LEN; i++)
+            snprintf(inst + 2 * i, 3, "%02x", p->offer.instance[i]);
+        snprintf(p->pool_key, sizeof(p->pool_key), "%s/%u/%s", p->key, (unsigned)p->offer.tcp_port,
+                 inst);
+        p->tcp_resolved = 1;
+    }
+    if (c->tcp == NULL &&
+        (st = ect__xport_stream_client_create(c->wake, c->wake_arg, &c->tcp)) != ECT_OK)
+        return st;
+    ect_stream_req_t req = {.session_id = rp->session_id,
+                            .session_len = strlen(rp->session_id),
+                            .mm_hash = rp->mm_hash,
+                            .hash_len = strlen(rp->mm_hash),
+                            .expect_bytes = r->bytes};
+    memcpy(req.token, desc->token, ECT_STREAM_TOKEN_LEN);
+    size_t len = ect__stream_req_size(&req);
+    uint8_t *buf = malloc(len);
+    if (buf == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "xport: out of memory");
+    if ((st = ect__stream_req_encode(&req, buf, len, &len)) == ECT_OK)
+        st = ect__xport_stream_read_start(c->tcp, &p->tcp_addr, p->tcp_addr_len, p->pool_key, buf,
+                                          len, segs, n_segs, r->bytes, &r->tcp);
+    free(buf);
+    return st;
+}
+
+/* The waiter thread: one same-host batch after another, in submission
+ * order (the copy engine finishes them in about that order anyway). */
+static void *
+waiter_main(void *arg)
+{
+    ect_xport_client_t *c = arg;
+    pthread_mutex_lock(&c->wlock);
+    for (;;) {
+        while (c->wq_head == NULL && !c->wstop)
+            pthread_cond_wait(&c->wcond, &c->wlock);
+        if (c->wq_head == NULL)
+            break; /* stopping, and nothing left to wait for */
+        ect_xport_read_t *r = c->wq_head;
+        c->wq_head = r->wnext;
+        if (c->wq_head == NULL)
+            c->wq_tail = NULL;
+        pthread_mutex_unlock(&c->wlock);
+        ect_status_t st = ect_copy_wait(c->copy, r->ticket);
+        r->copy_status = st;
+        snprintf(r->copy_why, sizeof(r->copy_why), "%s", st == ECT_OK ? "" : ect_last_error());
+        __atomic_store_n(&r->copy_done, 1, __ATOMIC_RELEASE);
+        if (c->wake != NULL)
+            c->wake(c->wake_arg);
+        pthread_mutex_lock(&c->wlock);
+    }
+    pthread_mutex_unlock(&c->wlock);
+    return NULL;
+}
+
+static void
+waiter_enqueue(ect_xport_client_t *c, ect_xport_read_t *r)
+{
+    pthread_mutex_lock(&c->wlock);
+    r->wnext = NULL;
+    if (c->wq_tail != NULL)
+        c->wq_tail->wnext = r;
+    else
+        c->wq_head = r;
+    c->wq_tail = r;
+    pthread_cond_signal(&c->wcond);
+    pthread_mutex_unlock(&c->wlock);
+}
+
+static void
+waiter_stop(ect_xport_client_t *c)
+{
+    if (!c->waiter_started)
+        return;
+    pthread_mutex_lock(&c->wlock);
+    c->wstop = 1;
+    pthread_cond_signal(&c->wcond);
+    pthread_mutex_unlock(&c->wlock);
+    pthread_join(c->waiter, NULL);
+    c->waiter_started = 0;
+}
+
+static ect_status_t
+start_same_host(ect_xport_client_t *c, struct peer *p, const ect_xport_segment_t *segs,
+                size_t n_segs, ect_xport_read_t *r)
+{
+    if (r->bytes <= SHM_INLINE_BYTES) {
+        /* A small read: handing it to a copy thread costs about what the
+         * copy does (tens of microseconds), so copy it here and now. */
+        ect__xport_shm_copy_now(p->shm, segs, n_segs);
+        r->copied = 1; /* the first poll settles it */
+    } else {
+        ect_status_t st;
+        if (c->copy == NULL) {
+            ect_copy_cpu_params_t cp = {.threads = 2};
+            if ((st = ect_copy_engine_create_cpu(&cp, &c->copy)) != ECT_OK)
+                return st;
+        }
+        if (!c->waiter_started) {
+            int rc = pthread_create(&c->waiter, NULL, waiter_main, c);
+            if (rc != 0) {
+                errno = rc;
+                return ect__error_errno(ECT_ERR_IO, "xport client: cannot start its waiter");
+            }
+            c->waiter_started = 1;
+        }
+        if ((st = ect__xport_shm_post(c->copy, p->shm, segs, n_segs, &r->ticket)) != ECT_OK)
+            return st;
+        waiter_enqueue(c, r);
+    }
+    r->peer = p;
+    p->busy++;
+    return ECT_OK;
+}
+
+ect_status_t
+ect__xport_read_start(ect_xport_client_t *c, const ect_xport_read_params_t *rp,
+                      ect_xport_read_t **read_p, ect_xport_kind_t *kind_p)
+{
+    if (c == NULL || rp == NULL || read_p == NULL || rp->host == NULL || rp->session_id == NULL ||
+        rp->mm_hash == NULL || (rp->remote_blocks == NULL && rp->n_remote != 0) ||
+        (rp->local_runs == NULL && rp->n_local_runs != 0))
         return ect__error(ECT_ERR_INVALID_ARG, "xport read: NULL argument");
-    if (peer_key[0] == '\0' || strlen(peer_key) > PEER_KEY_MAX)
-        return ect__error(ECT_ERR_INVALID_ARG, "xport read: peer name of %zu bytes (1..%d)",
-                          strlen(peer_key), PEER_KEY_MAX);
-    client_progress(c);
+    char key[PEER_KEY_MAX + 1];
+    int kl = snprintf(key, sizeof(key), "%s:%u", rp->host, (unsigned)rp->port);
+    if (rp->host[0] == '\0' || rp->port == 0 || kl < 0 || (size_t)kl >= sizeof(key))
+        return ect__error(ECT_ERR_INVALID_ARG, "xport read: peer %s:%u is not an address", rp->host,
+                          (unsigned)rp->port);
+    size_t sl = strlen(rp->session_id), hl = strlen(rp->mm_hash);
+    if (sl == 0 || sl > ECT_WIRE_MAX_STR || hl == 0 || hl > ECT_WIRE_MAX_STR)
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "xport read: session id of %zu bytes, hash of %zu (1..%u each)", sl, hl,
+                          ECT_WIRE_MAX_STR);
+    reap_detached(c);
 
     /* Validate the blobs before they can touch the cache: a malformed offer
      * from a live peer must not drop its good cached state. */
     ect_xport_offer_t offer;
     ect_xport_desc_t desc;
     ect_status_t st;
-    if ((st = ect__xport_offer_decode(agent_metadata, agent_len, &offer)) != ECT_OK ||
-        (st = ect__xport_desc_decode(mem_descriptor, desc_len, &desc)) != ECT_OK)
-        return ect__error(st, "xport: from %s: %s", peer_key, ect_last_error());
-    struct peer *p = NULL;
-    if ((st = get_peer(c, peer_key, agent_metadata, agent_len, mem_descriptor, desc_len, &p)) !=
-        ECT_OK)
-        return st;
+    if ((st = ect__xport_offer_decode(rp->agent_metadata, rp->agent_len, &offer)) != ECT_OK ||
+        (st = ect__xport_desc_decode(rp->mem_descriptor, rp->desc_len, &desc)) != ECT_OK)
+        return ect__error(st, "xport: from %s: %s", key, ect_last_error());
     ect_xport_segment_t *segs = NULL;
     size_t n_segs = 0;
-    if ((st = plan_segments(c, p, remote_blocks, n_remote, local_runs, n_local_runs, &segs,
-                            &n_segs)) != ECT_OK)
+    uint64_t bytes = 0;
+    if ((st = plan_segments(c, key, &desc, rp->remote_blocks, rp->n_remote, rp->local_runs,
+                            rp->n_local_runs, &segs, &n_segs, &bytes)) != ECT_OK)
         return st;
+    struct peer *p = NULL;
     ect_xport_kind_t kind = ECT_XPORT_NONE;
-    if ((st = choose(c, p, &kind)) != ECT_OK)
+    ect_xport_read_t *r = NULL;
+    if ((st = get_peer(c, key, rp->host, rp->agent_metadata, rp->agent_len, &p)) != ECT_OK ||
+        (st = choose(c, p, &desc, &kind)) != ECT_OK)
         goto free_segs;
-    ect_xport_read_t *r = calloc(1, sizeof(*r));
-    if (r == NULL) {
+    if ((r = calloc(1, sizeof(*r))) == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "xport read: out of memory");
         goto free_segs;
     }
     r->kind = kind;
-    r->bytes = (uint64_t)n_remote * c->block_size;
+    r->bytes = bytes;
     r->state = ECT_XPORT_READ_PENDING;
-    if (kind == ECT_XPORT_UCX && n_segs == 0) {
-        /* Nothing to move: no endpoint either.  (An endpoint closed before
-         * its connection is established can abort a UCX 1.13 producer;
-         * see ect__xport_ucx_peer_close.) */
-        st = ECT_OK;
-    } else if (kind == ECT_XPORT_UCX) {
-        if (c->ucx == NULL && (st = ect__xport_ucx_client_create(&c->ucx)) != ECT_OK)
-            goto free_read;
-        if (p->ucx == NULL && (st = ect__xport_ucx_peer_connect(c->ucx, p->key, &p->offer, &p->desc,
-                                                                &p->ucx)) != ECT_OK)
-            goto free_read;
-        st = ect__xport_ucx_post(c->ucx, p->ucx, segs, n_segs, &r->done);
-    } else if (r->bytes <= SHM_INLINE_BYTES) {
-        /* A small read: handing it to a copy thread costs about what the
-         * copy does (tens of microseconds), so copy it here and now. */
-        ect__xport_shm_copy_now(p->shm, segs, n_segs);
-        r->copied = 1; /* the first poll settles it */
-        st = ECT_OK;
-    } else {
-        if (c->copy == NULL) {
-            ect_copy_cpu_params_t cp = {.threads = 2};
-            if ((st = ect_copy_engine_create_cpu(&cp, &c->copy)) != ECT_OK)
-                goto free_read;
-        }
-        st = ect__xport_shm_post(c->copy, p->shm, segs, n_segs, &r->ticket);
+    snprintf(r->peer_key, sizeof(r->peer_key), "%s", key);
+    if (r->bytes == 0)
+        r->copied = 1; /* nothing to move on either transport */
+    else if (kind == ECT_XPORT_TCP)
+        st = start_tcp(c, p, rp, &desc, segs, n_segs, r);
+    else
+        st = start_same_host(c, p, segs, n_segs, r);
+    if (st != ECT_OK) {
+        free(r);
+        goto free_segs;
     }
-    if (st != ECT_OK)
-        goto free_read;
     free(segs);
-    r->peer = p;
-    p->busy++;
     r->next = c->reads;
     if (c->reads != NULL)
         c->reads->prev = r;
@@ -692,8 +910,6 @@ ect__xport_read_start(ect_xport_client_t *c, const char *peer_key, const void *a
     *read_p = r;
     return ECT_OK;
 
-free_read:
-    free(r);
 free_segs:
     free(segs);
     return st;
@@ -704,9 +920,19 @@ ect__xport_read_poll(ect_xport_client_t *c, ect_xport_read_t *r)
 {
     if (c == NULL || r == NULL)
         return ECT_XPORT_READ_FAILED;
-    client_progress(c);
+    reap_detached(c);
     read_update(c, r);
     return r->state;
+}
+
+void
+ect__xport_read_cancel(ect_xport_client_t *c, ect_xport_read_t *r)
+{
+    if (c == NULL || r == NULL)
+        return;
+    if (r->tcp != NULL)
+        ect__xport_stream_read_cancel(c->tcp, r->tcp);
+    read_update(c, r);
 }
 
 void
@@ -714,23 +940,24 @@ ect__xport_read_release(ect_xport_client_t *c, ect_xport_read_t *r)
 {
     if (c == NULL || r == NULL)
         return;
-    read_update(c, r);
+    ect__xport_read_cancel(c, r);
     if (r->state == ECT_XPORT_READ_PENDING) {
         r->detached = 1;
         return;
     }
-    read_unlink(c, r);
-    free(r);
+    read_free(c, r);
 }
 
 void
-ect__xport_client_forget_peer(ect_xport_client_t *c, const char *peer_key)
+ect__xport_client_forget_peer(ect_xport_client_t *c, const char *host, uint16_t port)
 {
-    if (c == NULL || peer_key == NULL)
+    if (c == NULL || host == NULL)
         return;
-    struct peer *p = find_peer(c, peer_key);
+    char key[PEER_KEY_MAX + 1];
+    snprintf(key, sizeof(key), "%s:%u", host, (unsigned)port);
+    struct peer *p = find_peer(c, key);
     if (p != NULL) {
-        ECT_LOG_D("xport: forgetting peer %s", peer_key);
+        ECT_LOG_D("xport: forgetting peer %s", key);
         retire_peer(c, p);
     }
 }
@@ -758,34 +985,35 @@ ect__xport_client_destroy(ect_xport_client_t *c)
 {
     if (c == NULL)
         return;
-    /* Let reads in flight finish for a while; then forced endpoint closes
-     * end the rest (as cancelled), and the copy engine's destroy waits for
-     * its batches, so nothing lands in our region after this returns. */
+    /* Streams are cut at once; same-host copies get a while to land, and
+     * the copy engine's destroy waits for what is left, so nothing lands in
+     * our region after this returns. */
+    for (ect_xport_read_t *r = c->reads; r != NULL; r = r->next)
+        ect__xport_read_cancel(c, r);
     uint64_t deadline = ect__now_ns() + DESTROY_WAIT_NS;
-    while (any_pending(c) && ect__now_ns() < deadline)
-        client_progress(c);
-    int forced = any_pending(c);
-    if (forced)
-        ECT_LOG_W("xport client: reads still in flight at destroy; cancelling them");
+    while (any_pending(c) && ect__now_ns() < deadline) {
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    /* The waiter finishes what it has queued (so nothing lands after this)
+     * and stops; then the engine has nothing in flight. */
+    waiter_stop(c);
     ect_copy_engine_destroy(c->copy);
     c->copy = NULL;
-    /* Peers are freed before their reads: a forced close completes the UCX
-     * operations, whose callbacks write into the reads' completion state. */
-    struct peer *lists[2] = {c->peers, c->retired};
-    c->peers = c->retired = NULL;
-    for (int i = 0; i < 2; i++)
-        for (struct peer *p = lists[i], *next; p != NULL; p = next) {
-            next = p->next;
-            peer_free(c, p, 1);
-        }
     for (ect_xport_read_t *r = c->reads, *next; r != NULL; r = next) {
         next = r->next;
-        if (r->kind == ECT_XPORT_UCX && r->done.outstanding > 0)
-            ECT_LOG_E("xport client: %zu UCX operations of a read did not end at destroy",
-                      r->done.outstanding);
+        ect__xport_stream_read_free(c->tcp, r->tcp);
         free(r);
     }
     c->reads = NULL;
-    ect__xport_ucx_client_destroy(c->ucx);
+    ect__xport_stream_client_destroy(c->tcp);
+    struct peer *lists[2] = {c->peers, c->retired};
+    for (int i = 0; i < 2; i++)
+        for (struct peer *p = lists[i], *next; p != NULL; p = next) {
+            next = p->next;
+            peer_free(p);
+        }
+    pthread_cond_destroy(&c->wcond);
+    pthread_mutex_destroy(&c->wlock);
     free(c);
 }

@@ -1,28 +1,38 @@
 /*
  * Internals of the P2P data transports (transport.h): the offer and
- * descriptor codec (xport_offer.c), the UCX server and client
- * (xport_ucx.c), the same-host path (xport_shm.c) and the segment list the
- * dispatcher (xport.c) hands to either.
+ * descriptor codec (xport_offer.c), the TCP stream server and client
+ * (xport_tcp_server.c, xport_tcp_client.c), the same-host path (xport_shm.c) and the segment list
+ * the dispatcher (xport.c) hands to either.
  *
  * Blob formats (all integers little-endian; every length is checked against
  * the bytes left and every count is bounded before use; anything else is
  * ECT_ERR_PEER):
  *
- *   agent_metadata ("ECTA", the offer)
- *     "ECTA"  u32 version (1)  u32 n_entries (1..ECT_XPORT_MAX_ENTRIES)
+ *   agent_metadata ("ECTA", the offer; fixed for a producer's lifetime)
+ *     "ECTA"  u32 version (2)  instance[16]  u32 n_entries (1..8)
  *     n_entries x { u32 kind  u32 len  len bytes }
- *     kind 1 (ucx):        the producer's UCX worker address
+ *     kind 1 (tcp):        u32 port (1..65535): the producer's data stream
+ *                          port, on the host the consumer reached the
+ *                          control plane at
  *     kind 2 (same_host):  36-byte boot id text, u64 st_dev, u64 st_ino,
  *                          u64 data_offset, u32 path_len, path bytes
- *     Unknown kinds are skipped (a newer producer may offer more); a kind
- *     that appears twice is refused.  The blob ends exactly after the last
- *     entry.
+ *     instance is random per producer start: a restarted producer on the
+ *     same port sends a different offer.  Unknown kinds are skipped (a newer
+ *     producer may offer more); a kind that appears twice is refused.  The
+ *     blob ends exactly after the last entry.  Version 1 (ectier 0.1, UCX
+ *     worker addresses) is refused.
  *
- *   mem_descriptor ("ECTD", the region)
- *     "ECTD"  u32 version (1)  u64 base  u64 block_size  u64 num_blocks
- *     u32 rkey_len (0 when UCX is not offered)  rkey bytes
- *     block_size and num_blocks are non-zero, and base + block_size *
- *     num_blocks does not overflow.  The blob ends exactly after the key.
+ *   mem_descriptor ("ECTD", one grant)
+ *     "ECTD"  u32 version (2)  u64 block_size  u64 num_blocks
+ *     u32 n_runs  n_runs x { u64 first  u64 count }  token[ECT_STREAM_TOKEN_LEN]
+ *     block_size and num_blocks (the producer's region) are non-zero and
+ *     their product does not overflow; the runs (only for a consumer that
+ *     asked for them with "ectier_runs", else 0 and the ack's
+ *     src_block_indices name the blocks) each lie in the region, count > 0,
+ *     at most ECT_WIRE_MAX_BLOCKS blocks in all; the token names the grant
+ *     on the data stream (proto/stream.h) and is the last field.  Exactly
+ *     ect__xport_desc_size(n_runs) bytes.  It carries no address of the
+ *     producer's memory.
  *
  * Decoded structs borrow their byte fields from the blob they came from.
  */
@@ -31,25 +41,27 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <ectier/copy.h>
 #include <ectier/status.h>
 
 #include "p2p/transport.h"
+#include "proto/stream.h"
 
-#define ECT_XPORT_BLOB_VERSION 1u
+#define ECT_XPORT_BLOB_VERSION 2u
 #define ECT_XPORT_MAX_ENTRIES  8u
 #define ECT_XPORT_MAX_BLOB     (64u * 1024u)
-#define ECT_XPORT_MAX_UCX_ADDR (16u * 1024u)
-#define ECT_XPORT_MAX_RKEY     4096u
 #define ECT_XPORT_MAX_PATH     4095u
 #define ECT_XPORT_BOOT_ID_LEN  36u
+#define ECT_XPORT_INSTANCE_LEN 16u
+#define ECT_XPORT_POOL_KEY_MAX 360u
 
 /* A decoded agent_metadata blob.  kinds has bit (1u << kind) per entry. */
 typedef struct ect_xport_offer {
     unsigned kinds;
-    const uint8_t *ucx_address; /* borrowed from the blob */
-    size_t ucx_address_len;
+    uint8_t instance[ECT_XPORT_INSTANCE_LEN];
+    uint16_t tcp_port;
     char boot_id[ECT_XPORT_BOOT_ID_LEN + 1];
     const char *path; /* borrowed, NOT NUL-terminated: path_len bytes */
     size_t path_len;
@@ -60,12 +72,15 @@ typedef struct ect_xport_offer {
 
 /* A decoded mem_descriptor blob. */
 typedef struct ect_xport_desc {
-    uint64_t base;
     uint64_t block_size;
     uint64_t num_blocks;
-    const uint8_t *rkey; /* borrowed from the blob; NULL when rkey_len is 0 */
-    size_t rkey_len;
+    uint8_t token[ECT_STREAM_TOKEN_LEN];
+    const uint8_t *runs; /* borrowed from the blob: n_runs packed pairs; NULL when 0 */
+    uint32_t n_runs;
 } ect_xport_desc_t;
+
+/* Run i (< desc->n_runs) of a decoded descriptor. */
+ect_run_t ect__xport_desc_run(const ect_xport_desc_t *desc, size_t i);
 
 /* Encode an offer into a new malloc'd blob (*blob_p, *len_p; freed by the
  * caller).  Only the kinds set in offer->kinds are written.  Returns ECT_OK,
@@ -78,7 +93,13 @@ ect_status_t ect__xport_offer_encode(const ect_xport_offer_t *offer, uint8_t **b
  * or ECT_ERR_PEER (the message says what is wrong and where). */
 ect_status_t ect__xport_offer_decode(const void *blob, size_t len, ect_xport_offer_t *offer_p);
 
-ect_status_t ect__xport_desc_encode(const ect_xport_desc_t *desc, uint8_t **blob_p, size_t *len_p);
+/* Write a descriptor with desc's geometry and token and the given runs
+ * (desc->runs is ignored) into out (cap bytes); *len_p gets its length.
+ * Returns ECT_OK; ECT_ERR_INVALID_ARG (zero or overflowing geometry, a run
+ * outside the region or empty, too many blocks); ECT_ERR_OVERFLOW (cap too
+ * small or beyond ECT_XPORT_MAX_BLOB). */
+ect_status_t ect__xport_desc_encode(const ect_xport_desc_t *desc, const ect_run_t *runs,
+                                    size_t n_runs, uint8_t *out, size_t cap, size_t *len_p);
 
 ect_status_t ect__xport_desc_decode(const void *blob, size_t len, ect_xport_desc_t *desc_p);
 
@@ -94,70 +115,74 @@ typedef struct ect_xport_segment {
     size_t len;
 } ect_xport_segment_t;
 
-/* Completion state of one read's operations, updated by their callbacks
- * (UCX) on the client's thread. */
-typedef struct ect_xport_completion {
-    size_t outstanding;  /* operations posted and not yet completed */
-    ect_status_t status; /* ECT_OK, or the first failure */
-    char why[160];       /* the first failure, for the log */
-} ect_xport_completion_t;
+/* ---- TCP stream (xport_tcp_server.c, xport_tcp_client.c) -------------------- */
 
-/* ---- UCX (xport_ucx.c) ---------------------------------------------------- */
+/* TCP_NODELAY on a socket (best effort). */
+void ect__xport_set_nodelay(int fd);
 
-typedef struct ect_xport_ucx_server ect_xport_ucx_server_t;
+/* Resolve host (an IP address or a name; IPv4 preferred, as the control
+ * plane does) and port.  passive: for bind.  Returns ECT_OK or
+ * ECT_ERR_TRANSPORT (does not resolve). */
+ect_status_t ect__xport_resolve(const char *host, uint16_t port, int passive,
+                                struct sockaddr_storage *addr_p, socklen_t *len_p);
 
-/* Create a UCX context and worker, map [data, data + len) (the memory is
- * ours: no UCP_MEM_MAP_ALLOCATE), pack its remote key, and start the
- * progress thread.  Returns ECT_OK, ECT_ERR_TRANSPORT, ECT_ERR_NO_MEMORY. */
-ect_status_t ect__xport_ucx_server_start(void *data, size_t len, ect_xport_ucx_server_t **server_p);
+typedef struct ect_xport_stream_server ect_xport_stream_server_t;
 
-/* The worker address and packed remote key (owned by the server). */
-const uint8_t *ect__xport_ucx_server_address(const ect_xport_ucx_server_t *server, size_t *len_p);
-const uint8_t *ect__xport_ucx_server_rkey(const ect_xport_ucx_server_t *server, size_t *len_p);
+/* Bind the data stream's listener at params->bind_host:params->tcp_port and
+ * start its thread.  Returns ECT_OK, ECT_ERR_INVALID_ARG,
+ * ECT_ERR_TRANSPORT (bind failed: the message names the address),
+ * ECT_ERR_IO, ECT_ERR_NO_MEMORY. */
+ect_status_t ect__xport_stream_server_start(const ect_xport_server_params_t *params,
+                                            ect_xport_stream_server_t **server_p);
 
-/* Stop the progress thread, unmap, release.  NULL is a no-op. */
-void ect__xport_ucx_server_stop(ect_xport_ucx_server_t *server);
+uint16_t ect__xport_stream_server_port(const ect_xport_stream_server_t *server);
 
-typedef struct ect_xport_ucx_client ect_xport_ucx_client_t;
-typedef struct ect_xport_ucx_peer ect_xport_ucx_peer_t;
+void ect__xport_stream_server_counters(ect_xport_stream_server_t *server,
+                                       ect_xport_server_counters_t *counters_p);
 
-ect_status_t ect__xport_ucx_client_create(ect_xport_ucx_client_t **client_p);
+/* Stop the thread; streams in progress are cut and their grants finished
+ * (not sent).  NULL is a no-op. */
+void ect__xport_stream_server_stop(ect_xport_stream_server_t *server);
 
-/* Close every remaining endpoint (forcing: operations still in flight
- * complete as cancelled) and release the worker and context.  NULL is a
+typedef struct ect_xport_stream_client ect_xport_stream_client_t;
+typedef struct ect_xport_stream_read ect_xport_stream_read_t;
+
+/* A client with its receive thread.  wake (optional) is called from that
+ * thread, with the client's lock held, whenever a read settles (DONE or
+ * FAILED): it must not call back into the client. */
+ect_status_t ect__xport_stream_client_create(void (*wake)(void *), void *wake_arg,
+                                             ect_xport_stream_client_t **client_p);
+
+/* Cut every read still in flight, close pooled connections, stop the
+ * thread.  Nothing lands in anyone's memory after it returns.  NULL is a
  * no-op. */
-void ect__xport_ucx_client_destroy(ect_xport_ucx_client_t *client);
+void ect__xport_stream_client_destroy(ect_xport_stream_client_t *client);
 
-/* Drive the client's worker until it has nothing more to do right now. */
-void ect__xport_ucx_client_progress(ect_xport_ucx_client_t *client);
+/* Send request (req_len bytes, copied) to addr over a pooled connection to
+ * pool_key (or a new one) and receive exactly expect bytes into segs (in
+ * order; their local pointers and lengths are used, remote_off ignored).
+ * Returns ECT_OK with *read_p, ECT_ERR_INVALID_ARG, ECT_ERR_TRANSPORT (no
+ * socket), ECT_ERR_NO_MEMORY. */
+ect_status_t ect__xport_stream_read_start(ect_xport_stream_client_t *client,
+                                          const struct sockaddr_storage *addr, socklen_t addr_len,
+                                          const char *pool_key, const uint8_t *request,
+                                          size_t req_len, const ect_xport_segment_t *segs,
+                                          size_t n_segs, uint64_t expect,
+                                          ect_xport_stream_read_t **read_p);
 
-/* Connect to a producer: an endpoint to its worker address (error handling
- * mode PEER, so a dead producer fails operations instead of hanging them)
- * and its unpacked remote key.  peer_name is for messages.  Returns ECT_OK,
- * ECT_ERR_PEER (the key does not unpack), ECT_ERR_TRANSPORT, ECT_ERR_NO_MEMORY. */
-ect_status_t ect__xport_ucx_peer_connect(ect_xport_ucx_client_t *client, const char *peer_name,
-                                         const ect_xport_offer_t *offer,
-                                         const ect_xport_desc_t *desc,
-                                         ect_xport_ucx_peer_t **peer_p);
+/* The read's state; on FAILED the reason is copied to why (cap bytes). */
+ect_xport_read_state_t ect__xport_stream_read_state(ect_xport_stream_client_t *client,
+                                                    ect_xport_stream_read_t *read, char *why,
+                                                    size_t cap);
 
-/* Non-zero once the endpoint reported an error (it is then useless). */
-int ect__xport_ucx_peer_failed(const ect_xport_ucx_peer_t *peer);
+/* Cut a PENDING read now: its connection is closed and no byte of it lands
+ * after this returns; it is then FAILED.  A settled read is left as is. */
+void ect__xport_stream_read_cancel(ect_xport_stream_client_t *client,
+                                   ect_xport_stream_read_t *read);
 
-/* Release the key and close the endpoint, waiting a bounded time: forcing
- * when force is set or the endpoint failed (operations still in flight then
- * complete as cancelled; their callbacks run during the close), else
- * gracefully.  NULL is a no-op. */
-void ect__xport_ucx_peer_close(ect_xport_ucx_client_t *client, ect_xport_ucx_peer_t *peer,
-                               int force);
-
-/* Post one ucp_get_nbx per segment; each completion decrements
- * done->outstanding.  Returns ECT_OK when every segment was posted (or
- * completed at once); ECT_ERR_TRANSPORT when the first post failed (nothing
- * is in flight).  A later post failing is recorded in done->status and the
- * segments already posted stay in flight; ECT_OK is returned. */
-ect_status_t ect__xport_ucx_post(ect_xport_ucx_client_t *client, ect_xport_ucx_peer_t *peer,
-                                 const ect_xport_segment_t *segs, size_t n_segs,
-                                 ect_xport_completion_t *done);
+/* Free a read (cancelling it first if it is still PENDING).  NULL is a
+ * no-op. */
+void ect__xport_stream_read_free(ect_xport_stream_client_t *client, ect_xport_stream_read_t *read);
 
 /* ---- same host (xport_shm.c) ------------------------------------------------ */
 
@@ -177,13 +202,13 @@ ect_status_t ect__xport_shm_peer_open(const ect_xport_offer_t *offer, const ect_
 /* Unmap (drops the shared lock on the producer's file).  NULL is a no-op. */
 void ect__xport_shm_peer_close(ect_xport_shm_peer_t *peer);
 
-/* Submit the segments as one batch of memcpys from the mapping.  Returns
- * ECT_OK with *ticket_p, or the copy engine's failure. */
 /* Copy the segments from the peer's mapping now, on the calling thread
  * (segments already validated against both regions). */
 void ect__xport_shm_copy_now(const ect_xport_shm_peer_t *peer, const ect_xport_segment_t *segs,
                              size_t n_segs);
 
+/* Submit the segments as one batch of memcpys from the mapping.  Returns
+ * ECT_OK with *ticket_p, or the copy engine's failure. */
 ect_status_t ect__xport_shm_post(ect_copy_engine_t *engine, const ect_xport_shm_peer_t *peer,
                                  const ect_xport_segment_t *segs, size_t n_segs,
                                  uint64_t *ticket_p);

@@ -18,6 +18,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "p2p/xport_internal.h"
+#include "proto/wire.h"
 
 #define AGENT_MAGIC "ECTA"
 #define DESC_MAGIC  "ECTD"
@@ -25,7 +26,8 @@
 
 /* Fixed part of a same-host entry: boot id, dev, ino, data_offset, path_len. */
 #define SAME_HOST_FIXED (ECT_XPORT_BOOT_ID_LEN + 8u + 8u + 8u + 4u)
-#define DESC_FIXED      (MAGIC_LEN + 4u + 8u + 8u + 8u + 4u)
+#define TCP_ENTRY_LEN   4u
+#define KNOWN_KINDS     ((1u << ECT_XPORT_TCP) | (1u << ECT_XPORT_SAME_HOST))
 
 static size_t
 offset_of(const ect_bytes_reader_t *r, const uint8_t *start)
@@ -50,10 +52,9 @@ boot_id_ok(const uint8_t *s)
 static int
 offer_fields_ok(const ect_xport_offer_t *o)
 {
-    if ((o->kinds & ~((1u << ECT_XPORT_UCX) | (1u << ECT_XPORT_SAME_HOST))) != 0 || o->kinds == 0)
+    if ((o->kinds & ~KNOWN_KINDS) != 0 || o->kinds == 0)
         return 0;
-    if ((o->kinds & (1u << ECT_XPORT_UCX)) && (o->ucx_address == NULL || o->ucx_address_len == 0 ||
-                                               o->ucx_address_len > ECT_XPORT_MAX_UCX_ADDR))
+    if ((o->kinds & (1u << ECT_XPORT_TCP)) && o->tcp_port == 0)
         return 0;
     if ((o->kinds & (1u << ECT_XPORT_SAME_HOST)) &&
         (o->path == NULL || o->path_len == 0 || o->path_len > ECT_XPORT_MAX_PATH ||
@@ -71,13 +72,13 @@ ect__xport_offer_encode(const ect_xport_offer_t *offer, uint8_t **blob_p, size_t
     if (!offer_fields_ok(offer))
         return ect__error(ECT_ERR_INVALID_ARG,
                           "xport offer encode: no transport, or a field outside the format's "
-                          "bounds (address <= %u bytes, path 1..%u bytes, 36-character boot id)",
-                          ECT_XPORT_MAX_UCX_ADDR, ECT_XPORT_MAX_PATH);
-    int has_ucx = (offer->kinds & (1u << ECT_XPORT_UCX)) != 0;
+                          "bounds (tcp port 1..65535, path 1..%u bytes, 36-character boot id)",
+                          ECT_XPORT_MAX_PATH);
+    int has_tcp = (offer->kinds & (1u << ECT_XPORT_TCP)) != 0;
     int has_shm = (offer->kinds & (1u << ECT_XPORT_SAME_HOST)) != 0;
-    size_t len = MAGIC_LEN + 8;
-    if (has_ucx)
-        len += 8 + offer->ucx_address_len;
+    size_t len = MAGIC_LEN + 4 + ECT_XPORT_INSTANCE_LEN + 4;
+    if (has_tcp)
+        len += 8 + TCP_ENTRY_LEN;
     if (has_shm)
         len += 8 + SAME_HOST_FIXED + offer->path_len;
     uint8_t *blob = malloc(len);
@@ -86,11 +87,12 @@ ect__xport_offer_encode(const ect_xport_offer_t *offer, uint8_t **blob_p, size_t
     ect_bytes_writer_t w = {blob, blob + len};
     ect__put_bytes(&w, AGENT_MAGIC, MAGIC_LEN);
     ect__put_u32(&w, ECT_XPORT_BLOB_VERSION);
-    ect__put_u32(&w, (uint32_t)(has_ucx + has_shm));
-    if (has_ucx) {
-        ect__put_u32(&w, ECT_XPORT_UCX);
-        ect__put_u32(&w, (uint32_t)offer->ucx_address_len);
-        ect__put_bytes(&w, offer->ucx_address, offer->ucx_address_len);
+    ect__put_bytes(&w, offer->instance, ECT_XPORT_INSTANCE_LEN);
+    ect__put_u32(&w, (uint32_t)(has_tcp + has_shm));
+    if (has_tcp) {
+        ect__put_u32(&w, ECT_XPORT_TCP);
+        ect__put_u32(&w, TCP_ENTRY_LEN);
+        ect__put_u32(&w, offer->tcp_port);
     }
     if (has_shm) {
         ect__put_u32(&w, ECT_XPORT_SAME_HOST);
@@ -168,15 +170,17 @@ ect__xport_offer_decode(const void *blob, size_t len, ect_xport_offer_t *offer_p
     if (version != ECT_XPORT_BLOB_VERSION)
         return ect__error(ECT_ERR_PEER, "peer agent_metadata has version %u; this build reads %u",
                           version, ECT_XPORT_BLOB_VERSION);
+    ect_xport_offer_t o;
+    memset(&o, 0, sizeof(o));
+    const uint8_t *instance = ect__get_bytes(&r, ECT_XPORT_INSTANCE_LEN);
     uint32_t n = ect__get_u32(&r);
     if (r.failed)
         return peer_error("agent_metadata", "truncated before the entry count",
                           offset_of(&r, start));
+    memcpy(o.instance, instance, ECT_XPORT_INSTANCE_LEN);
     if (n == 0 || n > ECT_XPORT_MAX_ENTRIES)
         return ect__error(ECT_ERR_PEER, "peer agent_metadata has %u entries; 1..%u allowed", n,
                           ECT_XPORT_MAX_ENTRIES);
-    ect_xport_offer_t o;
-    memset(&o, 0, sizeof(o));
     unsigned seen = 0;
     for (uint32_t i = 0; i < n; i++) {
         size_t at = offset_of(&r, start);
@@ -187,17 +191,18 @@ ect__xport_offer_decode(const void *blob, size_t len, ect_xport_offer_t *offer_p
         if (elen > ect__remaining(&r))
             return peer_error("agent_metadata", "entry length runs past the end", at + 4);
         const uint8_t *payload = ect__get_bytes(&r, elen);
-        if (kind == ECT_XPORT_UCX || kind == ECT_XPORT_SAME_HOST) {
+        if (kind == ECT_XPORT_TCP || kind == ECT_XPORT_SAME_HOST) {
             if (seen & (1u << kind))
                 return peer_error("agent_metadata", "a transport is offered twice", at);
             seen |= 1u << kind;
         }
-        if (kind == ECT_XPORT_UCX) {
-            if (elen == 0 || elen > ECT_XPORT_MAX_UCX_ADDR)
-                return peer_error("agent_metadata", "UCX address length is 0 or above 16384",
-                                  at + 4);
-            o.ucx_address = payload;
-            o.ucx_address_len = elen;
+        if (kind == ECT_XPORT_TCP) {
+            ect_bytes_reader_t e = {payload, payload + elen, 0};
+            uint32_t port = ect__get_u32(&e);
+            if (elen != TCP_ENTRY_LEN || port == 0 || port > 65535)
+                return peer_error("agent_metadata", "tcp entry is not one port in 1..65535",
+                                  at + 8);
+            o.tcp_port = (uint16_t)port;
         } else if (kind == ECT_XPORT_SAME_HOST) {
             ect_status_t st = decode_same_host(start, payload, elen, &o);
             if (st != ECT_OK)
@@ -217,29 +222,77 @@ ect__xport_offer_decode(const void *blob, size_t len, ect_xport_offer_t *offer_p
 
 /* ---- mem_descriptor --------------------------------------------------------- */
 
-ect_status_t
-ect__xport_desc_encode(const ect_xport_desc_t *desc, uint8_t **blob_p, size_t *len_p)
+static int
+geometry_ok(uint64_t block_size, uint64_t num_blocks)
 {
-    if (desc == NULL || blob_p == NULL || len_p == NULL)
+    return block_size != 0 && num_blocks != 0 && num_blocks <= UINT64_MAX / block_size;
+}
+
+size_t
+ect__xport_desc_size(size_t n_runs)
+{
+    return ECT_XPORT_DESC_LEN + 16 * n_runs;
+}
+
+ect_run_t
+ect__xport_desc_run(const ect_xport_desc_t *desc, size_t i)
+{
+    ect_bytes_reader_t r = {desc->runs + 16 * i, desc->runs + 16 * i + 16, 0};
+    ect_run_t run;
+    run.first = ect__get_u64(&r);
+    run.count = ect__get_u64(&r);
+    return run;
+}
+
+/* Runs that lie in a region of num_blocks, none empty, at most
+ * ECT_WIRE_MAX_BLOCKS blocks in all. */
+static int
+runs_ok(const ect_run_t *runs, size_t n, uint64_t num_blocks)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (runs[i].count == 0 || runs[i].first >= num_blocks ||
+            runs[i].count > num_blocks - runs[i].first ||
+            runs[i].count > ECT_WIRE_MAX_BLOCKS - total)
+            return 0;
+        total += runs[i].count;
+    }
+    return 1;
+}
+
+ect_status_t
+ect__xport_desc_encode(const ect_xport_desc_t *desc, const ect_run_t *runs, size_t n_runs,
+                       uint8_t *out, size_t cap, size_t *len_p)
+{
+    if (desc == NULL || out == NULL || len_p == NULL || (runs == NULL && n_runs != 0))
         return ect__error(ECT_ERR_INVALID_ARG, "xport descriptor encode: NULL argument");
-    if (desc->rkey_len > ECT_XPORT_MAX_RKEY || (desc->rkey_len != 0 && desc->rkey == NULL))
+    if (!geometry_ok(desc->block_size, desc->num_blocks))
         return ect__error(ECT_ERR_INVALID_ARG,
-                          "xport descriptor encode: remote key of %zu bytes (at most %u)",
-                          desc->rkey_len, ECT_XPORT_MAX_RKEY);
-    size_t len = DESC_FIXED + desc->rkey_len;
-    uint8_t *blob = malloc(len);
-    if (blob == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "xport descriptor encode: out of memory");
-    ect_bytes_writer_t w = {blob, blob + len};
+                          "xport descriptor encode: %llu blocks of %llu bytes is not a region",
+                          (unsigned long long)desc->num_blocks,
+                          (unsigned long long)desc->block_size);
+    if (!runs_ok(runs, n_runs, desc->num_blocks))
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "xport descriptor encode: a run is empty or outside the %llu blocks, or "
+                          "they hold more than %u blocks",
+                          (unsigned long long)desc->num_blocks, ECT_WIRE_MAX_BLOCKS);
+    size_t len = ect__xport_desc_size(n_runs);
+    if (n_runs > (ECT_XPORT_MAX_BLOB - ECT_XPORT_DESC_LEN) / 16 || len > cap)
+        return ect__error(ECT_ERR_OVERFLOW,
+                          "xport descriptor encode: %zu runs take %zu bytes (room for %zu, at "
+                          "most %u)",
+                          n_runs, len, cap, ECT_XPORT_MAX_BLOB);
+    ect_bytes_writer_t w = {out, out + len};
     ect__put_bytes(&w, DESC_MAGIC, MAGIC_LEN);
     ect__put_u32(&w, ECT_XPORT_BLOB_VERSION);
-    ect__put_u64(&w, desc->base);
     ect__put_u64(&w, desc->block_size);
     ect__put_u64(&w, desc->num_blocks);
-    ect__put_u32(&w, (uint32_t)desc->rkey_len);
-    if (desc->rkey_len != 0)
-        ect__put_bytes(&w, desc->rkey, desc->rkey_len);
-    *blob_p = blob;
+    ect__put_u32(&w, (uint32_t)n_runs);
+    for (size_t i = 0; i < n_runs; i++) {
+        ect__put_u64(&w, runs[i].first);
+        ect__put_u64(&w, runs[i].count);
+    }
+    ect__put_bytes(&w, desc->token, ECT_STREAM_TOKEN_LEN);
     *len_p = len;
     return ECT_OK;
 }
@@ -267,29 +320,36 @@ ect__xport_desc_decode(const void *blob, size_t len, ect_xport_desc_t *desc_p)
                           version, ECT_XPORT_BLOB_VERSION);
     ect_xport_desc_t d;
     memset(&d, 0, sizeof(d));
-    d.base = ect__get_u64(&r);
     d.block_size = ect__get_u64(&r);
     d.num_blocks = ect__get_u64(&r);
-    uint32_t rkey_len = ect__get_u32(&r);
+    uint32_t n_runs = ect__get_u32(&r);
     if (r.failed)
         return peer_error("mem_descriptor", "truncated in the fixed fields", offset_of(&r, start));
-    if (d.block_size == 0 || d.num_blocks == 0)
+    if (!geometry_ok(d.block_size, d.num_blocks))
         return ect__error(ECT_ERR_PEER,
-                          "peer mem_descriptor has block size %llu and %llu blocks; both must be "
-                          "non-zero",
-                          (unsigned long long)d.block_size, (unsigned long long)d.num_blocks);
-    if (d.num_blocks > UINT64_MAX / d.block_size ||
-        d.base > UINT64_MAX - d.block_size * d.num_blocks)
-        return ect__error(ECT_ERR_PEER,
-                          "peer mem_descriptor: base + %llu blocks of %llu bytes overflows",
+                          "peer mem_descriptor has %llu blocks of %llu bytes: both must be "
+                          "non-zero and their product fit 64 bits",
                           (unsigned long long)d.num_blocks, (unsigned long long)d.block_size);
-    if (rkey_len > ECT_XPORT_MAX_RKEY)
-        return peer_error("mem_descriptor", "remote key longer than 4096 bytes", DESC_FIXED - 4);
-    if (rkey_len != ect__remaining(&r))
-        return peer_error("mem_descriptor", "remote key length disagrees with the blob's length",
-                          DESC_FIXED - 4);
-    d.rkey = rkey_len != 0 ? ect__get_bytes(&r, rkey_len) : NULL;
-    d.rkey_len = rkey_len;
+    uint64_t want = ECT_XPORT_DESC_LEN + 16ull * n_runs; /* no overflow: n_runs < 2^32 */
+    if (len != want)
+        return ect__error(ECT_ERR_PEER,
+                          "peer mem_descriptor is %zu bytes; with %u runs version %u has %llu", len,
+                          n_runs, version, (unsigned long long)want);
+    d.runs = n_runs != 0 ? ect__get_bytes(&r, 16 * (size_t)n_runs) : NULL;
+    d.n_runs = n_runs;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n_runs; i++) {
+        ect_run_t run = ect__xport_desc_run(&d, i);
+        if (run.count == 0 || run.first >= d.num_blocks || run.count > d.num_blocks - run.first ||
+            run.count > ECT_WIRE_MAX_BLOCKS - total)
+            return ect__error(ECT_ERR_PEER,
+                              "peer mem_descriptor: run %u (blocks %llu + %llu) is empty, lies "
+                              "outside its %llu blocks or passes %u blocks in all",
+                              i, (unsigned long long)run.first, (unsigned long long)run.count,
+                              (unsigned long long)d.num_blocks, ECT_WIRE_MAX_BLOCKS);
+        total += run.count;
+    }
+    memcpy(d.token, ect__get_bytes(&r, ECT_STREAM_TOKEN_LEN), ECT_STREAM_TOKEN_LEN);
     *desc_p = d;
     return ECT_OK;
 }

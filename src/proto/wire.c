@@ -21,16 +21,6 @@
 
 /* ---- status classification --------------------------------------------- */
 
-static const char *const status_names[ECT_XFER_STATUS_COUNT] = {
-    "ok", "nack_missing", "nack_incompat", "nack_version", "nack_internal", "nack_not_ready",
-};
-
-const char *
-ect_wire_status_str(ect_xfer_status_t status)
-{
-    return ect_wire_status_valid(status) ? status_names[status] : "unknown";
-}
-
 bool
 ect_wire_status_valid(int64_t value)
 {
@@ -245,16 +235,18 @@ ect_wire_encode_req(const ect_xfer_req_t *req, ect_wire_buf_t *buf)
 
     bool with_session = present(req->session_id);
     bool with_version = req->has_connector_version;
-    size_t n_keys = 3 + (size_t)with_session + (size_t)with_version;
+    size_t n_keys = 3 + (size_t)with_session + (size_t)with_version + (size_t)req->accepts_runs;
     size_t start = buf->len;
     msgpack_packer pk;
     msgpack_packer_init(&pk, buf, buf_write);
-    bool failed = msgpack_pack_map(&pk, n_keys) != 0 || pack_str_field(&pk, "type", "req") ||
-                  pack_str_field(&pk, "mm_hash", req->mm_hash) ||
-                  pack_str_field(&pk, "compatibility_hash", req->compatibility_hash) ||
-                  (with_session && pack_str_field(&pk, "session_id", req->session_id)) ||
-                  (with_version && (pack_key(&pk, "connector_version") ||
-                                    msgpack_pack_int64(&pk, req->connector_version) != 0));
+    bool failed =
+        msgpack_pack_map(&pk, n_keys) != 0 || pack_str_field(&pk, "type", "req") ||
+        pack_str_field(&pk, "mm_hash", req->mm_hash) ||
+        pack_str_field(&pk, "compatibility_hash", req->compatibility_hash) ||
+        (with_session && pack_str_field(&pk, "session_id", req->session_id)) ||
+        (with_version && (pack_key(&pk, "connector_version") ||
+                          msgpack_pack_int64(&pk, req->connector_version) != 0)) ||
+        (req->accepts_runs && (pack_key(&pk, "ectier_runs") || msgpack_pack_true(&pk) != 0));
     return finish("req", failed, buf, start);
 }
 

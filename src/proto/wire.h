@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include <ectier/status.h>
+#include <ectier/types.h>
 
 /* The connector version ectier speaks, and the value an absent
  * "connector_version" key stands for (SPEC §8.1). */
@@ -55,17 +56,8 @@
 /* Most src_block_indices entries accepted. */
 #define ECT_WIRE_MAX_BLOCKS (1u << 24)
 
-/* Outcome a producer reports for a request; values are the wire values. */
-typedef enum ect_xfer_status {
-    ECT_XFER_OK = 0,
-    ECT_XFER_NACK_MISSING = 1,   /* the producer no longer holds the encoding */
-    ECT_XFER_NACK_INCOMPAT = 2,  /* compatibility hash mismatch */
-    ECT_XFER_NACK_VERSION = 3,   /* connector version mismatch */
-    ECT_XFER_NACK_INTERNAL = 4,  /* the producer hit an unexpected error */
-    ECT_XFER_NACK_NOT_READY = 5, /* announced, but the save has not landed yet */
-} ect_xfer_status_t;
-
-#define ECT_XFER_STATUS_COUNT 6
+/* ect_xfer_status_t, ECT_XFER_STATUS_COUNT and ect_xfer_status_str are in
+ * <ectier/types.h> (the metrics count acks by status too). */
 
 /* Which message a buffer holds. */
 typedef enum ect_wire_type {
@@ -85,6 +77,12 @@ typedef struct ect_xfer_req {
      * ECT_WIRE_CONNECTOR_VERSION when it was not. */
     int64_t connector_version;
     bool has_connector_version;
+    /* ectier's own key "ectier_runs": true, sent after the seed's keys: this
+     * consumer takes the entry's blocks as runs in the mem_descriptor
+     * (src/p2p/xport_internal.h) instead of src_block_indices.  A seed
+     * producer ignores the key (unknown keys are ignored); false (the
+     * default) is never encoded, so seed messages stay byte-exact. */
+    bool accepts_runs;
     void *arena_; /* owned storage of a decoded message; NULL otherwise */
 } ect_xfer_req_t;
 
@@ -117,10 +115,6 @@ typedef struct ect_wire_buf {
 } ect_wire_buf_t;
 
 /* ---- status classification (the one place it is decided) ---------------- */
-
-/* "ok", "nack_missing", ..., "nack_not_ready"; "unknown" for any other
- * value.  Never NULL. */
-const char *ect_wire_status_str(ect_xfer_status_t status);
 
 /* True for a value that is a member of ect_xfer_status_t. */
 bool ect_wire_status_valid(int64_t value);

@@ -288,6 +288,7 @@ typedef enum field_kind {
     F_STATUS,  /* int naming an ect_xfer_status_t */
     F_BLOCKS,  /* array of non-negative ints, at most ECT_WIRE_MAX_BLOCKS */
     F_BIN,     /* bin, at most ECT_WIRE_MAX_BLOB bytes */
+    F_BOOL,    /* true or false */
 } field_kind_t;
 
 typedef struct field {
@@ -304,12 +305,13 @@ typedef struct slot {
     int64_t value;        /* F_VERSION, F_STATUS */
 } slot_t;
 
-enum { REQ_MM_HASH, REQ_COMPAT, REQ_SESSION, REQ_VERSION, REQ_FIELDS };
+enum { REQ_MM_HASH, REQ_COMPAT, REQ_SESSION, REQ_VERSION, REQ_RUNS, REQ_FIELDS };
 static const field_t req_fields[REQ_FIELDS] = {
     [REQ_MM_HASH] = {"mm_hash", F_STR, true},
     [REQ_COMPAT] = {"compatibility_hash", F_STR, true},
     [REQ_SESSION] = {"session_id", F_STR, false},
     [REQ_VERSION] = {"connector_version", F_VERSION, false},
+    [REQ_RUNS] = {"ectier_runs", F_BOOL, false},
 };
 
 enum { ACK_MM_HASH, ACK_STATUS, ACK_SESSION, ACK_BLOCKS, ACK_AGENT, ACK_DESC, ACK_FIELDS };
@@ -419,6 +421,11 @@ decode_field(reader_t *r, const field_t *f, slot_t *s)
         return ECT_OK;
     case F_BLOCKS:
         return decode_blocks(r, f, &t, s);
+    case F_BOOL:
+        if (t.kind != K_BOOL)
+            return wrong_type(r, f->name, &t, "a bool");
+        s->value = (int64_t)t.u;
+        return ECT_OK;
     }
     return ect__error(ECT_ERR_INTERNAL, "wire decode %s: field kind %d", r->what, (int)f->kind);
 }
@@ -539,6 +546,7 @@ ect_wire_decode_req(const void *data, size_t len, ect_xfer_req_t *req_p)
     req.session_id = copy_str(&cursor, &s[REQ_SESSION]);
     req.has_connector_version = s[REQ_VERSION].seen;
     req.connector_version = s[REQ_VERSION].seen ? s[REQ_VERSION].value : ECT_WIRE_CONNECTOR_VERSION;
+    req.accepts_runs = s[REQ_RUNS].seen && s[REQ_RUNS].value != 0;
     req.arena_ = arena;
     *req_p = req;
     return ECT_OK;

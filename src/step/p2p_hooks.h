@@ -35,11 +35,13 @@ typedef struct ect__p2p_params {
 } ect__p2p_params_t;
 
 /* Start the event stream (SPEC §9.1, src/p2p/events.h): bind a ZeroMQ PUB
- * socket at config->events_endpoint, publish the cache's events (it becomes
+ * socket at config->events_endpoint (and a ROUTER for replays at
+ * events_replay_endpoint when set), publish the cache's events (it becomes
  * the cache's listener) tagged with instance (borrowed, copied: the region
  * name).  Returns ECT_OK, ECT_ERR_UNSUPPORTED (no ZeroMQ in this build),
  * ECT_ERR_TRANSPORT (cannot bind; the message names the endpoint),
- * ECT_ERR_NO_MEMORY, ECT_ERR_INTERNAL. */
+ * ECT_ERR_CONFIG (a zero buffer or high-water mark), ECT_ERR_NO_MEMORY,
+ * ECT_ERR_INTERNAL. */
 ect_status_t ect__p2p_events_start(const ect_config_t *config, ect_cache_t *cache,
                                    const char *instance, struct ect__events **events_p);
 
@@ -47,6 +49,10 @@ ect_status_t ect__p2p_events_start(const ect_config_t *config, ect_cache_t *cach
  * after ect__p2p_destroy of the sessions that publish to it.  NULL is a
  * no-op. */
 void ect__p2p_events_stop(struct ect__events *events);
+
+/* Add the stream's counters (batches, drops, replays) to metrics.  Safe
+ * from any thread while the stream runs; NULL events adds nothing. */
+void ect__p2p_events_metrics(struct ect__events *events, ect_metrics_t *metrics);
 
 /* Start the sessions the role needs (a producer serves, a consumer fetches).
  * Returns ECT_OK, ECT_ERR_UNSUPPORTED (no P2P in this build),

@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
+#include "common/utf8.h"
 #include "metrics/http.h"
 #include "step/instance_region.h"
 #include "step/p2p_hooks.h"
@@ -40,6 +41,23 @@ struct load_rec {
     unsigned remaining;
 };
 
+/*
+ * Lock order (a thread holding one may take only those after it):
+ *
+ *   scheduler->lock          this file: the engine's calls, one at a time
+ *     p2p->lock              src/p2p/p2p.c: admission records, unavailable queue
+ *       consumer->lock       src/p2p/consumer.c: transfers (the session thread too)
+ *       producer->lock       src/p2p/producer.c: grants, announcements (also the
+ *                            data stream's thread, through its grant callbacks)
+ *         xport client locks src/p2p/xport*.c: the stream client's and the
+ *                            copy waiter's (taken under consumer->lock only)
+ *         cache->lock        src/cache: the index, extents, pins, holds
+ *           events->lock     src/p2p/events.c: the event queue (cache listener)
+ *             log sink       src/common/log.c
+ *
+ * Nothing calls back up this list with a lock held: the transports' wake
+ * callbacks only write an eventfd, the cache's listener only queues events.
+ */
 struct ect_scheduler {
     pthread_mutex_t lock;
     ect_config_t cfg;
@@ -193,7 +211,9 @@ shutdown_locked(ect_scheduler_t *s)
         s->p2p = NULL;
     }
     /* After the sessions (they publish announcements), before the cache
-     * (the stream is its listener). */
+     * (the stream is its listener).  Its counters are kept, as the
+     * sessions' are, though the last batches go out after they are read. */
+    ect__p2p_events_metrics(s->events, &s->m);
     ect__p2p_events_stop(s->events);
     s->events = NULL;
     ect_step_meta_destroy(s->step);
@@ -238,10 +258,14 @@ ect_scheduler_destroy(ect_scheduler_t *scheduler)
     free(scheduler);
 }
 
+static ect_status_t check_ident(const char *what, size_t index, const char *s, int may_be_null,
+                                int may_be_empty);
+
 int
 ect_scheduler_has_cache_item(ect_scheduler_t *s, const char *identifier)
 {
-    if (s == NULL || identifier == NULL)
+    /* An identifier no entry can have is a miss (the message says why). */
+    if (s == NULL || check_ident("identifier", 0, identifier, 0, 0) != ECT_OK)
         return 0;
     pthread_mutex_lock(&s->lock);
     int hit = 0;
@@ -270,16 +294,47 @@ ect_scheduler_has_cache_item(ect_scheduler_t *s, const char *identifier)
     return hit;
 }
 
+/* An identifier from the engine: at most ECT_KEY_MAX bytes of UTF-8 (NULL
+ * or empty only where allowed).  Checked here, where it enters, so every
+ * layer below (cache keys, step metadata, P2P composite keys, wire strings,
+ * event JSON) can take it as it is and never cuts it. */
+static ect_status_t
+check_ident(const char *what, size_t index, const char *s, int may_be_null, int may_be_empty)
+{
+    if (s == NULL) {
+        if (may_be_null)
+            return ECT_OK;
+        return ect__error(ECT_ERR_INVALID_ARG, "scheduler: %s %zu is missing", what, index);
+    }
+    size_t len = strnlen(s, ECT_KEY_MAX + 1);
+    if (len > ECT_KEY_MAX)
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "scheduler: %s %zu is longer than %u bytes (refused: it is never cut)",
+                          what, index, ECT_KEY_MAX);
+    if (len == 0 && !may_be_empty)
+        return ect__error(ECT_ERR_INVALID_ARG, "scheduler: %s %zu is empty", what, index);
+    size_t bad = 0;
+    if (!ect__utf8_valid(s, len, &bad))
+        return ect__error(ECT_ERR_INVALID_ARG, "scheduler: %s %zu is not UTF-8 (byte %zu)", what,
+                          index, bad);
+    return ECT_OK;
+}
+
 static ect_status_t
 check_request(const ect_request_t *r)
 {
     if (r == NULL || (r->n_features > 0 && r->features == NULL))
         return ect__error(ECT_ERR_INVALID_ARG, "scheduler: NULL request or features");
-    for (size_t i = 0; i < r->n_features; i++)
-        if (r->features[i].identifier == NULL || r->features[i].identifier[0] == '\0')
-            return ect__error(ECT_ERR_INVALID_ARG,
-                              "scheduler: request '%s' feature %zu has no identifier",
-                              r->request_id ? r->request_id : "?", i);
+    ect_status_t st = check_ident("request_id of request", 0, r->request_id, 1, 1);
+    if (st != ECT_OK)
+        return st;
+    for (size_t i = 0; i < r->n_features; i++) {
+        const ect_mm_feature_t *f = &r->features[i];
+        if ((st = check_ident("identifier of feature", i, f->identifier, 0, 0)) != ECT_OK ||
+            (st = check_ident("mm_hash of feature", i, f->mm_hash, 1, 0)) != ECT_OK)
+            return ect__error(st, "%s (request '%.64s')", ect_last_error(),
+                              r->request_id != NULL ? r->request_id : "?");
+    }
     return ECT_OK;
 }
 
@@ -613,6 +668,7 @@ ect_scheduler_metrics(ect_scheduler_t *s, ect_metrics_t *metrics_p)
         *metrics_p = s->m;
         if (s->p2p != NULL)
             ect__p2p_metrics(s->p2p, metrics_p);
+        ect__p2p_events_metrics(s->events, metrics_p);
     }
     pthread_mutex_unlock(&s->lock);
     return st;

@@ -153,12 +153,26 @@ test_every_model_file_through_the_cli_matches_expected_json(void)
     cJSON *expected = cJSON_Parse(text);
     CHECK(cJSON_IsObject(expected));
     int n = 0;
-    for (const cJSON *e = expected->child; e != NULL; e = e->next, n++) {
+    for (const cJSON *e = expected->child; e != NULL; e = e->next) {
         char path[1024], want_dtype[64];
         snprintf(path, sizeof(path), "%s/%s", HF_DIR, e->string);
         struct run r;
         run_geometry(&r, "--hf-config", path, "--cpu-bytes", "64MiB", "--json", NULL);
+        const cJSON *error = cJSON_GetObjectItemCaseSensitive(e, "error");
+        if (cJSON_IsString(error)) {
+            /* Refused: exit 1, the file and the missing field named. */
+            CHECK_RUN(&r, 1);
+            CHECK_CONTAINS(r.err, path);
+            CHECK_CONTAINS(r.err, error->valuestring);
+            CHECK_STR_EQ(r.out, "");
+            continue;
+        }
+        n++;
         CHECK_RUN(&r, 0);
+        /* The dtype warning reaches stderr through the default log sink. */
+        int warned = strstr(r.err, "disagree; using") != NULL;
+        CHECK_MSG(warned == cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "dtype_warning")),
+                  "%s: stderr \"%s\"", e->string, r.err);
         cJSON *j = parse_json_output(&r);
         double dim = num(e, "hidden_dim");
         CHECK_MSG(num(j, "hidden_dim") == dim, "%s: hidden_dim %.0f, expected %.0f", e->string,
@@ -167,9 +181,11 @@ test_every_model_file_through_the_cli_matches_expected_json(void)
         CHECK_STR_EQ(str(j, "dtype"), want_dtype);
         CHECK_EQ_U64(num(j, "block_size_bytes"), dim * num(j, "element_size"));
         CHECK_EQ_U64(num(j, "num_blocks"), (64u << 20) / (uint64_t)num(j, "block_size_bytes"));
+        CHECK_STR_EQ(str(j, "hidden_dim_source"), str(e, "source"));
+        CHECK_STR_EQ(str(j, "dtype_source"), str(e, "dtype_source"));
         cJSON_Delete(j);
     }
-    CHECK(n >= 9);
+    CHECK(n >= 40);
     cJSON_Delete(expected);
     free(text);
 }
@@ -392,6 +408,39 @@ test_file_without_dtype_needs_the_dtype_option(void)
     cJSON_Delete(j);
 }
 
+static void
+test_dtype_disagreement_warns_and_uses_the_top_level(void)
+{
+    struct run r;
+    run_geometry(&r, "--hf-config", HF_DIR "/VARCO-VISION-14B-HF.json", "--cpu-bytes", "1GiB",
+                 NULL);
+    CHECK_RUN(&r, 0);
+    CHECK_CONTAINS(r.out, "torch.float16, 2 bytes per element  from torch_dtype");
+    CHECK_CONTAINS(r.out, "hidden_dim    5120  from text_config.hidden_size");
+    CHECK_CONTAINS(r.err, "ectier warn: ");
+    CHECK_CONTAINS(r.err, "VARCO-VISION-14B-HF.json: model config: torch_dtype 'float16' and "
+                          "text_config.torch_dtype 'bfloat16' disagree");
+}
+
+static void
+test_float32_checkpoint_gets_a_note_about_the_served_dtype(void)
+{
+    struct run r;
+    run_geometry(&r, "--hf-config", HF_DIR "/Molmo-7B-D-0924.json", "--cpu-bytes", "1GiB", NULL);
+    CHECK_RUN(&r, 0);
+    CHECK_CONTAINS(r.out, "torch.float32, 4 bytes per element  from torch_dtype");
+    CHECK_CONTAINS(r.out, "serves float32 checkpoints in bfloat16");
+    /* Not with --dtype, nor for a half-precision file. */
+    run_geometry(&r, "--hf-config", HF_DIR "/Molmo-7B-D-0924.json", "--dtype", "bf16",
+                 "--cpu-bytes", "1GiB", NULL);
+    CHECK_RUN(&r, 0);
+    CHECK(strstr(r.out, "note") == NULL);
+    run_geometry(&r, "--hf-config", HF_DIR "/Janus-1.3B.json", "--cpu-bytes", "1GiB", NULL);
+    CHECK_RUN(&r, 0);
+    CHECK(strstr(r.out, "note") == NULL);
+    CHECK_CONTAINS(r.out, "hidden_dim    2048  from language_config.hidden_size");
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_text_output_explains_qwen3_vl_deepstack_width),
     ECT_CASE(test_json_output_has_the_documented_keys),
@@ -405,6 +454,8 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_bad_model_files_exit_1_with_the_message),
     ECT_CASE(test_too_small_cpu_bytes_exit_1_with_minimum),
     ECT_CASE(test_file_without_dtype_needs_the_dtype_option),
+    ECT_CASE(test_dtype_disagreement_warns_and_uses_the_top_level),
+    ECT_CASE(test_float32_checkpoint_gets_a_note_about_the_served_dtype),
 };
 
 int

@@ -961,7 +961,10 @@ RT_CASE(test_cli_inspect_and_gc_on_live_and_orphaned_regions)
     CHECK_EQ_INT(rc, 0);
     CHECK_CONTAINS(out, z.live_path);
     CHECK_CONTAINS(out, z.orphan_path);
-    CHECK_CONTAINS(out, "32 blocks x 256 B (hidden_dim 64, dtype 7, 4 B/element)");
+    /* The zoo's header says dtype 7 (float8_e5m2fnuz) with 4-byte elements. */
+    CHECK_CONTAINS(out,
+                   "32 blocks x 256 B = 8.00 KiB (hidden_dim 64 x float8_e5m2fnuz, 4 B/element)");
+    CHECK_CONTAINS(out, "(float8_e5m2fnuz is 1 B/element: the header's element size disagrees)");
     snprintf(want, sizeof(want), "holders 1 (pid %d), waiting (reaper) 1", (int)z.holder.pid);
     CHECK_CONTAINS(out, want);
     CHECK_CONTAINS(out, "holders 0, orphaned: `ectier gc` removes it");

@@ -67,11 +67,11 @@ test_null_empty_and_too_long_keys_are_invalid_arg(void)
     CHECK_CONTAINS(ect_last_error(), "cache alloc: NULL key");
     CHECK_STATUS(ect_cache_alloc(c, "", 1), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "empty key");
-    static char longest[ECT_CACHE_KEY_MAX + 2];
-    memset(longest, 'k', ECT_CACHE_KEY_MAX + 1); /* 1025 bytes: too long */
+    static char longest[ECT_KEY_MAX + 2];
+    memset(longest, 'k', ECT_KEY_MAX + 1); /* 1025 bytes: too long */
     CHECK_STATUS(ect_cache_alloc(c, longest, 1), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "longer than 1024 bytes");
-    longest[ECT_CACHE_KEY_MAX] = '\0'; /* 1024 bytes: accepted */
+    longest[ECT_KEY_MAX] = '\0'; /* 1024 bytes: accepted */
     CHECK_OK(ect_cache_alloc(c, longest, 1));
     CHECK(entry_exists(c, longest));
 

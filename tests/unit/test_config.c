@@ -85,7 +85,7 @@ test_role_helpers_say_who_produces_and_consumes(void)
     CHECK(!ect_role_produces((ect_role_t)7) && !ect_role_consumes((ect_role_t)7));
     CHECK_STR_EQ(ect_role_str((ect_role_t)7), "?");
     CHECK_STR_EQ(ect_transport_str(ECT_TRANSPORT_AUTO), "auto");
-    CHECK_STR_EQ(ect_transport_str(ECT_TRANSPORT_UCX), "ucx");
+    CHECK_STR_EQ(ect_transport_str(ECT_TRANSPORT_TCP), "tcp");
     CHECK_STR_EQ(ect_transport_str(ECT_TRANSPORT_SAME_HOST), "same_host");
     CHECK_STR_EQ(ect_transport_str((ect_transport_t)-1), "?");
 }
@@ -412,8 +412,8 @@ test_bad_bools_timeouts_and_counts_are_named(void)
          "\"99999999999999999999999\"", "out of range"},
         {"\"ec_cpu_bytes\": 1, \"copy_threads\": -3", ECT_ERR_CONFIG, "copy_threads = -3",
          "negative"},
-        {"\"ec_cpu_bytes\": 1, \"transport\": \"tcp\"", ECT_ERR_CONFIG, "transport = \"tcp\"",
-         "\"auto\", \"ucx\", \"same_host\""},
+        {"\"ec_cpu_bytes\": 1, \"transport\": \"ucx\"", ECT_ERR_CONFIG, "transport = \"ucx\"",
+         "\"auto\", \"tcp\", \"same_host\""},
         {"\"ec_cpu_bytes\": 1, \"transport\": 1", ECT_ERR_CONFIG, "transport = 1", "\"auto\""},
     };
     CHECK_BAD(cases, 1);
@@ -449,6 +449,16 @@ test_bad_strings_are_named(void)
          "ipc://path"},
         {"\"ec_cpu_bytes\": 1, \"events_endpoint\": \"tcp://::1:5\"", ECT_ERR_CONFIG,
          "\"tcp://::1:5\"", "ZeroMQ endpoint"},
+        {"\"ec_cpu_bytes\": 1, \"events_replay_endpoint\": \"ipc:///tmp/r\"", ECT_ERR_CONFIG,
+         "events_replay_endpoint = \"ipc:///tmp/r\"", "needs events_endpoint"},
+        {"\"ec_cpu_bytes\": 1, \"events_endpoint\": \"ipc:///tmp/e\", "
+         "\"events_replay_endpoint\": \"ipc:///tmp/e\"",
+         ECT_ERR_CONFIG, "events_replay_endpoint = \"ipc:///tmp/e\"", "an endpoint of its own"},
+        {"\"ec_cpu_bytes\": 1, \"events_replay_endpoint\": \"tcp://h\"", ECT_ERR_CONFIG,
+         "events_replay_endpoint = \"tcp://h\"", "ZeroMQ endpoint"},
+        {"\"ec_cpu_bytes\": 1, \"events_replay_buffer\": 0", ECT_ERR_CONFIG,
+         "events_replay_buffer = 0", "1"},
+        {"\"ec_cpu_bytes\": 1, \"events_hwm\": -1", ECT_ERR_CONFIG, "events_hwm = -1", "1"},
         {"\"ec_cpu_bytes\": 1, \"metrics_address\": \"9100\"", ECT_ERR_CONFIG,
          "metrics_address = \"9100\"", "host:port"},
         {"\"ec_cpu_bytes\": 1, \"metrics_address\": \":9100\"", ECT_ERR_CONFIG,
@@ -615,7 +625,7 @@ test_p2p_without_p2p_build_is_unsupported_with_how_to(void)
 {
     static const struct bad_case cases[] = {
         {"\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": true", ECT_ERR_UNSUPPORTED,
-         "ec_enable_nixl is true", "libzmq3-dev libucx-dev libmsgpack-dev"},
+         "ec_enable_nixl is true", "libzmq3-dev libmsgpack-dev"},
         {"\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": \"yes\"", ECT_ERR_UNSUPPORTED,
          "scripts/install-deps.sh", "-DECT_WITH_P2P=ON"},
         {"\"ec_cpu_bytes\": 1, \"ec_enable_p2p\": \"1\"", ECT_ERR_UNSUPPORTED,

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include <ectier/geometry.h>
+#include <ectier/log.h>
 
 #include "harness.h"
 
@@ -38,29 +39,84 @@ parse_text(const char *json)
 
 /* ---- real model files -------------------------------------------------- */
 
+/* Log lines captured by capture_sink, for the cases that check a warning. */
+static char captured[4096];
+
+static void
+capture_sink(ect_log_level_t level, const char *message, void *user)
+{
+    (void)user;
+    size_t off = strlen(captured);
+    snprintf(captured + off, sizeof(captured) - off, "%s: %s\n", ect_log_level_str(level), message);
+}
+
+static void
+capture_start(void)
+{
+    captured[0] = '\0';
+    ect_log_set_sink(capture_sink, NULL);
+}
+
+static void
+capture_stop(void)
+{
+    ect_log_set_sink(NULL, NULL);
+}
+
 static void
 test_every_listed_model_file_gives_expected_width_and_dtype(void)
 {
     char *text = ect_test_read_file(HF_DIR "/expected.json", NULL);
     cJSON *expected = cJSON_Parse(text);
     CHECK(cJSON_IsObject(expected));
-    int n = 0;
+    int n = 0, placed = 0;
     for (const cJSON *e = expected->child; e != NULL; e = e->next, n++) {
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s", HF_DIR, e->string);
+        const cJSON *err = cJSON_GetObjectItemCaseSensitive(e, "error");
+        if (cJSON_IsString(err)) {
+            /* A real file the rules cannot place: refused with a message
+             * naming the file and the missing field. */
+            ect_hf_model_t m;
+            CHECK_STATUS(ect_hf_config_load(path, &m), ECT_ERR_CONFIG);
+            CHECK_CONTAINS(ect_last_error(), path);
+            CHECK_CONTAINS(ect_last_error(), err->valuestring);
+            continue;
+        }
         const cJSON *dim = cJSON_GetObjectItemCaseSensitive(e, "hidden_dim");
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-        CHECK_MSG(cJSON_IsNumber(dim) && cJSON_IsString(dt), "bad entry for %s", e->string);
-        /* A listed file that is missing fails here (load_data_file CHECKs). */
+        const cJSON *src = cJSON_GetObjectItemCaseSensitive(e, "source");
+        const cJSON *dsrc = cJSON_GetObjectItemCaseSensitive(e, "dtype_source");
+        CHECK_MSG(cJSON_IsNumber(dim) && cJSON_IsString(dt) && cJSON_IsString(src) &&
+                      cJSON_IsString(dsrc),
+                  "bad entry for %s", e->string);
+        /* A listed file that is missing fails here (load_data_file CHECKs).
+         * The files whose top-level and text-config dtypes disagree are
+         * marked, and only they may warn. */
+        capture_start();
         ect_hf_model_t m = load_data_file(e->string);
+        int warned = strstr(captured, "disagree; using") != NULL;
+        capture_stop();
+        int want_warning = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "dtype_warning"));
+        CHECK_MSG(warned == want_warning, "%s: dtype warning %d, expected %d", e->string, warned,
+                  want_warning);
         CHECK_MSG(m.hidden_dim == (uint64_t)dim->valuedouble, "%s: hidden_dim %llu, expected %.0f",
                   e->string, (unsigned long long)m.hidden_dim, dim->valuedouble);
+        /* Where the width came from, so an equal number from the wrong
+         * field cannot pass. */
+        CHECK_MSG(strcmp(m.hidden_dim_source, src->valuestring) == 0,
+                  "%s: width from \"%s\", expected \"%s\"", e->string, m.hidden_dim_source,
+                  src->valuestring);
         ect_dtype_t want;
         CHECK_OK(ect_dtype_parse(dt->valuestring, &want));
         CHECK_MSG(m.has_dtype && m.dtype == want, "%s: dtype %s (has %d), expected %s", e->string,
                   m.has_dtype ? ect_dtype_name(m.dtype) : "none", m.has_dtype, dt->valuestring);
-        CHECK_MSG(m.hidden_dim_source[0] != '\0' && m.dtype_source[0] != '\0',
-                  "%s: sources not filled", e->string);
+        CHECK_MSG(strcmp(m.dtype_source, dsrc->valuestring) == 0,
+                  "%s: dtype from \"%s\", expected \"%s\"", e->string, m.dtype_source,
+                  dsrc->valuestring);
+        placed++;
     }
-    CHECK_MSG(n >= 9, "expected.json lists only %d files", n);
+    CHECK_MSG(placed >= 40, "expected.json places only %d model files", placed);
 
     /* The other direction: every model file in the directory has an
      * expectation, so a file added without one cannot go untested. */
@@ -181,6 +237,146 @@ test_mllama_width_is_text_hidden_size_not_vision_output(void)
     ect_hf_model_t m = load_data_file("Llama-3.2-11B-Vision-Instruct.json");
     CHECK_EQ_U64(m.hidden_dim, 4096);
     CHECK_STR_EQ(m.hidden_dim_source, "text_config.hidden_size");
+}
+
+/* The real files of each layout (language_config: DeepSeek-VL2, Janus;
+ * thinker_config.text_config: Qwen2.5-Omni, whose talker's hidden_size 896 is
+ * not the width) are checked with their sources through expected.json; this
+ * covers what they do not: the text config's dtype. */
+static void
+test_language_config_dtype_counts_as_the_text_configs(void)
+{
+    ect_hf_model_t m =
+        parse_text("{\"language_config\": {\"hidden_size\": 64, \"torch_dtype\": \"float16\"}}");
+    CHECK_EQ_U64(m.hidden_dim, 64);
+    CHECK_EQ_INT(m.dtype, ECT_DTYPE_F16);
+    CHECK_STR_EQ(m.dtype_source, "language_config.torch_dtype");
+    /* thinker_config's own torch_dtype is not one the engine reads. */
+    m = parse_text("{\"thinker_config\": {\"text_config\": {\"hidden_size\": 64, \"dtype\": "
+                   "\"bf16\"}, \"torch_dtype\": \"float32\"}}");
+    CHECK_EQ_INT(m.dtype, ECT_DTYPE_BF16);
+    CHECK_STR_EQ(m.dtype_source, "thinker_config.text_config.dtype");
+}
+
+static void
+test_text_config_is_found_in_the_engines_order(void)
+{
+    /* thinker_config.text_config, text_config, llm_config, language_config:
+     * when several agree the first names the source. */
+    static const struct {
+        const char *json, *source;
+    } cases[] = {
+        {"{\"thinker_config\": {\"text_config\": {\"hidden_size\": 8}}, \"text_config\": "
+         "{\"hidden_size\": 8}}",
+         "thinker_config.text_config.hidden_size"},
+        {"{\"language_config\": {\"hidden_size\": 8}, \"llm_config\": {\"hidden_size\": 8}, "
+         "\"text_config\": {\"hidden_size\": 8}}",
+         "text_config.hidden_size"},
+        {"{\"language_config\": {\"hidden_size\": 8}, \"llm_config\": {\"hidden_size\": 8}}",
+         "llm_config.hidden_size"},
+        {"{\"hidden_size\": 8, \"language_config\": {\"hidden_size\": 8}}",
+         "language_config.hidden_size"},
+        /* One that gives no width does not contradict one that does. */
+        {"{\"text_config\": {\"hidden_size\": 8}, \"llm_config\": {\"vocab_size\": 5}}",
+         "text_config.hidden_size"},
+        {"{\"hidden_size\": 8}", "hidden_size"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ect_hf_model_t m = parse_text(cases[i].json);
+        CHECK_EQ_U64(m.hidden_dim, 8);
+        CHECK_MSG(strcmp(m.hidden_dim_source, cases[i].source) == 0, "case %zu: \"%s\"", i,
+                  m.hidden_dim_source);
+    }
+}
+
+static void
+test_projection_width_comes_before_hidden_size(void)
+{
+    /* get_inputs_embeds_size(): projection_dim, then projection_size, then
+     * hidden_size of the text config. */
+    ect_hf_model_t m = parse_text("{\"text_config\": {\"hidden_size\": 8, \"projection_dim\": 4, "
+                                  "\"projection_size\": 2}, \"hidden_size\": 8}");
+    CHECK_EQ_U64(m.hidden_dim, 4);
+    CHECK_STR_EQ(m.hidden_dim_source, "text_config.projection_dim");
+    m = parse_text("{\"hidden_size\": 8, \"projection_size\": 2}");
+    CHECK_EQ_U64(m.hidden_dim, 2);
+    CHECK_STR_EQ(m.hidden_dim_source, "projection_size");
+    /* PaliGemma's top-level projection_dim is not its text config's. */
+    m = load_data_file("paligemma-3b-pt-224.json");
+    CHECK_EQ_U64(m.hidden_dim, 2048);
+    CHECK_STR_EQ(m.hidden_dim_source, "text_config.hidden_size");
+}
+
+static void
+test_top_level_dtype_wins_over_the_text_configs_with_a_warning(void)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/VARCO-VISION-14B-HF.json", HF_DIR);
+    capture_start();
+    ect_hf_model_t m;
+    ect_status_t s = ect_hf_config_load(path, &m);
+    char log[sizeof(captured)];
+    snprintf(log, sizeof(log), "%s", captured);
+    capture_stop();
+    CHECK_OK(s);
+    CHECK_EQ_INT(m.dtype, ECT_DTYPE_F16);
+    CHECK_STR_EQ(m.dtype_source, "torch_dtype");
+    CHECK_CONTAINS(log, "warn: ");
+    CHECK_CONTAINS(log, path);
+    CHECK_CONTAINS(log, "torch_dtype 'float16' and text_config.torch_dtype 'bfloat16' disagree; "
+                        "using torch_dtype 'float16', as the engine does");
+
+    capture_start();
+    m = parse_text("{\"dtype\": \"float32\", \"text_config\": {\"hidden_size\": 8, \"dtype\": "
+                   "\"bfloat16\"}}");
+    snprintf(log, sizeof(log), "%s", captured);
+    capture_stop();
+    CHECK_EQ_INT(m.dtype, ECT_DTYPE_F32);
+    CHECK_STR_EQ(m.dtype_source, "dtype");
+    CHECK_CONTAINS(log, "model config: dtype 'float32' and text_config.dtype 'bfloat16' disagree");
+}
+
+static void
+test_agreeing_dtypes_log_nothing(void)
+{
+    capture_start();
+    ect_hf_model_t m = load_data_file("Llama-4-Scout-17B-16E-Instruct.json");
+    char log[sizeof(captured)];
+    snprintf(log, sizeof(log), "%s", captured);
+    capture_stop();
+    CHECK_EQ_INT(m.dtype, ECT_DTYPE_BF16);
+    CHECK_STR_EQ(log, "");
+}
+
+static void
+test_dtype_falls_back_to_vision_then_encoder_config(void)
+{
+    ect_hf_model_t m = parse_text("{\"hidden_size\": 8, \"vision_config\": {\"torch_dtype\": "
+                                  "\"float16\"}, \"encoder_config\": {\"dtype\": \"float32\"}}");
+    CHECK_EQ_INT(m.dtype, ECT_DTYPE_F16);
+    CHECK_STR_EQ(m.dtype_source, "vision_config.torch_dtype");
+    m = parse_text("{\"hidden_size\": 8, \"encoder_config\": {\"dtype\": \"float32\"}}");
+    CHECK_EQ_INT(m.dtype, ECT_DTYPE_F32);
+    CHECK_STR_EQ(m.dtype_source, "encoder_config.dtype");
+    /* A fallback the engine does not reach is not read at all. */
+    m = parse_text("{\"hidden_size\": 8, \"torch_dtype\": \"bf16\", \"vision_config\": "
+                   "{\"torch_dtype\": \"int8\"}, \"encoder_config\": 3}");
+    CHECK_EQ_INT(m.dtype, ECT_DTYPE_BF16);
+    CHECK_STR_EQ(m.dtype_source, "torch_dtype");
+}
+
+static void
+test_real_file_without_a_width_is_refused_naming_field_and_file(void)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/pathology-llava-wrapper.json", HF_DIR);
+    ect_hf_model_t m;
+    memset(&m, 0x3C, sizeof(m));
+    CHECK_STATUS(ect_hf_config_load(path, &m), ECT_ERR_CONFIG);
+    CHECK_CONTAINS(ect_last_error(), path);
+    CHECK_CONTAINS(ect_last_error(), "hidden_size is missing");
+    CHECK_CONTAINS(ect_last_error(), "nor is there a text_config, llm_config, language_config");
+    CHECK_EQ_U64(m.hidden_dim, 0x3C3C3C3C3C3C3C3Cull);
 }
 
 /* ---- accepted variations ----------------------------------------------- */
@@ -332,9 +528,56 @@ static const struct bad_case bad_cases[] = {
     {"{\"hidden_size\": 8, \"dtype\": 16}", ECT_ERR_CONFIG, "dtype must be a string, got a number"},
     {"{\"hidden_size\": 8, \"torch_dtype\": \"bfloat16\", \"dtype\": \"float16\"}", ECT_ERR_CONFIG,
      "dtype 'float16' contradicts torch_dtype 'bfloat16'"},
-    {"{\"torch_dtype\": \"bfloat16\", \"text_config\": {\"hidden_size\": 8, \"dtype\": "
-     "\"float32\"}}",
-     ECT_ERR_CONFIG, "torch_dtype 'bfloat16' contradicts text_config.dtype 'float32'"},
+    {"{\"text_config\": {\"hidden_size\": 8, \"torch_dtype\": \"bf16\", \"dtype\": "
+     "\"float16\"}}",
+     ECT_ERR_CONFIG, "text_config.dtype 'float16' contradicts text_config.torch_dtype 'bfloat16'"},
+    {"{\"hidden_size\": 8, \"vision_config\": {\"torch_dtype\": \"int8\"}}", ECT_ERR_CONFIG,
+     "vision_config.torch_dtype: dtype 'int8' is not one of"},
+    {"{\"hidden_size\": 8, \"encoder_config\": 3}", ECT_ERR_CONFIG,
+     "encoder_config must be an object, got a number"},
+    {"{\"language_config\": 7, \"hidden_size\": 8}", ECT_ERR_CONFIG,
+     "language_config must be an object, got a number"},
+    {"{\"thinker_config\": [], \"hidden_size\": 8}", ECT_ERR_CONFIG,
+     "thinker_config must be an object, got an array"},
+    {"{\"thinker_config\": {\"text_config\": \"qwen2\"}}", ECT_ERR_CONFIG,
+     "thinker_config.text_config must be an object, got a string"},
+    {"{\"thinker_config\": {\"vision_config\": {}}, \"hidden_size\": 8}", ECT_ERR_CONFIG,
+     "thinker_config has no text_config object; cannot find the language model's settings"},
+    /* Qwen3-Omni's shape: the engine would size rows for the text width
+     * while the encoder concatenates deepstack features. */
+    {"{\"thinker_config\": {\"text_config\": {\"hidden_size\": 2048}, \"vision_config\": "
+     "{\"out_hidden_size\": 2048, \"deepstack_visual_indexes\": [8, 16, 24]}}}",
+     ECT_ERR_CONFIG,
+     "the vision encoder emits rows of 8192 elements (thinker_config.vision_config.out_hidden_size "
+     "2048 x (1 + 3 deepstack layers)), but the engine reads the deepstack rule from a top-level "
+     "vision_config only and would size rows of 2048 (thinker_config.text_config.hidden_size); "
+     "refusing the file rather than truncate encodings"},
+    {"{\"thinker_config\": {\"text_config\": {\"hidden_size\": 8}, \"vision_config\": "
+     "{\"out_hidden_size\": 8, \"deepstack_visual_indexes\": [\"1\"]}}}",
+     ECT_ERR_CONFIG, "thinker_config.vision_config.deepstack_visual_indexes[0] must be an integer"},
+    {"{\"text_config\": {\"hidden_size\": 2048}, \"llm_config\": {\"hidden_size\": 4096}}",
+     ECT_ERR_CONFIG,
+     "text_config and llm_config both describe the language model and disagree on its width: 2048 "
+     "(text_config.hidden_size) against 4096 (llm_config.hidden_size)"},
+    {"{\"llm_config\": {\"hidden_size\": 8}, \"language_config\": {\"hidden_size\": 9}}",
+     ECT_ERR_CONFIG, "llm_config and language_config both describe the language model"},
+    {"{\"thinker_config\": {\"text_config\": {\"hidden_size\": 8}}, \"text_config\": "
+     "{\"hidden_size\": 9}}",
+     ECT_ERR_CONFIG, "thinker_config.text_config and text_config both describe the language model"},
+    {"{\"language_config\": {\"model_type\": \"deepseek_v2\"}}", ECT_ERR_CONFIG,
+     "language_config.hidden_size is missing and language_config.model_type 'deepseek_v2' has no "
+     "known default"},
+    {"{\"thinker_config\": {\"text_config\": {\"vocab_size\": 5}}}", ECT_ERR_CONFIG,
+     "thinker_config.text_config.hidden_size is missing and there is no "
+     "thinker_config.text_config.model_type"},
+    {"{\"model_type\": \"pathology-llava\", \"torch_dtype\": \"float16\"}", ECT_ERR_CONFIG,
+     "hidden_size is missing and model_type 'pathology-llava' has no known default (known: llama, "
+     "mistral, mixtral, qwen2, gemma3_text); nor is there a text_config, llm_config, "
+     "language_config or thinker_config.text_config; cannot tell the encoder-cache width"},
+    {"{\"text_config\": {\"hidden_size\": 8, \"projection_dim\": \"4\"}}", ECT_ERR_CONFIG,
+     "text_config.projection_dim must be an integer, got the string \"4\""},
+    {"{\"hidden_size\": 8, \"projection_size\": 0}", ECT_ERR_CONFIG,
+     "projection_size = 0 is not an integer in 1..1048576"},
     {"{\"text_config\": {\"hidden_size\": 8, \"dtype\": [\"bfloat16\"]}}", ECT_ERR_CONFIG,
      "text_config.dtype must be a string, got an array"},
     {"{\"hidden_size\": 8, \"model_type\": 7}", ECT_ERR_CONFIG,
@@ -743,6 +986,13 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_internvl_width_comes_from_llm_config),
     ECT_CASE(test_qwen2_vl_width_comes_from_top_level),
     ECT_CASE(test_mllama_width_is_text_hidden_size_not_vision_output),
+    ECT_CASE(test_language_config_dtype_counts_as_the_text_configs),
+    ECT_CASE(test_text_config_is_found_in_the_engines_order),
+    ECT_CASE(test_projection_width_comes_before_hidden_size),
+    ECT_CASE(test_top_level_dtype_wins_over_the_text_configs_with_a_warning),
+    ECT_CASE(test_agreeing_dtypes_log_nothing),
+    ECT_CASE(test_dtype_falls_back_to_vision_then_encoder_config),
+    ECT_CASE(test_real_file_without_a_width_is_refused_naming_field_and_file),
     ECT_CASE(test_null_fields_count_as_absent),
     ECT_CASE(test_agreeing_repeats_are_accepted),
     ECT_CASE(test_integral_float_width_is_accepted),

@@ -73,7 +73,7 @@ test_bad_requests_are_rejected_and_change_nothing(void)
                              {.identifier = NULL, .num_tokens = 1}};
     ect_request_t r = {.request_id = "r", .features = f, .n_features = 2};
     CHECK_STATUS(ect_scheduler_update_state_after_alloc(fx.s, &r, 0), ECT_ERR_INVALID_ARG);
-    CHECK_CONTAINS(ect_last_error(), "feature 1 has no identifier");
+    CHECK_CONTAINS(ect_last_error(), "identifier of feature 1 is missing");
     r.n_features = 1;
     CHECK_STATUS(ect_scheduler_update_state_after_alloc(fx.s, &r, 1), ECT_ERR_INVALID_ARG);
     f[1].identifier = "";
@@ -91,7 +91,33 @@ test_bad_requests_are_rejected_and_change_nothing(void)
     ect_mm_feature_t lf = {.identifier = longkey, .num_tokens = 1};
     ect_request_t lr = {.request_id = "r", .features = &lf, .n_features = 1};
     CHECK_STATUS(ect_scheduler_update_state_after_alloc(fx.s, &lr, 0), ECT_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ect_last_error(), "identifier of feature 0 is longer than 1024 bytes");
     CHECK(!sh_cached(fx.s, longkey));
+    CHECK(!ect_scheduler_has_cache_item(fx.s, longkey));
+    /* The same for a request id and an mm_hash: refused where they enter,
+     * naming the field, never cut (a cut key would alias another). */
+    lf.identifier = "ok";
+    lr.request_id = longkey;
+    CHECK_STATUS(ect_scheduler_ensure_cache_available(fx.s, &lr, &available), ECT_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ect_last_error(), "request_id of request 0 is longer than 1024 bytes");
+    char *pj = NULL;
+    CHECK_STATUS(ect_scheduler_request_finished(fx.s, &lr, &pj), ECT_ERR_INVALID_ARG);
+    lr.request_id = "r";
+    lf.mm_hash = longkey;
+    CHECK_STATUS(ect_scheduler_update_state_after_alloc(fx.s, &lr, 0), ECT_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ect_last_error(), "mm_hash of feature 0 is longer than 1024 bytes");
+    lf.mm_hash = "";
+    CHECK_STATUS(ect_scheduler_update_state_after_alloc(fx.s, &lr, 0), ECT_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ect_last_error(), "mm_hash of feature 0 is empty");
+    /* Not UTF-8 (events and the wire carry these as text). */
+    lf.mm_hash = NULL;
+    lf.identifier = "bad\xff";
+    CHECK_STATUS(ect_scheduler_update_state_after_alloc(fx.s, &lr, 0), ECT_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ect_last_error(), "identifier of feature 0 is not UTF-8 (byte 3)");
+    /* Exactly ECT_KEY_MAX bytes is fine. */
+    longkey[ECT_KEY_MAX] = '\0';
+    lf.identifier = longkey;
+    CHECK_OK(ect_scheduler_ensure_cache_available(fx.s, &lr, &available));
     free(longkey);
     ect_step_meta_t *m = sh_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m) + ect_step_meta_n_loads(m), 0);

@@ -152,7 +152,7 @@ test_format_lists_every_field_once_with_its_value(void)
     cfg.cpu_bytes = 8ull << 30;
     cfg.p2p_enabled = true;
     cfg.read_timeout_s = 7.25;
-    cfg.transport = ECT_TRANSPORT_UCX;
+    cfg.transport = ECT_TRANSPORT_TCP;
     strcpy(cfg.region_name, "r1");
     cfg.copy_threads = 3;
     cfg.side_channel_port = 0;
@@ -168,7 +168,7 @@ test_format_lists_every_field_once_with_its_value(void)
         "consumer_ack_timeout_s = 2\n",
         "read_timeout_s = 7.25\n",
         "region_name = r1\n",
-        "transport = ucx\n",
+        "transport = tcp\n",
         "events_endpoint = \n",
         "copy_threads = 3\n",
         "prefault = true\n",

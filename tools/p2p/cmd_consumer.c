@@ -22,11 +22,13 @@
 static const char usage[] =
     "usage: ectier consumer --config JSON|@FILE --model NAME --hidden N --dtype D\n"
     "                       [--engine-version V] --params FILE|- [--verify-pattern]\n"
-    "                       [--local-input]\n"
+    "                       [--local-input] [--one-at-a-time]\n"
     "  --params          ec_transfer_params: JSON objects, one per line, or one object\n"
     "  --verify-pattern  check every fetched byte against the test pattern\n"
     "  --local-input     the requests still carry their media: an item that cannot be\n"
     "                    fetched falls back to local encoding instead of failing\n"
+    "  --one-at-a-time   fetch the items one after another (each latency is then one\n"
+    "                    fetch's own); by default all are asked for at once\n"
     "Prints 'ok', or the fallback/failure reason, per item and a summary.\n";
 
 enum item_state { ITEM_WAITING, ITEM_FETCHED, ITEM_FALLBACK, ITEM_FAILED };
@@ -142,7 +144,7 @@ ect_cli_consumer(int argc, char **argv)
 {
     struct ect_cli_instance_args a = {.cmd = "consumer"};
     const char *params_path = NULL;
-    int verify = 0, local_input = 0;
+    int verify = 0, local_input = 0, sequential = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
@@ -155,6 +157,10 @@ ect_cli_consumer(int argc, char **argv)
         }
         if (strcmp(o, "--local-input") == 0) {
             local_input = 1;
+            continue;
+        }
+        if (strcmp(o, "--one-at-a-time") == 0) {
+            sequential = 1;
             continue;
         }
         if (i + 1 >= argc)
@@ -225,7 +231,7 @@ ect_cli_consumer(int argc, char **argv)
     uint64_t give_up = t0 + (uint64_t)((in.cfg.defer_budget_s + 5.0) * 1e9);
     size_t waiting = 0;
     for (size_t i = 0; i < n; i++) {
-        items[i].t_start_ns = t0;
+        items[i].t_start_ns = sequential ? 0 : t0; /* one at a time: when first asked */
         waiting += items[i].state == ITEM_WAITING;
     }
     while (waiting > 0 && now_ns() < give_up) {
@@ -233,6 +239,8 @@ ect_cli_consumer(int argc, char **argv)
             struct item *it = &items[i];
             if (it->state != ITEM_WAITING)
                 continue;
+            if (it->t_start_ns == 0)
+                it->t_start_ns = now_ns();
             ect_mm_feature_t f = {.identifier = it->hash,
                                   .mm_hash = it->hash,
                                   .num_tokens = it->tokens,
@@ -254,6 +262,8 @@ ect_cli_consumer(int argc, char **argv)
                     snprintf(it->reason, sizeof(it->reason), "not fetched");
                 waiting--;
             }
+            if (sequential)
+                break; /* the next item only once this one is decided */
         }
         char *ids[64];
         size_t k = ect_scheduler_take_unavailable_requests(in.sched, ids, 64);

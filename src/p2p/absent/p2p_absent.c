@@ -13,7 +13,7 @@ ect__p2p_create(const ect__p2p_params_t *params, struct ect__p2p **p2p_p)
     (void)p2p_p;
     return ect__error(ECT_ERR_UNSUPPORTED,
                       "ec_enable_nixl needs a build with peer-to-peer support: install "
-                      "libzmq3-dev libucx-dev libmsgpack-dev (scripts/install-deps.sh) and "
+                      "libzmq3-dev libmsgpack-dev (scripts/install-deps.sh) and "
                       "rebuild with -DECT_WITH_P2P=ON");
 }
 
@@ -103,4 +103,11 @@ void
 ect__p2p_events_stop(struct ect__events *events)
 {
     (void)events;
+}
+
+void
+ect__p2p_events_metrics(struct ect__events *events, ect_metrics_t *metrics)
+{
+    (void)events;
+    (void)metrics;
 }

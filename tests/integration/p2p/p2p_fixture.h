@@ -70,7 +70,7 @@ pf_save_pattern(struct ect_cli_instance *p, unsigned i, uint64_t tokens, uint64_
     free(buf);
 }
 
-enum pf_outcome { PF_FETCHED, PF_LOCAL, PF_UNAVAILABLE, PF_DEFERRED };
+enum pf_outcome { PF_FETCHED, PF_ENCODE_LOCALLY, PF_UNAVAILABLE, PF_DEFERRED };
 
 /* One ensure_cache_available call for a one-item request. */
 static inline enum pf_outcome
@@ -86,7 +86,7 @@ pf_ensure_once(struct ect_cli_instance *c, const char *hash, uint64_t tokens, co
     int available = 0;
     CHECK_OK(ect_scheduler_ensure_cache_available(c->sched, &req, &available));
     if (available)
-        return ect_scheduler_has_cache_item(c->sched, hash) ? PF_FETCHED : PF_LOCAL;
+        return ect_scheduler_has_cache_item(c->sched, hash) ? PF_FETCHED : PF_ENCODE_LOCALLY;
     char *ids[4];
     size_t k = ect_scheduler_take_unavailable_requests(c->sched, ids, 4);
     int mine = 0;

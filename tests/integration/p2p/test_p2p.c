@@ -1,12 +1,13 @@
 /*
  * Peer-to-peer transfer end to end (SPEC §8, issue 4): real producer and
  * consumer instances (scheduler + worker + sessions), real ZeroMQ on
- * 127.0.0.1, real UCX and the same-host path, real processes where a
+ * 127.0.0.1, the real TCP data stream and the same-host path, real processes where a
  * producer must die or stop.  Counterparts of the seed's loopback and
  * consumer/producer scenarios are named after them.
  */
 #include <zmq.h>
 
+#include "p2p/control.h"
 #include "p2p_fixture.h"
 #include "proto/wire.h"
 
@@ -66,6 +67,12 @@ end_to_end(const char *transport)
     CHECK_EQ_U64(m.p2p_reads_completed, 1);
     CHECK_EQ_U64(m.acks_received[0], 1);
     CHECK_EQ_U64(m.p2p_read_bytes, 100 * BLOCK);
+    /* Over tcp the producer streamed exactly the entry, once. */
+    CHECK_OK(ect_scheduler_metrics(p.sched, &m));
+    int tcp = strcmp(transport, "tcp") == 0;
+    CHECK_EQ_U64(m.stream_served, tcp);
+    CHECK_EQ_U64(m.stream_bytes, tcp ? 100 * BLOCK : 0);
+    CHECK_EQ_U64(m.stream_denied, 0);
     ect_free(params);
     ect_cli_instance_close(&c);
     ect_cli_instance_close(&p);
@@ -78,16 +85,69 @@ test_end_to_end_single_xfer_same_host(void)
 }
 
 static void
-test_end_to_end_single_xfer_ucx_tcp(void)
+test_end_to_end_single_xfer_tcp(void)
 {
-    setenv("UCX_TLS", "tcp", 1);
-    end_to_end("ucx");
+    end_to_end("tcp");
 }
 
+/* With CURVE on, the grant and its token travel encrypted and only an
+ * allowed consumer gets one; the stream then serves it as usual. */
 static void
-test_end_to_end_single_xfer_ucx_default_transports(void)
+test_end_to_end_tcp_with_curve_and_an_allow_list(void)
 {
-    end_to_end("ucx");
+    char dir[] = "/tmp/ectier_curve_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char server_file[128], client_file[128], other_file[128], allow_file[128];
+    snprintf(server_file, sizeof(server_file), "%s/server.key", dir);
+    snprintf(client_file, sizeof(client_file), "%s/client.key", dir);
+    snprintf(other_file, sizeof(other_file), "%s/other.key", dir);
+    snprintf(allow_file, sizeof(allow_file), "%s/allowed", dir);
+    char server_pub[41], client_pub[41];
+    CHECK_OK(ect__ctl_keyfile_generate(server_file, NULL));
+    CHECK_OK(ect__ctl_keyfile_public(server_file, server_pub));
+    CHECK_OK(ect__ctl_keyfile_generate(client_file, server_pub));
+    CHECK_OK(ect__ctl_keyfile_public(client_file, client_pub));
+    CHECK_OK(ect__ctl_keyfile_generate(other_file, server_pub));
+    FILE *f = fopen(allow_file, "w");
+    CHECK(f != NULL);
+    fprintf(f, "%s\n", client_pub);
+    fclose(f);
+    char pextra[512], cextra[512], oextra[512];
+    snprintf(pextra, sizeof(pextra),
+             "\"transport\": \"tcp\", \"curve_server_key_file\": \"%s\", "
+             "\"curve_allowed_clients_file\": \"%s\"",
+             server_file, allow_file);
+    snprintf(cextra, sizeof(cextra), "\"transport\": \"tcp\", \"curve_client_key_file\": \"%s\"",
+             client_file);
+    snprintf(oextra, sizeof(oextra),
+             "\"transport\": \"tcp\", \"curve_client_key_file\": \"%s\", "
+             "\"consumer_ack_timeout_s\": 0.5",
+             other_file);
+    struct ect_cli_instance p, c, o;
+    open_instance(&p, "ec_producer", 1 << 20, pextra, "m");
+    open_instance(&c, "ec_consumer", 1 << 20, cextra, "m");
+    open_instance(&o, "ec_consumer", 1 << 20, oextra, "m");
+    char hash[65];
+    char *params = produce(&p, 0, 100, hash);
+    CHECK_EQ_INT(pf_fetch(&c, hash, 100, params, 0, 10), PF_FETCHED);
+    pf_check_loaded(&c, hash, 100, BLOCK);
+    pf_finish(&c, hash, 100);
+    /* A consumer with keys the producer does not allow gets no grant. */
+    CHECK_EQ_INT(pf_fetch(&o, hash, 100, params, 1, 10), PF_ENCODE_LOCALLY);
+    pf_finish(&o, hash, 100);
+    ect_metrics_t m;
+    CHECK_OK(ect_scheduler_metrics(p.sched, &m));
+    CHECK_EQ_U64(m.stream_served, 1);
+    CHECK_EQ_U64(m.acks_sent[ECT_XFER_OK], 1);
+    ect_free(params);
+    ect_cli_instance_close(&o);
+    ect_cli_instance_close(&c);
+    ect_cli_instance_close(&p);
+    unlink(server_file);
+    unlink(client_file);
+    unlink(other_file);
+    unlink(allow_file);
+    rmdir(dir);
 }
 
 static void
@@ -163,7 +223,7 @@ test_nack_missing_falls_back_with_local_input_and_is_request_scoped_without(void
     char *params = produce(&p, 0, 10, hash);
     ect_pattern_mm_hash(999, other);
     char *missing = rename_in_params(params, hash, other);
-    CHECK_EQ_INT(pf_fetch(&c, other, 10, missing, 1, 10), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, other, 10, missing, 1, 10), PF_ENCODE_LOCALLY);
     pf_finish(&c, other, 10);
     /* The same failure without media to encode: the request fails, once. */
     CHECK_EQ_INT(pf_fetch(&c, other, 10, missing, 0, 10), PF_UNAVAILABLE);
@@ -188,7 +248,7 @@ test_nack_incompat_when_models_differ(void)
     open_instance(&c, "ec_consumer", 1 << 20, NULL, "model-b");
     char hash[65];
     char *params = produce(&p, 0, 10, hash);
-    CHECK_EQ_INT(pf_fetch(&c, hash, 10, params, 1, 10), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, hash, 10, params, 1, 10), PF_ENCODE_LOCALLY);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.acks_received[ECT_XFER_NACK_INCOMPAT], 1);
@@ -296,7 +356,7 @@ test_producer_that_never_answers_times_out_and_falls_back(void)
              "\"size_bytes\": %u}}",
              port, 10 * BLOCK);
     uint64_t t0 = pf_now_ns();
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_ENCODE_LOCALLY);
     CHECK((pf_now_ns() - t0) / 1000000 >= 250);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
@@ -330,9 +390,9 @@ test_size_bytes_mismatch_fails_the_request_cleanly(void)
         pf_finish(&c, "h", 10);
     }
     /* Announcements without an address, or none at all: encode locally. */
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"h\": {\"metadata\": {}}}", 1, 5), PF_LOCAL);
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"x\": 123}", 1, 5), PF_LOCAL);
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "[1, 2]", 1, 5), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"h\": {\"metadata\": {}}}", 1, 5), PF_ENCODE_LOCALLY);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"x\": 123}", 1, 5), PF_ENCODE_LOCALLY);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "[1, 2]", 1, 5), PF_ENCODE_LOCALLY);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.cache.entries, 0);
@@ -364,7 +424,7 @@ test_defer_budget_bounds_the_wait_then_falls_back_or_fails(void)
              "\"size_bytes\": %u}}",
              port, 10 * BLOCK);
     uint64_t t0 = pf_now_ns();
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_LOCAL);
+    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_ENCODE_LOCALLY);
     uint64_t waited_ms = (pf_now_ns() - t0) / 1000000;
     CHECK_MSG(waited_ms >= 350 && waited_ms < 5000, "waited %llu ms",
               (unsigned long long)waited_ms);
@@ -388,8 +448,8 @@ test_defer_budget_bounds_the_wait_then_falls_back_or_fails(void)
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_defer_budget_bounds_the_wait_then_falls_back_or_fails),
     ECT_CASE(test_end_to_end_single_xfer_same_host),
-    ECT_CASE(test_end_to_end_single_xfer_ucx_tcp),
-    ECT_CASE(test_end_to_end_single_xfer_ucx_default_transports),
+    ECT_CASE(test_end_to_end_single_xfer_tcp),
+    ECT_CASE(test_end_to_end_tcp_with_curve_and_an_allow_list),
     ECT_CASE(test_concurrent_xfers_different_mm_hashes),
     ECT_CASE(test_nack_missing_falls_back_with_local_input_and_is_request_scoped_without),
     ECT_CASE(test_nack_incompat_when_models_differ),

@@ -1,18 +1,16 @@
 /*
  * The data transports on real components: a producer process serving a
- * real /dev/shm region, a consumer region in the test process, real UCX on
- * loopback (UCX_TLS=tcp and the default transports) and the same-host path.
- * Reads of scattered remote blocks into scattered local runs must land
+ * real /dev/shm region through its grant table, a consumer region in the
+ * test process, the TCP stream on loopback and the same-host path.  Reads
+ * of scattered remote blocks into scattered local runs must land
  * byte-exact, leave every other local block untouched, and every bad index,
- * length or count must be refused before any byte moves.
+ * length, count or grant must be refused before any byte moves.
  *
  * Counterparts of the seed's unit/test_data.py (adapted to our design):
- *   registers_memory_on_init        -> test_server_registers_region_and_offers_it
+ *   registers_memory_on_init        -> test_server_offers_its_stream_and_region
  *   raises_if_nixl_unavailable      -> test_server_without_any_transport_is_refused,
- *                                      test_same_host_only_client_refuses_a_ucx_only_offer
+ *                                      test_same_host_only_client_refuses_a_tcp_only_offer
  *   accessors and descriptor round trip -> tests/unit/p2p/test_xport_offer.c
- *   add_remote_peer stores the handle -> test_add_remote_peer_endpoint_is_cached_per_peer
- *   remove_remote_peer swallows errors -> test_remove_remote_peer_forget_is_safe_and_reconnects
  *   post_read raises on count mismatch -> test_post_read_count_mismatch_is_peer_error
  *   post_read calls transfer          -> test_read_scattered_blocks_*
  *   release/deregister swallow errors -> test_release_and_deregister_tolerate_null_and_failed
@@ -25,82 +23,82 @@
  * runs that cut across them. */
 static const uint64_t SCATTER_REMOTE[] = {7, 8, 9, 2, 3, 40, 0, 11, 12, 13, 14, 63, 31};
 static const ect_run_t SCATTER_LOCAL[] = {{20, 2}, {5, 3}, {30, 1}, {50, 7}};
+#define N_SCATTER (sizeof(SCATTER_REMOTE) / sizeof(SCATTER_REMOTE[0]))
+#define N_LOCAL   (sizeof(SCATTER_LOCAL) / sizeof(SCATTER_LOCAL[0]))
 
 static void
-read_scattered(const char *tls, ect_transport_t prefer, int serve_ucx, int serve_same_host,
+read_scattered(ect_transport_t prefer, int serve_tcp, int serve_same_host,
                ect_xport_kind_t expect_kind)
 {
-    xf_ucx_env(tls);
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
     struct xf_producer p;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 0x5eed1, serve_ucx, serve_same_host);
+    xf_producer_start(&p, pname, XF_HIDDEN, NB, 0x5eed1, serve_tcp, serve_same_host);
     CHECK_OK(p.status);
     struct xf_consumer c;
     xf_consumer_open(&c, cname, XF_HIDDEN, NB, prefer, NULL);
 
     ect_xport_read_t *r = NULL;
     ect_xport_kind_t kind = ECT_XPORT_NONE;
-    size_t n_remote = sizeof(SCATTER_REMOTE) / sizeof(SCATTER_REMOTE[0]);
-    size_t n_runs = sizeof(SCATTER_LOCAL) / sizeof(SCATTER_LOCAL[0]);
-    CHECK_OK(ect__xport_read_start(c.client, "127.0.0.1:7001", p.agent, p.agent_len, p.desc,
-                                   p.desc_len, SCATTER_REMOTE, n_remote, SCATTER_LOCAL, n_runs, &r,
-                                   &kind));
+    CHECK_OK(xf_read_start(&c, &p, 7001, p.agent, p.agent_len, SCATTER_REMOTE, N_SCATTER,
+                           SCATTER_LOCAL, N_LOCAL, &r, &kind));
     CHECK_EQ_INT(kind, expect_kind);
     CHECK_EQ_INT(xf_wait(&c, r, 20), ECT_XPORT_READ_DONE);
     /* Polling a finished read keeps reporting its outcome. */
     CHECK_EQ_INT(ect__xport_read_poll(c.client, r), ECT_XPORT_READ_DONE);
     ect__xport_read_release(c.client, r);
-    xf_check_landed(&c, &p, SCATTER_REMOTE, n_remote, SCATTER_LOCAL, n_runs);
+    xf_check_landed(&c, &p, SCATTER_REMOTE, N_SCATTER, SCATTER_LOCAL, N_LOCAL);
 
     ect_xport_counters_t k;
     ect__xport_client_counters(c.client, &k);
     CHECK_EQ_U64(k.reads[expect_kind], 1);
-    CHECK_EQ_U64(k.bytes[expect_kind], n_remote * XF_BLOCK);
-    CHECK_EQ_U64(k.reads[expect_kind == ECT_XPORT_UCX ? ECT_XPORT_SAME_HOST : ECT_XPORT_UCX], 0);
+    CHECK_EQ_U64(k.bytes[expect_kind], N_SCATTER * XF_BLOCK);
+    CHECK_EQ_U64(k.reads[expect_kind == ECT_XPORT_TCP ? ECT_XPORT_SAME_HOST : ECT_XPORT_TCP], 0);
     CHECK_EQ_U64(k.failures, 0);
     CHECK_EQ_U64(k.peer_restarts, 0);
+    /* Over tcp the producer streamed it once and finished the grant. */
+    ect_xport_server_counters_t sk;
+    uint64_t fin[2];
+    xf_producer_counters(&p, &sk, fin);
+    CHECK_EQ_U64(sk.streams_served, expect_kind == ECT_XPORT_TCP);
+    CHECK_EQ_U64(sk.bytes_sent, expect_kind == ECT_XPORT_TCP ? N_SCATTER * XF_BLOCK : 0);
+    CHECK_EQ_U64(fin[0], expect_kind == ECT_XPORT_TCP);
+    CHECK_EQ_U64(fin[1], 0);
     xf_consumer_close(&c);
     xf_producer_stop(&p);
     rt_check_no_leftovers();
 }
 
-RT_CASE(test_read_scattered_blocks_over_ucx_tcp_is_byte_exact)
+RT_CASE(test_read_scattered_blocks_over_tcp_is_byte_exact)
 {
-    read_scattered("tcp", ECT_TRANSPORT_UCX, 1, 1, ECT_XPORT_UCX);
-}
-
-RT_CASE(test_read_scattered_blocks_over_ucx_default_transports_is_byte_exact)
-{
-    read_scattered(NULL, ECT_TRANSPORT_UCX, 1, 1, ECT_XPORT_UCX);
+    read_scattered(ECT_TRANSPORT_TCP, 1, 1, ECT_XPORT_TCP);
 }
 
 RT_CASE(test_read_scattered_blocks_over_same_host_is_byte_exact)
 {
-    read_scattered("tcp", ECT_TRANSPORT_SAME_HOST, 1, 1, ECT_XPORT_SAME_HOST);
+    read_scattered(ECT_TRANSPORT_SAME_HOST, 1, 1, ECT_XPORT_SAME_HOST);
 }
 
 RT_CASE(test_auto_picks_same_host_when_the_offer_has_it)
 {
-    read_scattered("tcp", ECT_TRANSPORT_AUTO, 1, 1, ECT_XPORT_SAME_HOST);
+    read_scattered(ECT_TRANSPORT_AUTO, 1, 1, ECT_XPORT_SAME_HOST);
 }
 
-RT_CASE(test_auto_picks_ucx_when_the_producer_offers_only_ucx)
+RT_CASE(test_auto_picks_tcp_when_the_producer_offers_only_tcp)
 {
-    read_scattered("tcp", ECT_TRANSPORT_AUTO, 1, 0, ECT_XPORT_UCX);
+    read_scattered(ECT_TRANSPORT_AUTO, 1, 0, ECT_XPORT_TCP);
 }
 
-RT_CASE(test_same_host_only_producer_serves_without_ucx)
+RT_CASE(test_same_host_only_producer_serves_without_tcp)
 {
-    read_scattered("tcp", ECT_TRANSPORT_AUTO, 0, 1, ECT_XPORT_SAME_HOST);
+    read_scattered(ECT_TRANSPORT_AUTO, 0, 1, ECT_XPORT_SAME_HOST);
 }
 
 /* Many reads, each of the whole region in reverse block order (every block
- * its own segment), back to back over one endpoint. */
-RT_CASE(test_repeated_reads_over_one_endpoint_all_land)
+ * its own run on the producer), back to back over pooled connections. */
+RT_CASE(test_repeated_reads_over_pooled_connections_all_land)
 {
-    xf_ucx_env("tcp");
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
@@ -115,16 +113,55 @@ RT_CASE(test_repeated_reads_over_one_endpoint_all_land)
     ect_run_t all = {0, NB};
     for (int round = 0; round < 8; round++) {
         ect_xport_read_t *r;
-        CHECK_OK(ect__xport_read_start(c.client, "h:1", p.agent, p.agent_len, p.desc, p.desc_len,
-                                       remote, NB, &all, 1, &r, NULL));
+        CHECK_OK(xf_read_start(&c, &p, 1, p.agent, p.agent_len, remote, NB, &all, 1, &r, NULL));
         CHECK_EQ_INT(xf_wait(&c, r, 20), ECT_XPORT_READ_DONE);
         ect__xport_read_release(c.client, r);
     }
     xf_check_landed(&c, &p, remote, NB, &all, 1);
     ect_xport_counters_t k;
     ect__xport_client_counters(c.client, &k);
-    CHECK_EQ_U64(k.reads[ECT_XPORT_UCX], 8);
-    CHECK_EQ_U64(k.bytes[ECT_XPORT_UCX], 8ull * NB * XF_BLOCK);
+    CHECK_EQ_U64(k.reads[ECT_XPORT_TCP], 8);
+    CHECK_EQ_U64(k.bytes[ECT_XPORT_TCP], 8ull * NB * XF_BLOCK);
+    ect_xport_server_counters_t sk;
+    uint64_t fin[2];
+    xf_producer_counters(&p, &sk, fin);
+    CHECK_EQ_U64(sk.streams_served, 8);
+    CHECK_EQ_U64(sk.streams_denied + sk.bad_requests + sk.send_failures, 0);
+    xf_consumer_close(&c);
+    xf_producer_stop(&p);
+    rt_check_no_leftovers();
+}
+
+/* Twelve reads in flight at once, each into its own local blocks. */
+RT_CASE(test_concurrent_tcp_reads_land_without_crosstalk)
+{
+    char pname[64], cname[64];
+    ect_test_unique_name(pname, sizeof(pname), "ectt_");
+    ect_test_unique_name(cname, sizeof(cname), "ectt_");
+    struct xf_producer p;
+    xf_producer_start(&p, pname, XF_HIDDEN, NB, 78, 1, 0);
+    CHECK_OK(p.status);
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
+    enum { N = 12, PER = 5 };
+    uint64_t remote[N][PER];
+    ect_run_t runs[N];
+    ect_xport_read_t *r[N];
+    for (int i = 0; i < N; i++) {
+        for (int b = 0; b < PER; b++)
+            remote[i][b] = (uint64_t)((i * 11 + b * 3) % NB);
+        runs[i] = (ect_run_t){(uint64_t)i * PER, PER};
+        CHECK_OK(xf_read_start(&c, &p, 1, p.agent, p.agent_len, remote[i], PER, &runs[i], 1, &r[i],
+                               NULL));
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ_INT(xf_wait(&c, r[i], 20), ECT_XPORT_READ_DONE);
+        ect__xport_read_release(c.client, r[i]);
+    }
+    for (int i = 0; i < N; i++)
+        for (int b = 0; b < PER; b++)
+            CHECK(xf_block_matches(ect_region_block_ptr(c.region, (uint64_t)i * PER + b), XF_BLOCK,
+                                   p.seed, remote[i][b]));
     xf_consumer_close(&c);
     xf_producer_stop(&p);
     rt_check_no_leftovers();
@@ -132,7 +169,6 @@ RT_CASE(test_repeated_reads_over_one_endpoint_all_land)
 
 RT_CASE(test_empty_read_is_done_at_once)
 {
-    xf_ucx_env("tcp");
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
@@ -140,14 +176,150 @@ RT_CASE(test_empty_read_is_done_at_once)
     xf_producer_start(&p, pname, XF_HIDDEN, NB, 3, 1, 1);
     CHECK_OK(p.status);
     struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_UCX, NULL);
+    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
     ect_xport_read_t *r;
-    CHECK_OK(ect__xport_read_start(c.client, "h:1", p.agent, p.agent_len, p.desc, p.desc_len, NULL,
-                                   0, NULL, 0, &r, NULL));
+    CHECK_OK(xf_read_start(&c, &p, 1, p.agent, p.agent_len, NULL, 0, NULL, 0, &r, NULL));
     CHECK_EQ_INT(ect__xport_read_poll(c.client, r), ECT_XPORT_READ_DONE);
     ect__xport_read_release(c.client, r);
     xf_check_untouched(&c);
     xf_consumer_close(&c);
+    xf_producer_stop(&p);
+    rt_check_no_leftovers();
+}
+
+/* ---- grants: a stream is served only for a live grant, once ------------------------------- */
+
+static ect_xport_read_params_t
+params_for(const struct xf_producer *p, const char *hash, const uint8_t *desc,
+           const uint64_t *remote, size_t n, const ect_run_t *runs, size_t n_runs)
+{
+    return (ect_xport_read_params_t){.host = "127.0.0.1",
+                                     .port = 1,
+                                     .session_id = XF_SESSION,
+                                     .mm_hash = hash,
+                                     .agent_metadata = p->agent,
+                                     .agent_len = p->agent_len,
+                                     .mem_descriptor = desc,
+                                     .desc_len = ECT_XPORT_DESC_LEN,
+                                     .remote_blocks = remote,
+                                     .n_remote = n,
+                                     .local_runs = runs,
+                                     .n_local_runs = n_runs};
+}
+
+/* Read with these params; expect FAILED with "denied" and no byte landed. */
+static void
+expect_denied(struct xf_consumer *c, const ect_xport_read_params_t *rp)
+{
+    ect_xport_read_t *r;
+    CHECK_OK(ect__xport_read_start(c->client, rp, &r, NULL));
+    CHECK_EQ_INT(xf_wait(c, r, 20), ECT_XPORT_READ_FAILED);
+    ect__xport_read_release(c->client, r);
+    xf_check_untouched(c);
+}
+
+RT_CASE(test_stream_serves_only_the_right_token_name_and_size_once)
+{
+    char pname[64], cname[64];
+    ect_test_unique_name(pname, sizeof(pname), "ectt_");
+    ect_test_unique_name(cname, sizeof(cname), "ectt_");
+    struct xf_producer p;
+    xf_producer_start(&p, pname, XF_HIDDEN, NB, 90, 1, 0);
+    CHECK_OK(p.status);
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
+    uint64_t remote[] = {3, 4, 5};
+    ect_run_t run = {10, 3};
+    char hash[64], other[64];
+    uint8_t desc[ECT_XPORT_DESC_LEN], desc2[ECT_XPORT_DESC_LEN], forged[ECT_XPORT_DESC_LEN];
+    xf_grant(&p, remote, 3, hash, desc);
+    xf_grant(&p, remote, 3, other, desc2);
+    /* A forged token (one bit off), an all-zero token. */
+    memcpy(forged, desc, sizeof(forged));
+    forged[ECT_XPORT_DESC_LEN - 1] ^= 1;
+    ect_xport_read_params_t rp = params_for(&p, hash, forged, remote, 3, &run, 1);
+    expect_denied(&c, &rp);
+    memset(forged + ECT_XPORT_DESC_LEN - ECT_STREAM_TOKEN_LEN, 0, ECT_STREAM_TOKEN_LEN);
+    expect_denied(&c, &rp);
+    /* The other grant's token under this grant's name, and vice versa. */
+    rp = params_for(&p, hash, desc2, remote, 3, &run, 1);
+    expect_denied(&c, &rp);
+    /* The right token and name, but the wrong size: refused, and used up. */
+    ect_run_t two = {10, 2};
+    rp = params_for(&p, other, desc2, remote, 2, &two, 1);
+    expect_denied(&c, &rp);
+    rp = params_for(&p, other, desc2, remote, 3, &run, 1);
+    expect_denied(&c, &rp);
+    /* The failed attempts did not use up the first grant. */
+    rp = params_for(&p, hash, desc, remote, 3, &run, 1);
+    ect_xport_read_t *r;
+    CHECK_OK(ect__xport_read_start(c.client, &rp, &r, NULL));
+    CHECK_EQ_INT(xf_wait(&c, r, 20), ECT_XPORT_READ_DONE);
+    ect__xport_read_release(c.client, r);
+    xf_check_landed(&c, &p, remote, 3, &run, 1);
+    /* Replayed: nothing more. */
+    ect_run_t elsewhere = {30, 3};
+    rp = params_for(&p, hash, desc, remote, 3, &elsewhere, 1);
+    CHECK_OK(ect__xport_read_start(c.client, &rp, &r, NULL));
+    CHECK_EQ_INT(xf_wait(&c, r, 20), ECT_XPORT_READ_FAILED);
+    ect__xport_read_release(c.client, r);
+    xf_check_landed(&c, &p, remote, 3, &run, 1);
+    ect_xport_server_counters_t sk;
+    uint64_t fin[2];
+    xf_producer_counters(&p, &sk, fin);
+    CHECK_EQ_U64(sk.streams_served, 1);
+    CHECK_EQ_U64(sk.streams_denied, 6);
+    CHECK_EQ_U64(sk.bytes_sent, 3 * XF_BLOCK);
+    xf_consumer_close(&c);
+    xf_producer_stop(&p);
+    rt_check_no_leftovers();
+}
+
+/* 64 KiB blocks (16384 x 4 bytes). */
+#define BIG_HIDDEN 16384u
+
+RT_CASE(test_cancelled_tcp_read_writes_nothing_afterwards)
+{
+    char pname[64], cname[64];
+    ect_test_unique_name(pname, sizeof(pname), "ectt_");
+    ect_test_unique_name(cname, sizeof(cname), "ectt_");
+    enum { BIG = 1024 }; /* 64 MiB */
+    struct xf_producer p;
+    xf_producer_start(&p, pname, BIG_HIDDEN, BIG, 91, 1, 0);
+    CHECK_OK(p.status);
+    struct xf_consumer c;
+    xf_consumer_open(&c, cname, BIG_HIDDEN, BIG, ECT_TRANSPORT_TCP, NULL);
+    uint64_t *remote = malloc(BIG * sizeof(*remote));
+    CHECK(remote != NULL);
+    for (uint64_t i = 0; i < BIG; i++)
+        remote[i] = i;
+    ect_run_t all = {0, BIG};
+    ect_xport_read_t *r;
+    CHECK_OK(xf_read_start(&c, &p, 1, p.agent, p.agent_len, remote, BIG, &all, 1, &r, NULL));
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ect__xport_read_cancel(c.client, r);
+    CHECK_EQ_INT(ect__xport_read_poll(c.client, r), ECT_XPORT_READ_FAILED);
+    /* Whatever landed before the cut stays; nothing lands after it. */
+    size_t bytes = (size_t)BIG * BIG_HIDDEN * 4;
+    uint8_t *snap = malloc(bytes);
+    CHECK(snap != NULL);
+    memcpy(snap, ect_region_data(c.region), bytes);
+    struct timespec wait = {0, 300 * 1000 * 1000};
+    nanosleep(&wait, NULL);
+    CHECK(memcmp(snap, ect_region_data(c.region), bytes) == 0);
+    ect__xport_read_release(c.client, r);
+    free(snap);
+    free(remote);
+    xf_consumer_close(&c);
+    /* The producer saw the stream cut and finished the grant as not sent. */
+    uint64_t deadline = ect__now_ns() + 5ull * 1000 * 1000 * 1000;
+    ect_xport_server_counters_t sk;
+    uint64_t fin[2];
+    do
+        xf_producer_counters(&p, &sk, fin);
+    while (fin[1] == 0 && fin[0] == 0 && ect__now_ns() < deadline);
+    CHECK_EQ_U64(fin[0] + fin[1], 1);
     xf_producer_stop(&p);
     rt_check_no_leftovers();
 }
@@ -162,7 +334,6 @@ struct refusal_env {
 static void
 refusal_open(struct refusal_env *e, ect_transport_t prefer, uint64_t consumer_hidden)
 {
-    xf_ucx_env("tcp");
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
@@ -177,7 +348,7 @@ refusal_close(struct refusal_env *e)
     xf_check_untouched(&e->c);
     ect_xport_counters_t k;
     ect__xport_client_counters(e->c.client, &k);
-    CHECK_EQ_U64(k.reads[ECT_XPORT_UCX] + k.reads[ECT_XPORT_SAME_HOST], 0);
+    CHECK_EQ_U64(k.reads[ECT_XPORT_TCP] + k.reads[ECT_XPORT_SAME_HOST], 0);
     xf_consumer_close(&e->c);
     xf_producer_stop(&e->p);
     rt_check_no_leftovers();
@@ -189,9 +360,12 @@ try_read(struct refusal_env *e, const uint64_t *remote, size_t n_remote, const e
 {
     ect_xport_read_t *r = (ect_xport_read_t *)(uintptr_t)0x1;
     ect_xport_kind_t kind = (ect_xport_kind_t)77;
-    ect_status_t st =
-        ect__xport_read_start(e->c.client, "h:1", e->p.agent, e->p.agent_len, e->p.desc,
-                              e->p.desc_len, remote, n_remote, runs, n_runs, &r, &kind);
+    uint64_t granted[] = {1};
+    char hash[64];
+    uint8_t desc[ECT_XPORT_DESC_LEN];
+    xf_grant(&e->p, granted, 1, hash, desc);
+    ect_xport_read_params_t rp = params_for(&e->p, hash, desc, remote, n_remote, runs, n_runs);
+    ect_status_t st = ect__xport_read_start(e->c.client, &rp, &r, &kind);
     /* Outputs are written only on success. */
     if (st != ECT_OK) {
         CHECK(r == (ect_xport_read_t *)(uintptr_t)0x1);
@@ -215,9 +389,9 @@ remote_block_out_of_range(ect_transport_t prefer)
     refusal_close(&e);
 }
 
-RT_CASE(test_remote_block_out_of_range_is_peer_error_over_ucx)
+RT_CASE(test_remote_block_out_of_range_is_peer_error_over_tcp)
 {
-    remote_block_out_of_range(ECT_TRANSPORT_UCX);
+    remote_block_out_of_range(ECT_TRANSPORT_TCP);
 }
 
 RT_CASE(test_remote_block_out_of_range_is_peer_error_over_same_host)
@@ -239,7 +413,7 @@ RT_CASE(test_block_size_mismatch_is_peer_error)
 RT_CASE(test_post_read_count_mismatch_is_peer_error)
 {
     struct refusal_env e;
-    refusal_open(&e, ECT_TRANSPORT_UCX, XF_HIDDEN);
+    refusal_open(&e, ECT_TRANSPORT_TCP, XF_HIDDEN);
     uint64_t remote[] = {1, 2, 3};
     ect_run_t fewer = {0, 2}, more[] = {{0, 2}, {10, 2}};
     CHECK_STATUS(try_read(&e, remote, 3, &fewer, 1), ECT_ERR_PEER);
@@ -270,18 +444,25 @@ RT_CASE(test_malformed_offer_or_descriptor_from_peer_is_peer_error)
     refusal_open(&e, ECT_TRANSPORT_AUTO, XF_HIDDEN);
     uint64_t remote[] = {1};
     ect_run_t run = {0, 1};
+    char hash[64];
+    uint8_t desc[ECT_XPORT_DESC_LEN];
+    xf_grant(&e.p, remote, 1, hash, desc);
     ect_xport_read_t *r;
-    static const uint8_t junk[] = "ECTA\x01\x00\x00\x00\xff\xff";
-    CHECK_STATUS(ect__xport_read_start(e.c.client, "h:1", junk, sizeof(junk) - 1, e.p.desc,
-                                       e.p.desc_len, remote, 1, &run, 1, &r, NULL),
-                 ECT_ERR_PEER);
-    CHECK_CONTAINS(ect_last_error(), "h:1");
-    CHECK_STATUS(ect__xport_read_start(e.c.client, "h:1", e.p.agent, e.p.agent_len, junk,
-                                       sizeof(junk) - 1, remote, 1, &run, 1, &r, NULL),
-                 ECT_ERR_PEER);
-    CHECK_STATUS(
-        ect__xport_read_start(e.c.client, "h:1", NULL, 0, NULL, 0, remote, 1, &run, 1, &r, NULL),
-        ECT_ERR_PEER);
+    static const uint8_t junk[] = "ECTA\x02\x00\x00\x00\xff\xff";
+    ect_xport_read_params_t rp = params_for(&e.p, hash, desc, remote, 1, &run, 1);
+    rp.agent_metadata = junk;
+    rp.agent_len = sizeof(junk) - 1;
+    CHECK_STATUS(ect__xport_read_start(e.c.client, &rp, &r, NULL), ECT_ERR_PEER);
+    CHECK_CONTAINS(ect_last_error(), "127.0.0.1:1");
+    rp = params_for(&e.p, hash, desc, remote, 1, &run, 1);
+    rp.mem_descriptor = junk;
+    rp.desc_len = sizeof(junk) - 1;
+    CHECK_STATUS(ect__xport_read_start(e.c.client, &rp, &r, NULL), ECT_ERR_PEER);
+    rp.agent_metadata = NULL;
+    rp.agent_len = 0;
+    rp.mem_descriptor = NULL;
+    rp.desc_len = 0;
+    CHECK_STATUS(ect__xport_read_start(e.c.client, &rp, &r, NULL), ECT_ERR_PEER);
     /* Refused before the peer cache: nothing counted as a restart. */
     ect_xport_counters_t k;
     ect__xport_client_counters(e.c.client, &k);
@@ -295,19 +476,24 @@ RT_CASE(test_bad_arguments_are_refused)
     refusal_open(&e, ECT_TRANSPORT_AUTO, XF_HIDDEN);
     uint64_t remote[] = {1};
     ect_run_t run = {0, 1};
+    char hash[64];
+    uint8_t desc[ECT_XPORT_DESC_LEN];
+    xf_grant(&e.p, remote, 1, hash, desc);
     ect_xport_read_t *r;
-    CHECK_STATUS(ect__xport_read_start(e.c.client, NULL, e.p.agent, e.p.agent_len, e.p.desc,
-                                       e.p.desc_len, remote, 1, &run, 1, &r, NULL),
-                 ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect__xport_read_start(e.c.client, "", e.p.agent, e.p.agent_len, e.p.desc,
-                                       e.p.desc_len, remote, 1, &run, 1, &r, NULL),
-                 ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect__xport_read_start(e.c.client, "h:1", e.p.agent, e.p.agent_len, e.p.desc,
-                                       e.p.desc_len, NULL, 1, &run, 1, &r, NULL),
-                 ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect__xport_read_start(e.c.client, "h:1", e.p.agent, e.p.agent_len, e.p.desc,
-                                       e.p.desc_len, remote, 1, NULL, 1, &r, NULL),
-                 ECT_ERR_INVALID_ARG);
+    ect_xport_read_params_t rp = params_for(&e.p, hash, desc, remote, 1, &run, 1);
+    rp.host = NULL;
+    CHECK_STATUS(ect__xport_read_start(e.c.client, &rp, &r, NULL), ECT_ERR_INVALID_ARG);
+    rp.host = "";
+    CHECK_STATUS(ect__xport_read_start(e.c.client, &rp, &r, NULL), ECT_ERR_INVALID_ARG);
+    rp = params_for(&e.p, hash, desc, NULL, 1, &run, 1);
+    CHECK_STATUS(ect__xport_read_start(e.c.client, &rp, &r, NULL), ECT_ERR_INVALID_ARG);
+    rp = params_for(&e.p, hash, desc, remote, 1, NULL, 1);
+    CHECK_STATUS(ect__xport_read_start(e.c.client, &rp, &r, NULL), ECT_ERR_INVALID_ARG);
+    rp = params_for(&e.p, "", desc, remote, 1, &run, 1);
+    CHECK_STATUS(ect__xport_read_start(e.c.client, &rp, &r, NULL), ECT_ERR_INVALID_ARG);
+    rp = params_for(&e.p, hash, desc, remote, 1, &run, 1);
+    rp.port = 0;
+    CHECK_STATUS(ect__xport_read_start(e.c.client, &rp, &r, NULL), ECT_ERR_INVALID_ARG);
     ect_xport_client_t *cl = NULL;
     ect_xport_client_params_t cp = {.data = ect_region_data(e.c.region),
                                     .block_size = XF_BLOCK,
@@ -326,38 +512,48 @@ RT_CASE(test_bad_arguments_are_refused)
 
 /* ---- server ------------------------------------------------------------------------------- */
 
-RT_CASE(test_server_registers_region_and_offers_it)
+static ect_stream_status_t
+deny_all(void *user, const char *s, const char *h, const uint8_t *t, uint64_t n,
+         ect_xport_grant_view_t *v, void **g)
 {
-    xf_ucx_env("tcp");
+    (void)user, (void)s, (void)h, (void)t, (void)n, (void)v, (void)g;
+    return ECT_STREAM_DENIED;
+}
+
+static void
+finish_none(void *user, void *grant, int sent)
+{
+    (void)user, (void)grant, (void)sent;
+}
+
+RT_CASE(test_server_offers_its_stream_and_region)
+{
     char name[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
     ect_region_params_t rp;
     xf_region_params(&rp, name, XF_HIDDEN, NB);
     ect_region_t *region;
     CHECK_OK(ect_region_open(&rp, &region));
+    ect_xport_grant_ops_t ops = {.claim = deny_all, .finish = finish_none};
     ect_xport_server_params_t sp = {.data = ect_region_data(region),
                                     .block_size = XF_BLOCK,
                                     .num_blocks = NB,
                                     .region_path = ect_region_path(region),
                                     .data_offset = ect_region_data_offset(region),
-                                    .serve_ucx = 1,
+                                    .bind_host = "127.0.0.1",
+                                    .send_timeout_ns = 1000000000ull,
+                                    .grants = &ops,
+                                    .serve_tcp = 1,
                                     .serve_same_host = 1};
     ect_xport_server_t *s;
     CHECK_OK(ect__xport_server_start(&sp, &s));
-    CHECK_EQ_INT(ect__xport_server_kinds(s), (1u << ECT_XPORT_UCX) | (1u << ECT_XPORT_SAME_HOST));
+    CHECK_EQ_INT(ect__xport_server_kinds(s), (1u << ECT_XPORT_TCP) | (1u << ECT_XPORT_SAME_HOST));
     size_t alen, dlen;
     const void *agent = ect__xport_server_agent_metadata(s, &alen);
-    const void *desc = ect__xport_server_mem_descriptor(s, &dlen);
     ect_xport_offer_t o;
-    ect_xport_desc_t d;
     CHECK_OK(ect__xport_offer_decode(agent, alen, &o));
-    CHECK_OK(ect__xport_desc_decode(desc, dlen, &d));
-    /* The region itself is registered: base, geometry and a packed key. */
-    CHECK_EQ_U64(d.base, (uint64_t)(uintptr_t)ect_region_data(region));
-    CHECK_EQ_U64(d.block_size, XF_BLOCK);
-    CHECK_EQ_U64(d.num_blocks, NB);
-    CHECK(d.rkey_len > 0);
-    CHECK(o.ucx_address_len > 0);
+    CHECK(ect__xport_server_tcp_port(s) != 0);
+    CHECK_EQ_INT(o.tcp_port, ect__xport_server_tcp_port(s));
     CHECK_EQ_U64(o.path_len, strlen(ect_region_path(region)));
     CHECK(memcmp(o.path, ect_region_path(region), o.path_len) == 0);
     CHECK_EQ_U64(o.data_offset, ect_region_data_offset(region));
@@ -368,10 +564,61 @@ RT_CASE(test_server_registers_region_and_offers_it)
     char boot[ECT_XPORT_BOOT_ID_LEN + 1];
     CHECK_OK(ect__xport_boot_id(boot));
     CHECK_STR_EQ(o.boot_id, boot);
-    /* The blobs are stable for the server's life. */
+    /* A grant's descriptor: the geometry and its token, and no address of
+     * the producer's memory anywhere in it. */
+    uint8_t token[ECT_STREAM_TOKEN_LEN], desc[ECT_XPORT_DESC_LEN];
+    CHECK_OK(ect__xport_new_token(token));
+    CHECK_OK(ect__xport_server_descriptor(s, token, NULL, 0, desc, sizeof(desc), &dlen));
+    CHECK_EQ_U64(dlen, ECT_XPORT_DESC_LEN);
+    ect_xport_desc_t d;
+    CHECK_OK(ect__xport_desc_decode(desc, dlen, &d));
+    CHECK_EQ_U64(d.block_size, XF_BLOCK);
+    CHECK_EQ_U64(d.num_blocks, NB);
+    CHECK(memcmp(d.token, token, sizeof(token)) == 0);
+    uint64_t base = (uint64_t)(uintptr_t)ect_region_data(region);
+    for (size_t i = 0; i + 8 <= dlen; i++)
+        CHECK(memcmp(desc + i, &base, 8) != 0);
+    for (size_t i = 0; i + 8 <= alen; i++)
+        CHECK(memcmp((const uint8_t *)agent + i, &base, 8) != 0);
+    /* Two tokens differ (128 random bits each). */
+    uint8_t token2[ECT_STREAM_TOKEN_LEN];
+    CHECK_OK(ect__xport_new_token(token2));
+    CHECK(memcmp(token, token2, sizeof(token)) != 0);
+    /* The offer is stable for the server's life. */
     size_t alen2;
     CHECK(ect__xport_server_agent_metadata(s, &alen2) == agent && alen2 == alen);
     ect__xport_server_stop(s);
+    ect_region_close(region);
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_two_servers_on_one_region_differ_in_their_instance)
+{
+    char name[64];
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    ect_region_params_t rp;
+    xf_region_params(&rp, name, XF_HIDDEN, NB);
+    ect_region_t *region;
+    CHECK_OK(ect_region_open(&rp, &region));
+    ect_xport_grant_ops_t ops = {.claim = deny_all, .finish = finish_none};
+    ect_xport_server_params_t sp = {.data = ect_region_data(region),
+                                    .block_size = XF_BLOCK,
+                                    .num_blocks = NB,
+                                    .region_path = ect_region_path(region),
+                                    .bind_host = "127.0.0.1",
+                                    .send_timeout_ns = 1000000000ull,
+                                    .grants = &ops,
+                                    .serve_same_host = 1};
+    ect_xport_server_t *a, *b;
+    CHECK_OK(ect__xport_server_start(&sp, &a));
+    CHECK_OK(ect__xport_server_start(&sp, &b));
+    size_t la, lb;
+    const uint8_t *oa = ect__xport_server_agent_metadata(a, &la);
+    const uint8_t *ob = ect__xport_server_agent_metadata(b, &lb);
+    CHECK_EQ_U64(la, lb);
+    CHECK(memcmp(oa, ob, la) != 0); /* a restart on the same port is told apart */
+    ect__xport_server_stop(a);
+    ect__xport_server_stop(b);
     ect_region_close(region);
     rt_check_no_leftovers();
 }
@@ -391,6 +638,12 @@ RT_CASE(test_server_without_any_transport_is_refused)
     ect_xport_server_t *s = NULL;
     CHECK_STATUS(ect__xport_server_start(&sp, &s), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "no transport");
+    /* tcp without grant callbacks: refused. */
+    sp.serve_tcp = 1;
+    sp.bind_host = "127.0.0.1";
+    sp.send_timeout_ns = 1;
+    CHECK_STATUS(ect__xport_server_start(&sp, &s), ECT_ERR_INVALID_ARG);
+    sp.serve_tcp = 0;
     /* Same-host alone with a path that is not a file: nothing to offer. */
     sp.serve_same_host = 1;
     sp.region_path = "/dev/shm";
@@ -405,36 +658,33 @@ RT_CASE(test_server_without_any_transport_is_refused)
     rt_check_no_leftovers();
 }
 
-RT_CASE(test_same_host_only_client_refuses_a_ucx_only_offer)
+RT_CASE(test_same_host_only_client_refuses_a_tcp_only_offer)
 {
-    xf_ucx_env("tcp");
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
     struct xf_producer p;
     xf_producer_start(&p, pname, XF_HIDDEN, NB, 5, 1, 0);
     CHECK_OK(p.status);
-    CHECK_EQ_INT(p.kinds, 1u << ECT_XPORT_UCX);
+    CHECK_EQ_INT(p.kinds, 1u << ECT_XPORT_TCP);
     struct xf_consumer c;
     xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_SAME_HOST, NULL);
     uint64_t remote[] = {1};
     ect_run_t run = {0, 1};
     ect_xport_read_t *r;
-    CHECK_STATUS(ect__xport_read_start(c.client, "h:1", p.agent, p.agent_len, p.desc, p.desc_len,
-                                       remote, 1, &run, 1, &r, NULL),
+    CHECK_STATUS(xf_read_start(&c, &p, 1, p.agent, p.agent_len, remote, 1, &run, 1, &r, NULL),
                  ECT_ERR_UNSUPPORTED);
     CHECK_CONTAINS(ect_last_error(), "does not offer");
     xf_check_untouched(&c);
     xf_consumer_close(&c);
-    /* And a UCX-only client refuses a same-host-only producer. */
+    /* And a tcp-only client refuses a same-host-only producer. */
     struct xf_producer q;
     xf_producer_start(&q, pname, XF_HIDDEN, NB, 5, 0, 1);
     CHECK_OK(q.status);
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_UCX, NULL);
-    CHECK_STATUS(ect__xport_read_start(c.client, "h:2", q.agent, q.agent_len, q.desc, q.desc_len,
-                                       remote, 1, &run, 1, &r, NULL),
+    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
+    CHECK_STATUS(xf_read_start(&c, &q, 2, q.agent, q.agent_len, remote, 1, &run, 1, &r, NULL),
                  ECT_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(ect_last_error(), "does not offer UCX");
+    CHECK_CONTAINS(ect_last_error(), "does not offer it");
     xf_consumer_close(&c);
     xf_producer_stop(&q);
     xf_producer_stop(&p);
@@ -444,38 +694,42 @@ RT_CASE(test_same_host_only_client_refuses_a_ucx_only_offer)
 RT_CASE(test_release_and_deregister_tolerate_null_and_failed)
 {
     ect__xport_read_release(NULL, NULL);
+    ect__xport_read_cancel(NULL, NULL);
     ect__xport_client_destroy(NULL);
     ect__xport_server_stop(NULL);
-    ect__xport_client_forget_peer(NULL, "h:1");
+    ect__xport_client_forget_peer(NULL, "h", 1);
     struct refusal_env e;
-    refusal_open(&e, ECT_TRANSPORT_UCX, XF_HIDDEN);
+    refusal_open(&e, ECT_TRANSPORT_TCP, XF_HIDDEN);
     ect__xport_read_release(e.c.client, NULL);
     CHECK_EQ_INT(ect__xport_read_poll(e.c.client, NULL), ECT_XPORT_READ_FAILED);
-    CHECK_STR_EQ(ect__xport_kind_str(ECT_XPORT_UCX), "ucx");
+    CHECK_STR_EQ(ect__xport_kind_str(ECT_XPORT_TCP), "tcp");
     CHECK_STR_EQ(ect__xport_kind_str(ECT_XPORT_SAME_HOST), "same_host");
     CHECK_STR_EQ(ect__xport_kind_str(ECT_XPORT_NONE), "none");
     refusal_close(&e);
 }
 
 static const struct ect_test_case cases[] = {
-    ECT_CASE(test_read_scattered_blocks_over_ucx_tcp_is_byte_exact),
-    ECT_CASE(test_read_scattered_blocks_over_ucx_default_transports_is_byte_exact),
+    ECT_CASE(test_read_scattered_blocks_over_tcp_is_byte_exact),
     ECT_CASE(test_read_scattered_blocks_over_same_host_is_byte_exact),
     ECT_CASE(test_auto_picks_same_host_when_the_offer_has_it),
-    ECT_CASE(test_auto_picks_ucx_when_the_producer_offers_only_ucx),
-    ECT_CASE(test_same_host_only_producer_serves_without_ucx),
-    ECT_CASE(test_repeated_reads_over_one_endpoint_all_land),
+    ECT_CASE(test_auto_picks_tcp_when_the_producer_offers_only_tcp),
+    ECT_CASE(test_same_host_only_producer_serves_without_tcp),
+    ECT_CASE(test_repeated_reads_over_pooled_connections_all_land),
+    ECT_CASE(test_concurrent_tcp_reads_land_without_crosstalk),
     ECT_CASE(test_empty_read_is_done_at_once),
-    ECT_CASE(test_remote_block_out_of_range_is_peer_error_over_ucx),
+    ECT_CASE(test_stream_serves_only_the_right_token_name_and_size_once),
+    ECT_CASE(test_cancelled_tcp_read_writes_nothing_afterwards),
+    ECT_CASE(test_remote_block_out_of_range_is_peer_error_over_tcp),
     ECT_CASE(test_remote_block_out_of_range_is_peer_error_over_same_host),
     ECT_CASE(test_block_size_mismatch_is_peer_error),
     ECT_CASE(test_post_read_count_mismatch_is_peer_error),
     ECT_CASE(test_local_run_outside_our_region_is_overflow),
     ECT_CASE(test_malformed_offer_or_descriptor_from_peer_is_peer_error),
     ECT_CASE(test_bad_arguments_are_refused),
-    ECT_CASE(test_server_registers_region_and_offers_it),
+    ECT_CASE(test_server_offers_its_stream_and_region),
+    ECT_CASE(test_two_servers_on_one_region_differ_in_their_instance),
     ECT_CASE(test_server_without_any_transport_is_refused),
-    ECT_CASE(test_same_host_only_client_refuses_a_ucx_only_offer),
+    ECT_CASE(test_same_host_only_client_refuses_a_tcp_only_offer),
     ECT_CASE(test_release_and_deregister_tolerate_null_and_failed),
 };
 

@@ -2,15 +2,17 @@
  * Shared by the data-transport tests (test_xport.c, test_xport_peers.c):
  * a producer in its own process that opens a real region, fills it with
  * pseudo-random bytes (never zero), starts a transport server and hands its
- * offer and descriptor back through a pipe, then serves until it is told to
- * stop (or is killed); and a consumer region in the test process.
+ * offer back through a pipe, then serves until it is told to stop (or is
+ * killed); and a consumer region in the test process.
+ *
+ * The producer keeps a small grant table of its own (the real one is in
+ * src/p2p/producer.c): the test asks it over a pipe to grant blocks and gets
+ * the grant's descriptor back, as a consumer gets it in an XferAck.
  *
  * A producer is the test program itself, forked AND exec'd with
  * XF_PRODUCER_ARG (each test program's main dispatches to
- * xf_producer_exec_main): a process forked from one that has used UCX
- * cannot use UCX (the child lacks UCX's global async thread, so its tcp
- * listener never accepts), and a restarted producer is a fresh process
- * anyway.
+ * xf_producer_exec_main): a restarted producer is a fresh process, and the
+ * child starts with no threads of the parent.
  *
  * Every region is named "ectt_<case pid>_<n>" by the case's own process,
  * so the RT_CASE wrapper (region_helpers.h) can check and clean /dev/shm
@@ -86,32 +88,25 @@ xf_region_params(ect_region_params_t *p, const char *name, uint64_t hidden, uint
     p->num_blocks = num_blocks;
 }
 
-/* UCX reads its settings at ucp_config_read: set them before anything
- * starts UCX in this process (and in children forked after). */
-static inline void
-xf_ucx_env(const char *tls)
-{
-    if (tls != NULL)
-        setenv("UCX_TLS", tls, 1);
-    else
-        unsetenv("UCX_TLS");
-}
-
 /* ---- the producer child ----------------------------------------------------------- */
+
+/* Every grant the fixture's producer makes is in this session. */
+#define XF_SESSION    "xf-session"
+#define XF_MAX_GRANTS 128
 
 struct xf_producer {
     pid_t pid;
-    int cmd_fd; /* write 'q' to stop it */
+    int cmd_fd; /* commands: 'g' grant, 'c' counters, 'q' stop */
+    int reply_fd;
     int status; /* its ect__xport_server_start status */
     unsigned kinds;
     uint8_t *agent;
     size_t agent_len;
-    uint8_t *desc;
-    size_t desc_len;
     char path[512];
     uint64_t seed;
     uint64_t block_size;
     uint64_t num_blocks;
+    unsigned next_grant;
 };
 
 static inline int
@@ -120,6 +115,22 @@ xf_write_full(int fd, const void *buf, size_t len)
     const uint8_t *p = buf;
     while (len > 0) {
         ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static inline int
+xf_read_full(int fd, void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -152,9 +163,103 @@ xf_read_blob(int fd, size_t *len_p)
 
 #define XF_PRODUCER_ARG "--xport-test-producer"
 
+/* The child's grant table: what the real producer keeps, reduced to what
+ * the transport needs (runs, size, token, one stream each). */
+struct xf_grant {
+    char hash[64];
+    uint8_t token[ECT_STREAM_TOKEN_LEN];
+    ect_run_t runs[4096];
+    size_t n_runs;
+    uint64_t bytes;
+    int claimed;
+};
+
+struct xf_table {
+    pthread_mutex_t lock;
+    struct xf_grant g[XF_MAX_GRANTS];
+    size_t n;
+    uint64_t finished_sent, finished_cut;
+};
+
+static inline ect_stream_status_t
+xf_claim(void *user, const char *session, const char *hash, const uint8_t *token, uint64_t expect,
+         ect_xport_grant_view_t *view_p, void **grant_p)
+{
+    struct xf_table *t = user;
+    ect_stream_status_t st = ECT_STREAM_DENIED;
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < t->n; i++) {
+        struct xf_grant *g = &t->g[i];
+        if (strcmp(session, XF_SESSION) != 0 || strcmp(hash, g->hash) != 0 || g->claimed ||
+            memcmp(token, g->token, ECT_STREAM_TOKEN_LEN) != 0)
+            continue;
+        g->claimed = 1;
+        if (expect != g->bytes) {
+            st = ECT_STREAM_SIZE_MISMATCH;
+            break;
+        }
+        *view_p = (ect_xport_grant_view_t){g->runs, g->n_runs, g->bytes};
+        *grant_p = g;
+        st = ECT_STREAM_OK;
+        break;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return st;
+}
+
+static inline void
+xf_finish(void *user, void *grant, int sent)
+{
+    struct xf_table *t = user;
+    (void)grant;
+    pthread_mutex_lock(&t->lock);
+    if (sent)
+        t->finished_sent++;
+    else
+        t->finished_cut++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* 'g': u32 n, n x u64 block ids, u32 hash_len, hash -> the descriptor blob
+ * (empty when the grant cannot be made). */
+static inline int
+xf_child_grant(struct xf_table *t, const ect_xport_server_t *server, uint64_t block_size, int down,
+               int up)
+{
+    uint32_t n, hl;
+    uint64_t ids[4096];
+    char hash[64] = "";
+    if (xf_read_full(down, &n, sizeof(n)) || n > 4096 || xf_read_full(down, ids, 8ull * n) ||
+        xf_read_full(down, &hl, sizeof(hl)) || hl >= sizeof(hash) || xf_read_full(down, hash, hl))
+        return -1;
+    uint8_t desc[ECT_XPORT_DESC_LEN];
+    size_t dlen = 0;
+    pthread_mutex_lock(&t->lock);
+    if (server != NULL && t->n < XF_MAX_GRANTS) {
+        struct xf_grant *g = &t->g[t->n];
+        memset(g, 0, sizeof(*g));
+        snprintf(g->hash, sizeof(g->hash), "%s", hash);
+        for (uint32_t i = 0; i < n; i++) {
+            if (g->n_runs > 0 &&
+                g->runs[g->n_runs - 1].first + g->runs[g->n_runs - 1].count == ids[i])
+                g->runs[g->n_runs - 1].count++;
+            else if (g->n_runs < 4096)
+                g->runs[g->n_runs++] = (ect_run_t){ids[i], 1};
+        }
+        g->bytes = (uint64_t)n * block_size;
+        if (ect__xport_new_token(g->token) == ECT_OK) {
+            if (ect__xport_server_descriptor(server, g->token, NULL, 0, desc, sizeof(desc),
+                                             &dlen) == ECT_OK)
+                t->n++;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return xf_write_blob(up, desc, dlen);
+}
+
 /* The producer process (argv: XF_PRODUCER_ARG up_fd down_fd region_name
- * hidden num_blocks seed serve_ucx serve_same_host).  Reports back through
- * up_fd, then serves until a byte or end-of-file arrives on down_fd. */
+ * hidden num_blocks seed serve_tcp serve_same_host).  Reports back through
+ * up_fd, then answers commands until 'q' or end-of-file on down_fd. */
 static inline int
 xf_producer_exec_main(int argc, char **argv)
 {
@@ -164,14 +269,17 @@ xf_producer_exec_main(int argc, char **argv)
     const char *region_name = argv[4];
     uint64_t hidden = strtoull(argv[5], NULL, 10), num_blocks = strtoull(argv[6], NULL, 10);
     uint64_t seed = strtoull(argv[7], NULL, 10);
-    int serve_ucx = atoi(argv[8]), serve_same_host = atoi(argv[9]);
+    int serve_tcp = atoi(argv[8]), serve_same_host = atoi(argv[9]);
     ect_region_params_t rp;
     xf_region_params(&rp, region_name, hidden, num_blocks);
     ect_region_t *region = NULL;
     int st = ect_region_open(&rp, &region);
     ect_xport_server_t *server = NULL;
+    static struct xf_table table;
+    pthread_mutex_init(&table.lock, NULL);
+    ect_xport_grant_ops_t ops = {.user = &table, .claim = xf_claim, .finish = xf_finish};
+    uint64_t bs = hidden * 4;
     if (st == ECT_OK) {
-        uint64_t bs = ect_region_block_size(region);
         for (uint64_t b = 0; b < num_blocks; b++)
             xf_fill_block(ect_region_block_ptr(region, b), bs, seed, b);
         ect_xport_server_params_t sp = {.data = ect_region_data(region),
@@ -179,23 +287,36 @@ xf_producer_exec_main(int argc, char **argv)
                                         .num_blocks = num_blocks,
                                         .region_path = ect_region_path(region),
                                         .data_offset = ect_region_data_offset(region),
-                                        .serve_ucx = serve_ucx,
+                                        .bind_host = "127.0.0.1",
+                                        .send_timeout_ns = 20ull * 1000 * 1000 * 1000,
+                                        .grants = &ops,
+                                        .serve_tcp = serve_tcp,
                                         .serve_same_host = serve_same_host};
         st = ect__xport_server_start(&sp, &server);
     }
-    size_t alen = 0, dlen = 0;
+    size_t alen = 0;
     const void *agent = st == ECT_OK ? ect__xport_server_agent_metadata(server, &alen) : NULL;
-    const void *desc = st == ECT_OK ? ect__xport_server_mem_descriptor(server, &dlen) : NULL;
     unsigned kinds = st == ECT_OK ? ect__xport_server_kinds(server) : 0;
     const char *path = region != NULL ? ect_region_path(region) : "";
     if (xf_write_full(up, &st, sizeof(st)) || xf_write_full(up, &kinds, sizeof(kinds)) ||
-        xf_write_blob(up, agent, alen) || xf_write_blob(up, desc, dlen) ||
-        xf_write_blob(up, path, strlen(path)))
+        xf_write_blob(up, agent, alen) || xf_write_blob(up, path, strlen(path)))
         _exit(3);
-    close(up);
-    char c;
-    while (read(down, &c, 1) < 0 && errno == EINTR)
-        ;
+    for (;;) {
+        char c;
+        if (xf_read_full(down, &c, 1) != 0 || c == 'q')
+            break;
+        if (c == 'g' && xf_child_grant(&table, server, bs, down, up) != 0)
+            break;
+        if (c == 'c') {
+            ect_xport_server_counters_t k;
+            ect__xport_server_counters(server, &k);
+            pthread_mutex_lock(&table.lock);
+            uint64_t fin[2] = {table.finished_sent, table.finished_cut};
+            pthread_mutex_unlock(&table.lock);
+            if (xf_write_full(up, &k, sizeof(k)) || xf_write_full(up, fin, sizeof(fin)))
+                break;
+        }
+    }
     ect__xport_server_stop(server);
     ect_region_close(region);
     _exit(0);
@@ -206,7 +327,7 @@ xf_producer_exec_main(int argc, char **argv)
  * ect_test_unique_name). */
 static inline void
 xf_producer_start(struct xf_producer *p, const char *region_name, uint64_t hidden,
-                  uint64_t num_blocks, uint64_t seed, int serve_ucx, int serve_same_host)
+                  uint64_t num_blocks, uint64_t seed, int serve_tcp, int serve_same_host)
 {
     memset(p, 0, sizeof(*p));
     int up[2], down[2];
@@ -217,7 +338,7 @@ xf_producer_start(struct xf_producer *p, const char *region_name, uint64_t hidde
     snprintf(args[2], sizeof(args[2]), "%llu", (unsigned long long)hidden);
     snprintf(args[3], sizeof(args[3]), "%llu", (unsigned long long)num_blocks);
     snprintf(args[4], sizeof(args[4]), "%llu", (unsigned long long)seed);
-    snprintf(args[5], sizeof(args[5]), "%d", serve_ucx);
+    snprintf(args[5], sizeof(args[5]), "%d", serve_tcp);
     snprintf(args[6], sizeof(args[6]), "%d", serve_same_host);
     fflush(stdout);
     fflush(stderr);
@@ -234,18 +355,47 @@ xf_producer_start(struct xf_producer *p, const char *region_name, uint64_t hidde
     close(down[0]);
     p->pid = pid;
     p->cmd_fd = down[1];
+    p->reply_fd = up[0];
     p->seed = seed;
     p->block_size = hidden * 4;
     p->num_blocks = num_blocks;
     rt_read_all(up[0], &p->status, sizeof(p->status));
     rt_read_all(up[0], &p->kinds, sizeof(p->kinds));
     p->agent = xf_read_blob(up[0], &p->agent_len);
-    p->desc = xf_read_blob(up[0], &p->desc_len);
     size_t plen;
     uint8_t *path = xf_read_blob(up[0], &plen);
     snprintf(p->path, sizeof(p->path), "%.*s", (int)plen, (const char *)path);
     free(path);
-    close(up[0]);
+}
+
+/* Have the producer grant blocks remote[0..n) under a new hash (written to
+ * hash, 64 bytes); desc gets the grant's descriptor (ECT_XPORT_DESC_LEN). */
+static inline void
+xf_grant(struct xf_producer *p, const uint64_t *remote, size_t n, char hash[64], uint8_t *desc)
+{
+    snprintf(hash, 64, "xf-hash-%u", p->next_grant++);
+    uint32_t n32 = (uint32_t)n, hl = (uint32_t)strlen(hash);
+    CHECK(n <= 4096);
+    rt_write_all(p->cmd_fd, "g", 1);
+    rt_write_all(p->cmd_fd, &n32, sizeof(n32));
+    if (n)
+        rt_write_all(p->cmd_fd, remote, 8 * n);
+    rt_write_all(p->cmd_fd, &hl, sizeof(hl));
+    rt_write_all(p->cmd_fd, hash, hl);
+    size_t dlen;
+    uint8_t *d = xf_read_blob(p->reply_fd, &dlen);
+    CHECK_EQ_U64(dlen, ECT_XPORT_DESC_LEN);
+    memcpy(desc, d, ECT_XPORT_DESC_LEN);
+    free(d);
+}
+
+/* The producer's stream counters and its finished grants (sent, cut). */
+static inline void
+xf_producer_counters(struct xf_producer *p, ect_xport_server_counters_t *k, uint64_t fin[2])
+{
+    rt_write_all(p->cmd_fd, "c", 1);
+    rt_read_all(p->reply_fd, k, sizeof(*k));
+    rt_read_all(p->reply_fd, fin, 2 * sizeof(uint64_t));
 }
 
 /* Tell the producer to stop and wait for it; CHECKs a clean exit. */
@@ -255,14 +405,14 @@ xf_producer_stop(struct xf_producer *p)
     if (p->pid > 0) {
         rt_write_all(p->cmd_fd, "q", 1);
         close(p->cmd_fd);
+        close(p->reply_fd);
         int st;
         CHECK(waitpid(p->pid, &st, 0) == p->pid);
         CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "producer ended with status %d", st);
         p->pid = 0;
     }
     free(p->agent);
-    free(p->desc);
-    p->agent = p->desc = NULL;
+    p->agent = NULL;
 }
 
 static inline void
@@ -273,6 +423,7 @@ xf_producer_kill(struct xf_producer *p)
         int st;
         waitpid(p->pid, &st, 0);
         close(p->cmd_fd);
+        close(p->reply_fd);
         p->pid = 0;
     }
 }
@@ -317,6 +468,33 @@ xf_consumer_close(struct xf_consumer *c)
     ect_region_close(c->region);
 }
 
+/* Start a read of the blocks remote[0..n) of p (granted for the occasion)
+ * into runs, under the peer key 127.0.0.1:key_port, with the given offer
+ * (p's own unless altered).  desc_out (optional) gets the grant's
+ * descriptor. */
+static inline ect_status_t
+xf_read_start(struct xf_consumer *c, struct xf_producer *p, uint16_t key_port, const uint8_t *agent,
+              size_t agent_len, const uint64_t *remote, size_t n, const ect_run_t *runs,
+              size_t n_runs, ect_xport_read_t **r_p, ect_xport_kind_t *kind_p)
+{
+    char hash[64];
+    uint8_t desc[ECT_XPORT_DESC_LEN];
+    xf_grant(p, remote, n, hash, desc);
+    ect_xport_read_params_t rp = {.host = "127.0.0.1",
+                                  .port = key_port,
+                                  .session_id = XF_SESSION,
+                                  .mm_hash = hash,
+                                  .agent_metadata = agent,
+                                  .agent_len = agent_len,
+                                  .mem_descriptor = desc,
+                                  .desc_len = sizeof(desc),
+                                  .remote_blocks = remote,
+                                  .n_remote = n,
+                                  .local_runs = runs,
+                                  .n_local_runs = n_runs};
+    return ect__xport_read_start(c->client, &rp, r_p, kind_p);
+}
+
 /* Poll a read until it is no longer PENDING or timeout_s passes. */
 static inline ect_xport_read_state_t
 xf_wait(struct xf_consumer *c, ect_xport_read_t *r, double timeout_s)
@@ -324,8 +502,10 @@ xf_wait(struct xf_consumer *c, ect_xport_read_t *r, double timeout_s)
     uint64_t deadline = ect__now_ns() + (uint64_t)(timeout_s * 1e9);
     ect_xport_read_state_t s;
     while ((s = ect__xport_read_poll(c->client, r)) == ECT_XPORT_READ_PENDING &&
-           ect__now_ns() < deadline)
-        ;
+           ect__now_ns() < deadline) {
+        struct timespec ts = {0, 200 * 1000};
+        nanosleep(&ts, NULL);
+    }
     return s;
 }
 

@@ -140,6 +140,49 @@ test_server_keeps_live_consumers_off_the_dead_list(void)
     ect__ctl_server_close(server);
 }
 
+/* Messages a consumer queued before it went away are not delivered as if
+ * it were alive (they would create grants nothing releases): the first
+ * read already sees its disconnect.  A new connection is heard again. */
+static void
+test_server_drops_what_a_dead_consumer_queued(void)
+{
+    ect_ctl_server_t *server;
+    CHECK_OK(ect__ctl_server_open(lo, 0, NULL, &server));
+    void *ctx = zmq_ctx_new();
+    void *d = raw_socket(ctx, ZMQ_DEALER);
+    int forever = -1;
+    CHECK(zmq_setsockopt(d, ZMQ_LINGER, &forever, sizeof(forever)) == 0);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", (unsigned)ect__ctl_server_port(server));
+    CHECK(zmq_connect(d, ep) == 0);
+    for (int i = 0; i < 50; i++) {
+        const void *frames[2] = {"", "queued"};
+        size_t lens[2] = {0, 6};
+        raw_send(d, 2, frames, lens);
+    }
+    /* Closing flushes them (linger), then the connection goes away. */
+    zmq_close(d);
+    sleep_ms(500);
+    ect_ctl_peer_t peer;
+    const void *payload;
+    size_t len;
+    CHECK_STATUS(ect__ctl_server_recv(server, 300, &peer, &payload, &len), ECT_ERR_TIMEOUT);
+    ect_ctl_counters_t k;
+    ect__ctl_server_counters(server, &k);
+    CHECK_EQ_U64(k.from_dead, 50);
+    CHECK_EQ_U64(k.received, 0);
+    /* A new consumer (quite possibly on the same fd) is heard. */
+    void *d2 = raw_dealer(ctx, ect__ctl_server_port(server));
+    const void *frames[2] = {"", "fresh"};
+    size_t lens[2] = {0, 5};
+    raw_send(d2, 2, frames, lens);
+    CHECK_OK(ect__ctl_server_recv(server, 5000, &peer, &payload, &len));
+    CHECK(len == 5 && memcmp(payload, "fresh", 5) == 0);
+    zmq_close(d2);
+    zmq_ctx_term(ctx);
+    ect__ctl_server_close(server);
+}
+
 /* ---- consumer notices dead producers (seed: poll_dead_*) -------------------------- */
 
 /* seed: poll_dead_detects_disconnected_peer */
@@ -342,6 +385,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_server_reports_sigkilled_consumer_by_identity),
     ECT_CASE(test_server_reports_stopped_consumer_after_heartbeat_timeout),
     ECT_CASE(test_server_keeps_live_consumers_off_the_dead_list),
+    ECT_CASE(test_server_drops_what_a_dead_consumer_queued),
     ECT_CASE(test_client_reports_sigkilled_producer),
     ECT_CASE(test_client_reports_stopped_producer_after_heartbeat_timeout),
     ECT_CASE(test_client_dead_list_ignores_connect_events_of_live_producers),

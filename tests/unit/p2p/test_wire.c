@@ -135,6 +135,46 @@ round_trip_req(const ect_xfer_req_t *req, ect_wire_buf_t *buf)
 
 /* ---- the seed's vectors ------------------------------------------------------- */
 
+/* ectier's "ectier_runs" key: encoded last and only when true, read back;
+ * any other type is a decode error; a seed request without it decodes as
+ * false. */
+static void
+test_ectier_runs_key_round_trips_and_is_only_a_bool(void)
+{
+    ect_xfer_req_t req = {.mm_hash = "h",
+                          .compatibility_hash = "c",
+                          .session_id = "s",
+                          .connector_version = 1,
+                          .has_connector_version = true,
+                          .accepts_runs = true};
+    ect_wire_buf_t b, plain;
+    ect_wire_buf_init(&b);
+    ect_wire_buf_init(&plain);
+    CHECK_OK(ect_wire_encode_req(&req, &b));
+    req.accepts_runs = false;
+    CHECK_OK(ect_wire_encode_req(&req, &plain));
+    /* Exactly the seed's bytes plus the key at the end (map header + 1). */
+    static const char key[] = "\xab"
+                              "ectier_runs"
+                              "\xc3";
+    CHECK_EQ_U64(b.len, plain.len + sizeof(key) - 1);
+    CHECK(memcmp(b.data + plain.len, key, sizeof(key) - 1) == 0);
+    CHECK_EQ_INT(b.data[0], plain.data[0] + 1);
+    ect_xfer_req_t back;
+    CHECK_OK(ect_wire_decode_req(b.data, b.len, &back));
+    CHECK(back.accepts_runs);
+    ect_xfer_req_cleanup(&back);
+    CHECK_OK(ect_wire_decode_req(plain.data, plain.len, &back));
+    CHECK(!back.accepts_runs);
+    ect_xfer_req_cleanup(&back);
+    /* An int where the bool goes. */
+    b.data[b.len - 1] = 0x01;
+    CHECK_STATUS(ect_wire_decode_req(b.data, b.len, &back), ECT_ERR_PARSE);
+    CHECK_CONTAINS(ect_last_error(), "\"ectier_runs\" is an int, expected a bool");
+    ect_wire_buf_cleanup(&b);
+    ect_wire_buf_cleanup(&plain);
+}
+
 static void
 test_valid_vectors_decode_to_their_fields_and_reencode_exactly(void)
 {
@@ -407,12 +447,12 @@ test_only_not_ready_is_retryable_and_missing_is_expected(void)
                      st == ECT_XFER_NACK_NOT_READY || st == ECT_XFER_NACK_MISSING);
         CHECK(ect_wire_status_valid(s));
         for (int t = 0; t < s; t++)
-            CHECK(strcmp(ect_wire_status_str(st), ect_wire_status_str((ect_xfer_status_t)t)) != 0);
+            CHECK(strcmp(ect_xfer_status_str(st), ect_xfer_status_str((ect_xfer_status_t)t)) != 0);
     }
-    CHECK_STR_EQ(ect_wire_status_str(ECT_XFER_OK), "ok");
-    CHECK_STR_EQ(ect_wire_status_str(ECT_XFER_NACK_NOT_READY), "nack_not_ready");
-    CHECK_STR_EQ(ect_wire_status_str((ect_xfer_status_t)6), "unknown");
-    CHECK_STR_EQ(ect_wire_status_str((ect_xfer_status_t)-1), "unknown");
+    CHECK_STR_EQ(ect_xfer_status_str(ECT_XFER_OK), "ok");
+    CHECK_STR_EQ(ect_xfer_status_str(ECT_XFER_NACK_NOT_READY), "nack_not_ready");
+    CHECK_STR_EQ(ect_xfer_status_str(6), "unknown");
+    CHECK_STR_EQ(ect_xfer_status_str(-1), "unknown");
     CHECK(!ect_wire_status_valid(6) && !ect_wire_status_valid(-1));
 }
 
@@ -724,6 +764,7 @@ test_done_message_round_trips_and_is_its_own_type(void)
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_done_message_round_trips_and_is_its_own_type),
     ECT_CASE(test_valid_vectors_decode_to_their_fields_and_reencode_exactly),
+    ECT_CASE(test_ectier_runs_key_round_trips_and_is_only_a_bool),
     ECT_CASE(test_invalid_vectors_fail_with_parse_error_and_leave_output_alone),
     ECT_CASE(test_invalid_vectors_name_their_fault),
     ECT_CASE(test_each_side_accepts_only_its_own_message_type),

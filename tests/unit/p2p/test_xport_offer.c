@@ -1,6 +1,6 @@
 /*
  * The data transports' blobs (src/p2p/xport_offer.c): the offer
- * (agent_metadata, "ECTA") and the region descriptor (mem_descriptor,
+ * (agent_metadata, "ECTA") and the grant descriptor (mem_descriptor,
  * "ECTD") round-trip, and every malformed blob a peer could send is
  * ECT_ERR_PEER: truncation at every offset, bad magic and version, absurd
  * counts and lengths, duplicates, trailing bytes, and every single-byte
@@ -19,8 +19,11 @@
 
 static const char BOOT[] = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
 static const char PATH[] = "/dev/shm/ectier_inst_dp0.mmap";
-static const uint8_t ADDR[] = {0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99};
-static const uint8_t RKEY[] = {0xa1, 0xb2, 0xc3, 0xd4, 0xe5};
+static const uint8_t INSTANCE[ECT_XPORT_INSTANCE_LEN] = {1, 2,  3,  4,  5,  6,  7,  8,
+                                                         9, 10, 11, 12, 13, 14, 15, 16};
+static const uint8_t TOKEN[ECT_STREAM_TOKEN_LEN] = {0xa1, 0xb2, 0xc3, 0xd4, 0xe5, 0xf6, 7,  8,
+                                                    9,    10,   11,   12,   13,   14,   15, 0xff};
+#define PORT 40123
 
 static ect_xport_offer_t
 sample_offer(unsigned kinds)
@@ -28,8 +31,8 @@ sample_offer(unsigned kinds)
     ect_xport_offer_t o;
     memset(&o, 0, sizeof(o));
     o.kinds = kinds;
-    o.ucx_address = ADDR;
-    o.ucx_address_len = sizeof(ADDR);
+    memcpy(o.instance, INSTANCE, sizeof(INSTANCE));
+    o.tcp_port = PORT;
     memcpy(o.boot_id, BOOT, sizeof(BOOT));
     o.path = PATH;
     o.path_len = strlen(PATH);
@@ -39,16 +42,13 @@ sample_offer(unsigned kinds)
     return o;
 }
 
-static const unsigned BOTH = (1u << ECT_XPORT_UCX) | (1u << ECT_XPORT_SAME_HOST);
+static const unsigned BOTH = (1u << ECT_XPORT_TCP) | (1u << ECT_XPORT_SAME_HOST);
 
 static ect_xport_desc_t
 sample_desc(void)
 {
-    ect_xport_desc_t d = {.base = 0x7f0000001000ull,
-                          .block_size = 7168,
-                          .num_blocks = 1000,
-                          .rkey = RKEY,
-                          .rkey_len = sizeof(RKEY)};
+    ect_xport_desc_t d = {.block_size = 7168, .num_blocks = 1000};
+    memcpy(d.token, TOKEN, sizeof(TOKEN));
     return d;
 }
 
@@ -78,11 +78,10 @@ test_offer_and_descriptor_round_trip_with_both_transports(void)
     ect_xport_offer_t back;
     CHECK_OK(ect__xport_offer_decode(blob, len, &back));
     CHECK_EQ_INT(back.kinds, BOTH);
-    CHECK_EQ_U64(back.ucx_address_len, sizeof(ADDR));
-    CHECK(memcmp(back.ucx_address, ADDR, sizeof(ADDR)) == 0);
+    CHECK_EQ_INT(back.tcp_port, PORT);
+    CHECK(memcmp(back.instance, INSTANCE, sizeof(INSTANCE)) == 0);
     /* Borrowed from the blob, not copied. */
-    CHECK((const uint8_t *)back.ucx_address >= blob &&
-          (const uint8_t *)back.ucx_address < blob + len);
+    CHECK((const uint8_t *)back.path >= blob && (const uint8_t *)back.path < blob + len);
     CHECK_STR_EQ(back.boot_id, BOOT);
     CHECK_EQ_U64(back.path_len, strlen(PATH));
     CHECK(memcmp(back.path, PATH, strlen(PATH)) == 0);
@@ -93,43 +92,33 @@ test_offer_and_descriptor_round_trip_with_both_transports(void)
     free(blob);
 
     ect_xport_desc_t d = sample_desc(), dback;
-    CHECK_OK(ect__xport_desc_encode(&d, &blob, &len));
-    CHECK(memcmp(blob, "ECTD", 4) == 0);
-    CHECK_OK(ect__xport_desc_decode(blob, len, &dback));
-    CHECK_EQ_U64(dback.base, d.base);
+    uint8_t db[ECT_XPORT_DESC_LEN];
+    size_t dlen = 0;
+    CHECK_OK(ect__xport_desc_encode(&d, NULL, 0, db, sizeof(db), &dlen));
+    CHECK_EQ_U64(dlen, sizeof(db));
+    CHECK(memcmp(db, "ECTD", 4) == 0);
+    CHECK_OK(ect__xport_desc_decode(db, sizeof(db), &dback));
     CHECK_EQ_U64(dback.block_size, d.block_size);
     CHECK_EQ_U64(dback.num_blocks, d.num_blocks);
-    CHECK_EQ_U64(dback.rkey_len, sizeof(RKEY));
-    CHECK(memcmp(dback.rkey, RKEY, sizeof(RKEY)) == 0);
-    free(blob);
+    CHECK(memcmp(dback.token, TOKEN, sizeof(TOKEN)) == 0);
 }
 
 static void
 test_offer_and_descriptor_round_trip_with_one_transport(void)
 {
-    for (unsigned kind = ECT_XPORT_UCX; kind <= ECT_XPORT_SAME_HOST; kind++) {
+    for (unsigned kind = ECT_XPORT_TCP; kind <= ECT_XPORT_SAME_HOST; kind++) {
         ect_xport_offer_t o = sample_offer(1u << kind), back;
         uint8_t *blob;
         size_t len;
         CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
         CHECK_OK(ect__xport_offer_decode(blob, len, &back));
         CHECK_EQ_INT(back.kinds, 1u << kind);
-        if (kind == ECT_XPORT_UCX)
-            CHECK(back.path == NULL && back.boot_id[0] == '\0');
+        if (kind == ECT_XPORT_TCP)
+            CHECK(back.path == NULL && back.boot_id[0] == '\0' && back.tcp_port == PORT);
         else
-            CHECK(back.ucx_address == NULL && back.path_len == strlen(PATH));
+            CHECK(back.tcp_port == 0 && back.path_len == strlen(PATH));
         free(blob);
     }
-    /* A same-host-only producer sends a descriptor without a key. */
-    ect_xport_desc_t d = sample_desc(), back;
-    d.rkey = NULL;
-    d.rkey_len = 0;
-    uint8_t *blob;
-    size_t len;
-    CHECK_OK(ect__xport_desc_encode(&d, &blob, &len));
-    CHECK_OK(ect__xport_desc_decode(blob, len, &back));
-    CHECK(back.rkey == NULL && back.rkey_len == 0);
-    free(blob);
 }
 
 static void
@@ -142,7 +131,7 @@ test_encode_refuses_fields_outside_the_format(void)
     o = sample_offer(1u << 5);
     CHECK_STATUS(ect__xport_offer_encode(&o, &blob, &len), ECT_ERR_INVALID_ARG);
     o = sample_offer(BOTH);
-    o.ucx_address_len = ECT_XPORT_MAX_UCX_ADDR + 1;
+    o.tcp_port = 0;
     CHECK_STATUS(ect__xport_offer_encode(&o, &blob, &len), ECT_ERR_INVALID_ARG);
     o = sample_offer(BOTH);
     o.path_len = 0;
@@ -151,8 +140,22 @@ test_encode_refuses_fields_outside_the_format(void)
     o.boot_id[3] = 'Z';
     CHECK_STATUS(ect__xport_offer_encode(&o, &blob, &len), ECT_ERR_INVALID_ARG);
     ect_xport_desc_t d = sample_desc();
-    d.rkey_len = ECT_XPORT_MAX_RKEY + 1;
-    CHECK_STATUS(ect__xport_desc_encode(&d, &blob, &len), ECT_ERR_INVALID_ARG);
+    uint8_t db[ECT_XPORT_DESC_LEN];
+    size_t dlen = 0;
+    d.num_blocks = 0;
+    CHECK_STATUS(ect__xport_desc_encode(&d, NULL, 0, db, sizeof(db), &dlen), ECT_ERR_INVALID_ARG);
+    d = sample_desc();
+    d.num_blocks = UINT64_MAX;
+    CHECK_STATUS(ect__xport_desc_encode(&d, NULL, 0, db, sizeof(db), &dlen), ECT_ERR_INVALID_ARG);
+    /* Runs outside the region, empty, or not fitting the buffer. */
+    d = sample_desc();
+    ect_run_t outside = {999, 2}, empty = {3, 0}, fine = {0, 10};
+    CHECK_STATUS(ect__xport_desc_encode(&d, &outside, 1, db, sizeof(db) + 16, &dlen),
+                 ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__xport_desc_encode(&d, &empty, 1, db, sizeof(db) + 16, &dlen),
+                 ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__xport_desc_encode(&d, &fine, 1, db, sizeof(db), &dlen), ECT_ERR_OVERFLOW);
+    CHECK(dlen == 0);
     /* Nothing was handed out. */
     CHECK(blob == NULL && len == 0);
 }
@@ -184,9 +187,9 @@ static void
 test_descriptor_truncated_at_every_offset_is_peer_error(void)
 {
     ect_xport_desc_t d = sample_desc(), out;
-    uint8_t *blob;
-    size_t len;
-    CHECK_OK(ect__xport_desc_encode(&d, &blob, &len));
+    uint8_t blob[ECT_XPORT_DESC_LEN];
+    size_t len = sizeof(blob);
+    CHECK_OK(ect__xport_desc_encode(&d, NULL, 0, blob, sizeof(blob), &len));
     for (size_t cut = 0; cut < len; cut++) {
         uint8_t *part = malloc(cut ? cut : 1);
         memcpy(part, blob, cut);
@@ -194,7 +197,6 @@ test_descriptor_truncated_at_every_offset_is_peer_error(void)
                   "descriptor cut at %zu of %zu decoded", cut, len);
         free(part);
     }
-    free(blob);
 }
 
 /* ---- malformed offers ------------------------------------------------------------- */
@@ -217,15 +219,15 @@ expect_offer_refused(unsigned kinds, void (*edit)(uint8_t *blob, size_t *len), c
     free(big);
 }
 
-/* Offsets in an offer of one UCX entry (sizeof(ADDR) bytes) and then the
+/* Offsets in an offer of one tcp entry (a 4-byte port) and then the
  * same-host entry. */
 enum {
     OFF_VERSION = 4,
-    OFF_COUNT = 8,
-    OFF_E0_KIND = 12,
-    OFF_E0_LEN = 16,
-    OFF_E0_DATA = 20,
-    OFF_E1_KIND = OFF_E0_DATA + sizeof(ADDR),
+    OFF_COUNT = 8 + ECT_XPORT_INSTANCE_LEN,
+    OFF_E0_KIND = OFF_COUNT + 4,
+    OFF_E0_LEN = OFF_E0_KIND + 4,
+    OFF_E0_DATA = OFF_E0_LEN + 4,
+    OFF_E1_KIND = OFF_E0_DATA + 4,
     OFF_E1_LEN = OFF_E1_KIND + 4,
     OFF_E1_DATA = OFF_E1_LEN + 4,
     OFF_E1_PATHLEN = OFF_E1_DATA + 36 + 24,
@@ -242,7 +244,7 @@ static void
 edit_version(uint8_t *b, size_t *len)
 {
     (void)len;
-    put_u32(b + OFF_VERSION, 2);
+    put_u32(b + OFF_VERSION, 1);
 }
 static void
 edit_zero_entries(uint8_t *b, size_t *len)
@@ -275,18 +277,30 @@ edit_entry_len_wraps(uint8_t *b, size_t *len)
     put_u32(b + OFF_E0_LEN, 0xffffffffu);
 }
 static void
-edit_ucx_len_zero(uint8_t *b, size_t *len)
+edit_tcp_len_zero(uint8_t *b, size_t *len)
 {
-    /* A zero-length UCX entry followed by the rest as trailing bytes. */
+    /* A zero-length tcp entry, and the blob ends there. */
     put_u32(b + OFF_E0_LEN, 0);
     put_u32(b + OFF_COUNT, 1);
     *len = OFF_E0_DATA;
 }
 static void
+edit_tcp_port_zero(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_E0_DATA, 0);
+}
+static void
+edit_tcp_port_huge(uint8_t *b, size_t *len)
+{
+    (void)len;
+    put_u32(b + OFF_E0_DATA, 65536);
+}
+static void
 edit_duplicate_kind(uint8_t *b, size_t *len)
 {
     (void)len;
-    put_u32(b + OFF_E1_KIND, ECT_XPORT_UCX);
+    put_u32(b + OFF_E1_KIND, ECT_XPORT_TCP);
 }
 static void
 edit_trailing(uint8_t *b, size_t *len)
@@ -336,14 +350,14 @@ edit_only_unknown(uint8_t *b, size_t *len)
 {
     put_u32(b + OFF_COUNT, 1);
     put_u32(b + OFF_E0_KIND, 77);
-    *len = OFF_E0_DATA + sizeof(ADDR);
+    *len = OFF_E0_DATA + 4;
 }
 
 static void
 test_offer_with_bad_magic_or_version_is_peer_error(void)
 {
     expect_offer_refused(BOTH, edit_magic, "magic");
-    expect_offer_refused(BOTH, edit_version, "version 2");
+    expect_offer_refused(BOTH, edit_version, "version 1");
 }
 
 static void
@@ -354,7 +368,9 @@ test_offer_with_absurd_counts_and_lengths_is_peer_error(void)
     expect_offer_refused(BOTH, edit_more_entries_than_bytes, "truncated");
     expect_offer_refused(BOTH, edit_entry_len_past_end, "past the end");
     expect_offer_refused(BOTH, edit_entry_len_wraps, "past the end");
-    expect_offer_refused(BOTH, edit_ucx_len_zero, "UCX address length");
+    expect_offer_refused(BOTH, edit_tcp_len_zero, "tcp entry");
+    expect_offer_refused(BOTH, edit_tcp_port_zero, "tcp entry");
+    expect_offer_refused(BOTH, edit_tcp_port_huge, "tcp entry");
     expect_offer_refused(BOTH, edit_path_len_zero, "path length");
     expect_offer_refused(BOTH, edit_path_len_huge, "path length");
     expect_offer_refused(BOTH, edit_path_len_short, "disagrees");
@@ -378,21 +394,22 @@ test_offer_entry_of_unknown_kind_is_skipped(void)
     uint8_t blob[256];
     size_t n = 0;
     memcpy(blob, "ECTA", 4);
-    put_u32(blob + 4, 1);
-    put_u32(blob + 8, 2);
-    n = 12;
+    put_u32(blob + 4, ECT_XPORT_BLOB_VERSION);
+    memcpy(blob + 8, INSTANCE, sizeof(INSTANCE));
+    put_u32(blob + OFF_COUNT, 2);
+    n = OFF_E0_KIND;
     put_u32(blob + n, 9); /* unknown kind, 5 bytes */
     put_u32(blob + n + 4, 5);
     memcpy(blob + n + 8, "hello", 5);
     n += 13;
-    put_u32(blob + n, ECT_XPORT_UCX);
-    put_u32(blob + n + 4, sizeof(ADDR));
-    memcpy(blob + n + 8, ADDR, sizeof(ADDR));
-    n += 8 + sizeof(ADDR);
+    put_u32(blob + n, ECT_XPORT_TCP);
+    put_u32(blob + n + 4, 4);
+    put_u32(blob + n + 8, PORT);
+    n += 12;
     ect_xport_offer_t o;
     CHECK_OK(ect__xport_offer_decode(blob, n, &o));
-    CHECK_EQ_INT(o.kinds, 1u << ECT_XPORT_UCX);
-    CHECK(memcmp(o.ucx_address, ADDR, sizeof(ADDR)) == 0);
+    CHECK_EQ_INT(o.kinds, 1u << ECT_XPORT_TCP);
+    CHECK_EQ_INT(o.tcp_port, PORT);
 }
 
 static void
@@ -408,36 +425,31 @@ test_empty_or_oversized_blobs_are_peer_errors(void)
     CHECK_STATUS(ect__xport_offer_decode(big, ECT_XPORT_MAX_BLOB + 1, &o), ECT_ERR_PEER);
     CHECK_CONTAINS(ect_last_error(), "at most");
     memcpy(big, "ECTD", 4);
+    put_u32(big + 4, ECT_XPORT_BLOB_VERSION);
     CHECK_STATUS(ect__xport_desc_decode(big, ECT_XPORT_MAX_BLOB + 1, &d), ECT_ERR_PEER);
     free(big);
     /* The other blob's magic is not accepted either. */
-    uint8_t *blob;
-    size_t len;
+    uint8_t blob[ECT_XPORT_DESC_LEN];
+    size_t blen;
     ect_xport_desc_t sd = sample_desc();
-    CHECK_OK(ect__xport_desc_encode(&sd, &blob, &len));
-    CHECK_STATUS(ect__xport_offer_decode(blob, len, &o), ECT_ERR_PEER);
-    free(blob);
+    CHECK_OK(ect__xport_desc_encode(&sd, NULL, 0, blob, sizeof(blob), &blen));
+    CHECK_STATUS(ect__xport_offer_decode(blob, sizeof(blob), &o), ECT_ERR_PEER);
 }
 
 /* ---- malformed descriptors ----------------------------------------------------------- */
 
-enum { D_VERSION = 4, D_BASE = 8, D_BS = 16, D_NB = 24, D_RKEYLEN = 32, D_RKEY = 36 };
+enum { D_VERSION = 4, D_BS = 8, D_NB = 16, D_TOKEN = 24 };
 
 static void
 expect_desc_refused(void (*edit)(uint8_t *blob, size_t *len), const char *what)
 {
     ect_xport_desc_t d = sample_desc(), out;
-    uint8_t *blob;
-    size_t len;
-    CHECK_OK(ect__xport_desc_encode(&d, &blob, &len));
-    CHECK_EQ_U64(len, D_RKEY + sizeof(RKEY));
-    uint8_t *big = calloc(1, len + 64);
-    memcpy(big, blob, len);
-    free(blob);
+    uint8_t big[ECT_XPORT_DESC_LEN + 64] = {0};
+    size_t len = ECT_XPORT_DESC_LEN;
+    CHECK_OK(ect__xport_desc_encode(&d, NULL, 0, big, sizeof(big), &len));
     edit(big, &len);
     CHECK_STATUS(ect__xport_desc_decode(big, len, &out), ECT_ERR_PEER);
     CHECK_CONTAINS(ect_last_error(), what);
-    free(big);
 }
 
 static void
@@ -450,7 +462,7 @@ static void
 dedit_version(uint8_t *b, size_t *len)
 {
     (void)len;
-    put_u32(b + D_VERSION, 0);
+    put_u32(b + D_VERSION, 1);
 }
 static void
 dedit_bs_zero(uint8_t *b, size_t *len)
@@ -471,42 +483,58 @@ dedit_size_overflow(uint8_t *b, size_t *len)
     put_u64(b + D_NB, 1ull << 62);
 }
 static void
-dedit_base_overflow(uint8_t *b, size_t *len)
-{
-    (void)len;
-    put_u64(b + D_BASE, ~0ull - 4096);
-}
-static void
-dedit_rkey_huge(uint8_t *b, size_t *len)
-{
-    (void)len;
-    put_u32(b + D_RKEYLEN, 0xffffffffu);
-}
-static void
-dedit_rkey_long(uint8_t *b, size_t *len)
-{
-    (void)len;
-    put_u32(b + D_RKEYLEN, sizeof(RKEY) + 1);
-}
-static void
 dedit_trailing(uint8_t *b, size_t *len)
 {
     (void)b;
     *len += 1;
 }
 
+/* A consumer that takes runs gets them in the descriptor; a peer's runs
+ * are checked against the region it describes. */
+static void
+test_descriptor_runs_round_trip_and_bad_runs_are_peer_errors(void)
+{
+    ect_xport_desc_t d = sample_desc(), back;
+    const ect_run_t runs[] = {{0, 10}, {500, 3}, {990, 10}};
+    uint8_t blob[ECT_XPORT_DESC_LEN + 3 * 16];
+    size_t len = 0;
+    CHECK_OK(ect__xport_desc_encode(&d, runs, 3, blob, sizeof(blob), &len));
+    CHECK_EQ_U64(len, ect__xport_desc_size(3));
+    CHECK_OK(ect__xport_desc_decode(blob, len, &back));
+    CHECK_EQ_U64(back.n_runs, 3);
+    for (size_t i = 0; i < 3; i++) {
+        ect_run_t r = ect__xport_desc_run(&back, i);
+        CHECK_EQ_U64(r.first, runs[i].first);
+        CHECK_EQ_U64(r.count, runs[i].count);
+    }
+    CHECK(memcmp(back.token, TOKEN, sizeof(TOKEN)) == 0);
+    /* The token stays the last field. */
+    CHECK(memcmp(blob + len - ECT_STREAM_TOKEN_LEN, TOKEN, sizeof(TOKEN)) == 0);
+    /* A run past the region's end, an empty one, a count that lies. */
+    uint8_t bad[sizeof(blob)];
+    memcpy(bad, blob, len);
+    put_u64(bad + 28 + 32, 995); /* the third run starts at 995: 995 + 10 > 1000 */
+    CHECK_STATUS(ect__xport_desc_decode(bad, len, &back), ECT_ERR_PEER);
+    CHECK_CONTAINS(ect_last_error(), "run 2");
+    memcpy(bad, blob, len);
+    put_u64(bad + 28 + 16 + 8, 0);
+    CHECK_STATUS(ect__xport_desc_decode(bad, len, &back), ECT_ERR_PEER);
+    memcpy(bad, blob, len);
+    put_u32(bad + 24, 0xffffffffu);
+    CHECK_STATUS(ect__xport_desc_decode(bad, len, &back), ECT_ERR_PEER);
+    put_u32(bad + 24, 2);
+    CHECK_STATUS(ect__xport_desc_decode(bad, len, &back), ECT_ERR_PEER);
+}
+
 static void
 test_descriptor_with_bad_fields_is_peer_error(void)
 {
     expect_desc_refused(dedit_magic, "magic");
-    expect_desc_refused(dedit_version, "version 0");
+    expect_desc_refused(dedit_version, "version 1");
     expect_desc_refused(dedit_bs_zero, "non-zero");
     expect_desc_refused(dedit_nb_zero, "non-zero");
-    expect_desc_refused(dedit_size_overflow, "overflows");
-    expect_desc_refused(dedit_base_overflow, "overflows");
-    expect_desc_refused(dedit_rkey_huge, "longer than 4096");
-    expect_desc_refused(dedit_rkey_long, "disagrees");
-    expect_desc_refused(dedit_trailing, "disagrees");
+    expect_desc_refused(dedit_size_overflow, "64 bits");
+    expect_desc_refused(dedit_trailing, "with 0 runs version 2 has 44");
 }
 
 /* ---- corruption ------------------------------------------------------------------------ */
@@ -516,10 +544,10 @@ test_every_single_byte_corruption_decodes_or_fails_cleanly(void)
 {
     ect_xport_offer_t o = sample_offer(BOTH), out;
     ect_xport_desc_t d = sample_desc(), dout;
-    uint8_t *ob, *db;
-    size_t olen, dlen;
+    uint8_t *ob, db[ECT_XPORT_DESC_LEN];
+    size_t olen, dlen = sizeof(db);
     CHECK_OK(ect__xport_offer_encode(&o, &ob, &olen));
-    CHECK_OK(ect__xport_desc_encode(&d, &db, &dlen));
+    CHECK_OK(ect__xport_desc_encode(&d, NULL, 0, db, sizeof(db), &dlen));
     static const uint8_t values[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff};
     unsigned refused = 0;
     for (int which = 0; which < 2; which++) {
@@ -538,15 +566,12 @@ test_every_single_byte_corruption_decodes_or_fails_cleanly(void)
                 /* Whatever decodes stays inside the blob it came from. */
                 if (st == ECT_OK && !which && out.path != NULL)
                     CHECK((const uint8_t *)out.path + out.path_len <= copy + len);
-                if (st == ECT_OK && which && dout.rkey != NULL)
-                    CHECK(dout.rkey + dout.rkey_len <= copy + len);
             }
         free(copy);
     }
     /* Corrupting magic, counts and lengths must be noticed. */
     CHECK(refused > 20);
     free(ob);
-    free(db);
 }
 
 static const struct ect_test_case cases[] = {
@@ -561,6 +586,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_offer_entry_of_unknown_kind_is_skipped),
     ECT_CASE(test_empty_or_oversized_blobs_are_peer_errors),
     ECT_CASE(test_descriptor_with_bad_fields_is_peer_error),
+    ECT_CASE(test_descriptor_runs_round_trip_and_bad_runs_are_peer_errors),
     ECT_CASE(test_every_single_byte_corruption_decodes_or_fails_cleanly),
 };
 

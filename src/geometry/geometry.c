@@ -6,6 +6,8 @@
  * so it must never change for an existing dtype.  All arithmetic on sizes is
  * overflow-checked even where the bounds make overflow impossible today,
  * because the bounds are the kind of thing that gets raised later.
+ * src/geometry/ sits just above src/common/: the region and the cache use it,
+ * it uses nothing of theirs.
  * No state, no locks.
  */
 #include <inttypes.h>

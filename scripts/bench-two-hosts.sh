@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Two "hosts" on one machine: a producer and a consumer in two network
+# namespaces joined by a veth pair, unshaped and shaped with tc's token
+# bucket (tbf) to 10 and 1 Gbit/s.  For entries of 1, 8 and 32 MiB it prints
+# the consumer's fetch latency (XferReq to landed, one entry at a time over
+# warm connections, the median of 3) and the bandwidth that makes, next to the link's ceiling
+# measured over the same veth in the same run: the same number of bytes
+# sent over a bare TCP connection (Python's sendall/recv_into, one request
+# per transfer, on one connection, like ectier's stream).
+#
+#   scripts/bench-two-hosts.sh BUILD_DIR
+#
+# Needs root (ip netns, tc).  The addresses (10.201.0.1/30, 10.201.0.2/30)
+# exist only inside the namespaces this script creates; it removes them,
+# and everything it started, on exit.
+set -euo pipefail
+build=${1:?usage: bench-two-hosts.sh BUILD_DIR}
+ectier="$build/ectier"
+[ -x "$ectier" ] || { echo "bench two-hosts: no $ectier (build first)" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] || { echo "bench two-hosts: skipped: needs root for ip netns and tc" >&2; exit 0; }
+
+tag="ectb$$"
+nsp="${tag}p" nsc="${tag}c"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    ip netns del "$nsp" 2>/dev/null || true
+    ip netns del "$nsc" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+if ! ip netns add "$nsp" 2>/dev/null; then
+    echo "bench two-hosts: skipped: cannot create network namespaces here" >&2
+    exit 0
+fi
+ip netns add "$nsc"
+ip link add "${tag}a" type veth peer name "${tag}b"
+ip link set "${tag}a" netns "$nsp"
+ip link set "${tag}b" netns "$nsc"
+ip -n "$nsp" addr add 10.201.0.1/30 dev "${tag}a"
+ip -n "$nsc" addr add 10.201.0.2/30 dev "${tag}b"
+for ns in "$nsp" "$nsc"; do ip -n "$ns" link set lo up; done
+ip -n "$nsp" link set "${tag}a" up
+ip -n "$nsc" link set "${tag}b" up
+
+# Shape both directions' egress (the producer's is what matters).
+shape() {
+    local rate=$1
+    for pair in "$nsp ${tag}a" "$nsc ${tag}b"; do
+        set -- $pair
+        tc -n "$1" qdisc del dev "$2" root 2>/dev/null || true
+        if [ "$rate" != none ]; then
+            # A bucket small next to the entries, so neither side rides a
+            # burst after idling (it must still hold a timer tick's worth).
+            local burst=256kb
+            [ "$rate" = 10gbit ] && burst=1mb
+            tc -n "$1" qdisc add dev "$2" root tbf rate "$rate" burst "$burst" latency 50ms
+        fi
+    done
+}
+
+# The link's ceiling: bytes over a bare TCP connection, request by request.
+ceiling_gbps() {
+    local bytes=$1
+    ip netns exec "$nsp" /usr/bin/python3 - "$bytes" <<'EOF' &
+import socket, sys
+n = int(sys.argv[1]); buf = bytearray(b'\x5a' * n)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.201.0.1", 47000)); s.listen(1)
+c, _ = s.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while c.recv(8) == b"go......":
+    c.sendall(buf)
+EOF
+    local server=$!
+    sleep 0.5
+    ip netns exec "$nsc" /usr/bin/python3 - "$bytes" <<'EOF'
+import socket, statistics, sys, time
+n = int(sys.argv[1]); buf = bytearray(n); view = memoryview(buf)
+c = socket.create_connection(("10.201.0.1", 47000)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+times = []
+for i in range(8):
+    t0 = time.perf_counter(); c.sendall(b"go......"); got = 0
+    while got < n:
+        got += c.recv_into(view[got:], n - got)
+    times.append(time.perf_counter() - t0)
+print("%.3f" % (n / statistics.median(times[2:]) / 1e9))
+EOF
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+}
+
+cfgp='{"ec_connector":"ectier","ec_role":"ec_producer","ec_connector_extra_config":{"ec_cpu_bytes":"160MiB","ec_enable_nixl":true}}'
+cfgc='{"ec_connector":"ectier","ec_role":"ec_consumer","ec_connector_extra_config":{"ec_cpu_bytes":"160MiB","ec_enable_nixl":true,"transport":"tcp"}}'
+hidden=3584 # bf16: 7 KiB rows
+
+echo "  producer and consumer in two network namespaces over a veth pair; fetch = one entry,"
+echo "  XferReq to landed, one at a time, warm (median of 3); ceiling = the same bytes over bare"
+echo "  TCP on the same link, back to back on one connection"
+for rate in none 10gbit 1gbit; do
+    shape "$rate"
+    for mib in 1 8 32; do
+        tokens=$(( mib * 1048576 / (hidden * 2) ))
+        bytes=$(( tokens * hidden * 2 ))
+        ip netns exec "$nsp" env ECTIER_SIDE_CHANNEL_HOST=10.201.0.1 ECTIER_SIDE_CHANNEL_PORT=0 \
+            "$ectier" producer --config "$cfgp" --model m --hidden $hidden --dtype bf16 \
+            --fill 4 --tokens $tokens > "$work/params" 2>"$work/producer.log" &
+        pids+=($!)
+        for _ in $(seq 100); do grep -q '^ready' "$work/params" 2>/dev/null && break; sleep 0.1; done
+        # One consumer, the four entries one after another: the first pays
+        # for making its connections; the median of the other three counts.
+        out=$(ip netns exec "$nsc" "$ectier" consumer --config "$cfgc" --model m --hidden $hidden \
+              --dtype bf16 --params "$work/params" --verify-pattern --one-at-a-time \
+              2>>"$work/consumer.log" || true)
+        mapfile -t lat < <(echo "$out" | awk '/^ok /{print $3}')
+        [ ${#lat[@]} -eq 4 ] || { echo "bench two-hosts: a fetch failed: $out" >&2; exit 1; }
+        lat=("${lat[@]:1}")
+        kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+        med=$(printf '%s\n' "${lat[@]}" | sort -g | sed -n 2p)
+        ceil=$(ceiling_gbps $bytes)
+        awk -v r="$rate" -v m="$mib" -v ms="$med" -v b="$bytes" -v c="$ceil" 'BEGIN {
+            g = b / (ms / 1000) / 1e9;
+            printf "  link %-7s %2d MiB  fetch %8.3f ms  %6.3f GB/s   ceiling %6.3f GB/s   ratio %.2f  (target 0.90%s)\n",
+                   r, m, ms, g, c, g / c, ((g / c) >= 0.9 ? "" : ", MISSED") }'
+    done
+done

@@ -1,0 +1,105 @@
+/*
+ * The P2P data-plane frames (SPEC §8.7): what a consumer sends on ectier's
+ * TCP data stream to name the grant it holds, and what the producer answers
+ * before the granted bytes.  Pure: no I/O, no state.  The one home of this
+ * format; src/p2p/xport_tcp_server.c and xport_tcp_client.c speak it and fuzz/p2p/fuzz_stream.c
+ * attacks its decoders.
+ *
+ * All integers little-endian.
+ *
+ *   request (consumer -> producer), ECT_STREAM_REQ_FIXED bytes, then the
+ *   two strings:
+ *      0  "ECTR"
+ *      4  u32 version (ECT_STREAM_VERSION)
+ *      8  u32 session_len   1..ECT_WIRE_MAX_STR
+ *     12  u32 hash_len      1..ECT_WIRE_MAX_STR
+ *     16  u64 expect_bytes  the payload size the consumer expects (> 0)
+ *     24  token[ECT_STREAM_TOKEN_LEN]  the grant token of the XferAck
+ *     40  session_id bytes, mm_hash bytes (no NUL byte in either)
+ *
+ *   response (producer -> consumer), ECT_STREAM_RESP_LEN bytes:
+ *      0  "ECTS"
+ *      4  u32 status (ect_stream_status_t)
+ *      8  u64 payload_len  (expect_bytes when OK, else 0)
+ *   then, when OK, exactly payload_len bytes: the entry's blocks in entry
+ *   order, whole blocks.
+ *
+ * One request per grant: a token is good for one stream.  After any answer
+ * but OK the producer closes the connection; after OK and the payload the
+ * connection may carry the next request.
+ */
+#ifndef ECT_PROTO_STREAM_H
+#define ECT_PROTO_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ectier/status.h>
+
+#include "proto/wire.h"
+
+#define ECT_STREAM_VERSION   1u
+#define ECT_STREAM_TOKEN_LEN 16u
+#define ECT_STREAM_REQ_FIXED 40u
+#define ECT_STREAM_REQ_MAX   (ECT_STREAM_REQ_FIXED + 2u * ECT_WIRE_MAX_STR)
+#define ECT_STREAM_RESP_LEN  16u
+
+/* The producer's answer; values are the wire values. */
+typedef enum ect_stream_status {
+    ECT_STREAM_OK = 0,
+    /* No live grant of that name and token: never granted, forged token,
+     * already streamed, lapsed or released.  One answer for all, so a
+     * prober learns nothing. */
+    ECT_STREAM_DENIED = 1,
+    /* The grant is live but expect_bytes is not its size. */
+    ECT_STREAM_SIZE_MISMATCH = 2,
+} ect_stream_status_t;
+
+/* "ok", "denied", "size_mismatch"; "unknown" otherwise.  Never NULL. */
+const char *ect__stream_status_str(uint32_t status);
+
+/* A request.  When decoded, the strings point into the decoded buffer and
+ * are NOT NUL-terminated (use the lengths). */
+typedef struct ect_stream_req {
+    const char *session_id;
+    size_t session_len;
+    const char *mm_hash;
+    size_t hash_len;
+    uint64_t expect_bytes;
+    uint8_t token[ECT_STREAM_TOKEN_LEN];
+} ect_stream_req_t;
+
+/* Bytes the encoding of req takes (ECT_STREAM_REQ_FIXED + both lengths). */
+size_t ect__stream_req_size(const ect_stream_req_t *req);
+
+/* Write req to out (cap bytes).  Returns ECT_OK with *len_p;
+ * ECT_ERR_INVALID_ARG (a NULL argument, an empty string or one with a NUL
+ * byte, expect_bytes 0); ECT_ERR_OVERFLOW (a string over ECT_WIRE_MAX_STR
+ * bytes, or cap too small). */
+ect_status_t ect__stream_req_encode(const ect_stream_req_t *req, uint8_t *out, size_t cap,
+                                    size_t *len_p);
+
+/* Check the fixed part of a request (the first ECT_STREAM_REQ_FIXED of len
+ * bytes) and say how long the whole request is.  Returns ECT_OK with
+ * *total_p; ECT_ERR_PARSE (bad magic or version, a length 0 or over
+ * ECT_WIRE_MAX_STR, expect_bytes 0) with a message; ECT_ERR_INVALID_ARG
+ * when len < ECT_STREAM_REQ_FIXED. */
+ect_status_t ect__stream_req_peek(const uint8_t *buf, size_t len, size_t *total_p);
+
+/* Decode one whole request of exactly len bytes.  *req_p borrows from buf
+ * and is written only on success.  Returns ECT_OK or ECT_ERR_PARSE (what
+ * req_peek refuses, a length that disagrees with len, a NUL byte in a
+ * string). */
+ect_status_t ect__stream_req_decode(const uint8_t *buf, size_t len, ect_stream_req_t *req_p);
+
+/* Write a response header. */
+void ect__stream_resp_encode(ect_stream_status_t status, uint64_t payload_len,
+                             uint8_t out[ECT_STREAM_RESP_LEN]);
+
+/* Decode a response header.  Returns ECT_OK with *status_p (a member of
+ * ect_stream_status_t) and *payload_len_p (0 unless OK); ECT_ERR_PARSE for
+ * a bad magic, an unknown status, or a payload length on a refusal. */
+ect_status_t ect__stream_resp_decode(const uint8_t in[ECT_STREAM_RESP_LEN], uint32_t *status_p,
+                                     uint64_t *payload_len_p);
+
+#endif /* ECT_PROTO_STREAM_H */
