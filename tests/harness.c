@@ -2,6 +2,7 @@
  * Implementation of the test harness (see harness.h): fork per case, a
  * timeout per case, one result line per case and a closing count line.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -71,6 +72,40 @@ ect_test_unique_name(char *buf, size_t len, const char *prefix)
     static unsigned counter;
     snprintf(buf, len, "%s%d_%u", prefix ? prefix : "ectt_", (int)getpid(), counter++);
     return buf;
+}
+
+size_t
+ect_test_children(pid_t parent, int zombies, pid_t *out, size_t cap)
+{
+    DIR *d = opendir("/proc");
+    if (d == NULL)
+        ect_test_fail(__FILE__, __LINE__, "cannot open /proc: %s", strerror(errno));
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        /* "pid (comm) S ppid ...": comm may hold anything, so read after the last ')'. */
+        char *rp = strrchr(buf, ')');
+        char state;
+        int ppid;
+        if (rp == NULL || sscanf(rp + 1, " %c %d", &state, &ppid) != 2 || ppid != (int)parent ||
+            (state == 'Z') != (zombies != 0))
+            continue;
+        if (n < cap)
+            out[n] = (pid_t)atoi(e->d_name);
+        n++;
+    }
+    closedir(d);
+    return n;
 }
 
 static int

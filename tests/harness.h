@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 struct ect_test_case {
@@ -132,5 +133,10 @@ char *ect_test_read_file(const char *path, size_t *len_p);
 /* A unique name for this test case's objects ("ectt_<pid>_<n>"), so parallel
  * test programs never collide in /dev/shm or on ports.  Returned in buf. */
 const char *ect_test_unique_name(char *buf, size_t len, const char *prefix);
+
+/* Children of parent from /proc: the zombies (State Z) if zombies is
+ * non-zero, else the others.  Returns how many; at most cap pids are
+ * written to out (which may be NULL when cap is 0). */
+size_t ect_test_children(pid_t parent, int zombies, pid_t *out, size_t cap);
 
 #endif /* ECT_TESTS_HARNESS_H */

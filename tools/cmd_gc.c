@@ -1,9 +1,10 @@
 /*
  * `ectier gc [--dry-run] [--dir D]`: remove orphaned ectier regions (files
- * with ectier magic that no process holds) and stale temp files from a
- * directory (default /dev/shm), print each and a count.  Files without
- * ectier magic are never touched.  Exit 1 if some orphan could not be
- * removed.
+ * with ectier magic that no process holds) and stale temp files of region
+ * creations from a directory (default /dev/shm), print each and a count.
+ * Files named like ours that are not provably ectier's (no magic, another
+ * program's temp file, links, FIFOs, directories) are never touched, and
+ * printed as "left".  Exit 1 if some orphan could not be removed.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,12 +23,19 @@ static const char usage[] =
 struct gc_ctx {
     int dry_run;
     unsigned failed;
+    unsigned left;
 };
 
 static void
 on_orphan(const ect_region_info_t *i, ect_status_t outcome, void *user)
 {
     struct gc_ctx *c = user;
+    if (outcome == ECT_ERR_INCOMPATIBLE) {
+        /* Named like ours but not provably ours: never removed. */
+        c->left++;
+        printf("left %s (%s)\n", i->path, i->problem);
+        return;
+    }
     if (outcome != ECT_OK) {
         c->failed++;
         fprintf(stderr, "ectier gc: cannot remove %s: %s\n", i->path, i->problem);
@@ -75,9 +83,12 @@ ect_cli_gc(int argc, char **argv)
     unsigned removed = 0;
     if (ect_region_gc(dir, c.dry_run, on_orphan, &c, &removed) != ECT_OK)
         return ect_cli_fail("gc", "%s", ect_last_error());
+    char left[64] = "";
+    if (c.left > 0)
+        snprintf(left, sizeof(left), ", %u left (not provably ectier's)", c.left);
     if (c.dry_run)
-        printf("%u would be removed from %s (dry run)\n", removed, dir);
+        printf("%u would be removed from %s%s (dry run)\n", removed, dir, left);
     else
-        printf("%u removed from %s\n", removed, dir);
+        printf("%u removed from %s%s\n", removed, dir, left);
     return c.failed == 0 ? 0 : 1;
 }

@@ -1,7 +1,7 @@
 /*
  * `ectier inspect [NAME] [--dir D] [--json]`: show the ectier regions in a
  * directory (default /dev/shm): name, size, geometry, live holders and their
- * pids, the waiting reaper, creator and age.  Files named like regions that
+ * pids, the owner's pid, the waiting reaper, creator and age.  Files named like regions that
  * are not usable ones are shown with the reason.  Read-only: takes no locks
  * and changes nothing (ect_region_list).
  */
@@ -93,7 +93,10 @@ print_text(const ect_region_info_t *i)
         print_geometry(i, size);
         break;
     case ECT_REGION_FILE_TEMP:
-        printf("  temp file of a region creation (in progress or interrupted), %s\n", size);
+        if (i->gc_eligible)
+            printf("  temp file of a region creation (in progress or interrupted), %s\n", size);
+        else
+            printf("  named like a region's temp file, but %s (%s)\n", i->problem, size);
         break;
     default:
         printf("  not usable: %s (%s)\n", i->problem, size);
@@ -101,12 +104,18 @@ print_text(const ect_region_info_t *i)
     }
     printf("  ");
     print_pids("holders", i->n_holders, i->holder_pids);
+    if (i->owner_pid != 0)
+        printf(", owner pid %" PRId32, i->owner_pid);
     if (i->n_waiters > 0) {
         printf(", ");
         print_pids("waiting (reaper)", i->n_waiters, i->waiter_pids);
     }
-    if (i->n_holders == 0 && i->kind != ECT_REGION_FILE_FOREIGN)
+    /* Only what gc really removes is called orphaned (ect_region_gc and
+     * gc_eligible share one rule). */
+    if (i->n_holders == 0 && i->gc_eligible)
         printf(", orphaned: `ectier gc` removes it");
+    else if (i->kind != ECT_REGION_FILE_FOREIGN && !i->gc_eligible)
+        printf(", `ectier gc` leaves it (see above); remove it by hand if it is yours");
     printf("\n");
     if (i->kind == ECT_REGION_FILE_REGION)
         printf("  created by pid %" PRId32 ", %s ago%s%s%s\n", i->creator_pid, age,
@@ -125,9 +134,7 @@ on_file(const ect_region_info_t *info, void *user)
     c->shown++;
     if (info->kind == ECT_REGION_FILE_REGION && info->n_holders > 0)
         c->live++;
-    else if ((info->kind == ECT_REGION_FILE_REGION || info->kind == ECT_REGION_FILE_BAD ||
-              info->kind == ECT_REGION_FILE_TEMP) &&
-             info->n_holders == 0)
+    else if (info->gc_eligible && info->n_holders == 0)
         c->orphaned++;
     else
         c->other++;

@@ -1,17 +1,43 @@
 /*
  * `ectier`: the command-line entry point.  Dispatches to one function per
  * subcommand (tools/cli.h); each lives in tools/cmd_<name>.c.
+ *
+ * Before that it raises its soft RLIMIT_NOFILE to the hard limit (at most
+ * FD_SOFT_MAX): a producer serves many consumers, each connection a
+ * descriptor, and at the soft limit libzmq 4.3 turns every new connection
+ * into a busy loop (src/p2p/control.c).  The CLI owns its process, so it
+ * may; the library never changes process limits, since it lives in the
+ * engine's process, whose limits are the engine's to choose (code that
+ * still uses select() breaks above 1024 descriptors).
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <ectier/ectier.h>
 
 #include "cli.h"
 #include "ectier_build_config.h"
 
+/* No more: some code walks every possible descriptor (close loops). */
+#define FD_SOFT_MAX 65536
+
 static int cli_version(int argc, char **argv);
+
+static void
+raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want =
+        rl.rlim_max == RLIM_INFINITY || rl.rlim_max > FD_SOFT_MAX ? FD_SOFT_MAX : rl.rlim_max;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        setrlimit(RLIMIT_NOFILE, &rl); /* best effort: the old limit still works */
+    }
+}
 
 /* Examples use the files and ports of the README's walk-through. */
 #define P2P_ARGS "--model m --hidden 3584 --dtype bf16"
@@ -98,6 +124,7 @@ print_help(FILE *out)
 int
 main(int argc, char **argv)
 {
+    raise_fd_limit();
     if (argc < 2) {
         print_help(stderr);
         return 2;

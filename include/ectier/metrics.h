@@ -61,7 +61,11 @@ typedef struct ect_metrics {
     uint64_t acks_received[ECT_XFER_STATUS_COUNT]; /* consumer: by ect_xfer_status_t */
     uint64_t acks_sent[ECT_XFER_STATUS_COUNT];     /* producer: by ect_xfer_status_t */
     uint64_t wire_dropped;                         /* undecodable control messages */
-    uint64_t grants_outstanding;                   /* producer: reads granted, not yet served */
+    /* producer: control messages dropped for their framing (no empty
+     * delimiter frame, a missing or extra frame, a payload over
+     * ECT_CTL_MAX_MESSAGE); never answered */
+    uint64_t control_framing_dropped;
+    uint64_t grants_outstanding; /* producer: reads granted, not yet served */
     uint64_t grants_expired;
     uint64_t grants_released_dead_peer;
     uint64_t announcements;

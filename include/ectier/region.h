@@ -51,6 +51,16 @@ enum {
     ECT_REGION_NO_REAPER = 1u << 1,
     /* Do not sweep orphaned regions out of the directory before opening. */
     ECT_REGION_NO_SWEEP = 1u << 2,
+    /* Open as the region's owner: the one process (the scheduler side,
+     * which keeps the cache index of the blocks) that decides what the
+     * blocks hold.  At most one open region is the owner at a time; other
+     * owners are refused with ECT_ERR_BUSY while it lives.  Joiners
+     * without this flag (workers) and read-only mappers are not affected.
+     * Ownership ends with ect_region_close() or with the process, however
+     * it dies (it is a lock on this open's file description: a child that
+     * inherited the region's descriptor by fork keeps it until it exits or
+     * execs, as it keeps the liveness hold). */
+    ECT_REGION_OWNER = 1u << 3,
 };
 
 /* Parameters of ect_region_open().  Zero-initialise, then fill in.  Every
@@ -107,8 +117,10 @@ typedef struct ect_region_params {
  *     gives both geometries; the file is left untouched),
  *   ECT_ERR_NO_SPACE (the directory's file system cannot hold the region;
  *     the message gives the numbers; nothing is left behind),
- *   ECT_ERR_BUSY (the file stayed exclusively locked for lock_timeout_ms, or
- *     kept being replaced while joining),
+ *   ECT_ERR_BUSY (the file stayed exclusively locked for lock_timeout_ms,
+ *     kept being replaced while joining, or, with ECT_REGION_OWNER, another
+ *     open of the region owns it: the message names the region and the
+ *     owner's pid; nothing of the region is changed),
  *   ECT_ERR_IO, ECT_ERR_NO_MEMORY.
  * Thread safety: safe; concurrent opens of one name in several threads or
  * processes give one creator and joiners. */
@@ -129,7 +141,11 @@ ECT_API ect_status_t ect_region_open_readonly(const char *path_or_name, const ch
  * region, the file is unlinked before this returns.  Holds are counted per
  * open file description: a child that inherited this region by fork shares
  * this hold, so it must not outlive the close.  Works the same for read-only
- * regions.  NULL is a no-op.  Never fails (problems are logged). */
+ * regions.  Reapers normally end as children of init, which collects them;
+ * in a process that is their parent instead (PID 1 of a container, or a
+ * child subreaper) opens and closes collect the exited ones, and the last
+ * close of a region waits up to 200 ms for the reaper it lets go, so no
+ * zombie is left.  NULL is a no-op.  Never fails (problems are logged). */
 ECT_API void ect_region_close(ect_region_t *region);
 
 /* Base of block 0 (data_offset bytes into the mapping); read-only memory for
@@ -168,10 +184,12 @@ ECT_API int ect_region_fd(const ect_region_t *region);
 typedef enum ect_region_file_kind {
     ECT_REGION_FILE_REGION = 0,  /* an ectier region with a valid header */
     ECT_REGION_FILE_BAD = 1,     /* ectier magic but an invalid header, or an
-                                    "ectier_*.mmap" file that cannot be read */
+                                    "ectier_*.mmap" that cannot be read or is
+                                    not a regular file (problem says which) */
     ECT_REGION_FILE_FOREIGN = 2, /* named "ectier_*.mmap" without ectier magic */
     ECT_REGION_FILE_TEMP = 3,    /* "*.ectier.tmp": a creation in progress or
-                                    interrupted */
+                                    interrupted, or (gc_eligible 0) a file
+                                    that only has such a name */
 } ect_region_file_kind_t;
 
 /* Most holder and waiter pids reported per file. */
@@ -205,6 +223,14 @@ typedef struct ect_region_info {
     int32_t holder_pids[ECT_REGION_MAX_PIDS];
     unsigned n_waiters;
     int32_t waiter_pids[ECT_REGION_MAX_PIDS];
+    /* The pid of the process that owns the region (ECT_REGION_OWNER), from
+     * /proc/locks; 0 if none. */
+    int32_t owner_pid;
+    /* 1 if the file is provably ectier's, so ect_region_gc() removes it once
+     * nothing holds it: a regular "*.mmap" file with the ectier magic, or a
+     * regular "<region>.XXXXXX.ectier.tmp" file whose ectier header names
+     * <region>.  0: gc leaves it whatever its holders (problem says why). */
+    int gc_eligible;
 } ect_region_info_t;
 
 /* Return 0 to go on, non-zero to stop the listing. */
@@ -219,13 +245,19 @@ typedef int (*ect_region_list_fn)(const ect_region_info_t *info, void *user);
 ECT_API ect_status_t ect_region_list(const char *dir, ect_region_list_fn fn, void *user);
 
 /* Called by ect_region_gc() for each orphan: outcome ECT_OK if it was removed
- * (or would be, in a dry run), else the failure (info->problem says why). */
+ * (or would be, in a dry run), ECT_ERR_IO if the unlink failed; and for each
+ * file that is named like ours but that gc leaves because it is not provably
+ * ectier's (gc_eligible 0: no magic, another program's temp file, a link,
+ * FIFO or directory, unreadable), outcome ECT_ERR_INCOMPATIBLE.
+ * info->problem says why in both failure cases. */
 typedef void (*ect_region_gc_fn)(const ect_region_info_t *info, ect_status_t outcome, void *user);
 
-/* Remove orphans from dir (NULL: ECT_REGION_DEFAULT_DIR): ectier regions
- * (valid or bad header) and temp files on which an exclusive flock can be
- * taken without waiting, and whose path still names the locked file.  Files
- * without ectier magic are never touched.  With dry_run, only reports.
+/* Remove orphans from dir (NULL: ECT_REGION_DEFAULT_DIR): files that are
+ * provably ectier's (gc_eligible: ectier regions with a valid or bad header,
+ * and temp files of region creations) on which an exclusive flock can be
+ * taken without waiting, and whose path still names the locked file.  No
+ * other file is locked or removed; those named like ours are reported (see
+ * ect_region_gc_fn).  With dry_run, only reports.
  * fn may be NULL.  removed_p (optional, out): how many were (or would be)
  * removed.  Returns ECT_OK (even if some unlink failed: see the callback),
  * ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND, ECT_ERR_IO, ECT_ERR_NO_MEMORY.

@@ -73,11 +73,15 @@ typedef struct ect_scheduler_params {
     const char *model_name;     /* P2P compatibility hash; NULL = "" */
 } ect_scheduler_params_t;
 
-/* Create the scheduler side: opens (creates or joins) the region and builds
- * an empty cache over it.  Returns ECT_OK, ECT_ERR_INVALID_ARG,
+/* Create the scheduler side: opens (creates or joins) the region as its
+ * owner (ECT_REGION_OWNER: one scheduler per region; workers join it) and
+ * builds an empty cache over it.  Returns ECT_OK, ECT_ERR_INVALID_ARG,
  * ECT_ERR_CONFIG, ECT_ERR_INCOMPATIBLE (region of another geometry),
- * ECT_ERR_NO_SPACE, ECT_ERR_IO, ECT_ERR_UNSUPPORTED (P2P requested in a
- * build without it), ECT_ERR_NO_MEMORY.  Nothing is left behind on error. */
+ * ECT_ERR_BUSY (another scheduler, in this process or another, owns the
+ * region: two instances were given one region_name; the message names the
+ * region and the owner's pid), ECT_ERR_NO_SPACE, ECT_ERR_IO,
+ * ECT_ERR_UNSUPPORTED (P2P requested in a build without it),
+ * ECT_ERR_NO_MEMORY.  Nothing is left behind on error. */
 ECT_API ect_status_t ect_scheduler_create(const ect_scheduler_params_t *params,
                                           ect_scheduler_t **scheduler_p);
 

@@ -53,7 +53,11 @@ ect__region_info_json(const ect_region_info_t *i)
     cJSON_AddItemToObject(o, "holder_pids", pid_array(i->n_holders, i->holder_pids));
     cJSON_AddNumberToObject(o, "waiters", i->n_waiters);
     cJSON_AddItemToObject(o, "waiter_pids", pid_array(i->n_waiters, i->waiter_pids));
-    cJSON_AddBoolToObject(o, "orphaned", i->n_holders == 0 && i->kind != ECT_REGION_FILE_FOREIGN);
+    cJSON_AddNumberToObject(o, "owner_pid", i->owner_pid);
+    /* Only what gc really removes is called orphaned (ect_region_gc and
+     * gc_eligible share one rule). */
+    cJSON_AddBoolToObject(o, "orphaned", i->n_holders == 0 && i->gc_eligible);
+    cJSON_AddBoolToObject(o, "gc_eligible", i->gc_eligible);
     if (i->kind == ECT_REGION_FILE_REGION) {
         cJSON_AddNumberToObject(o, "layout_version", i->layout_version);
         cJSON_AddNumberToObject(o, "hidden_dim", (double)i->hidden_dim);

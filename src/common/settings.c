@@ -320,7 +320,9 @@ static const struct ect__setting table[] = {
      .type = ECT_SETTING_STRING,
      .default_text = "",
      .doc = "Name of the region file `/dev/shm/<name>.mmap`: characters `A-Z a-z 0-9 . _ -`, "
-            "not starting with `.`, no `..`. Empty: `ectier_<instance>_dp<rank>`.",
+            "not starting with `.`, no `..`. Empty: `ectier_<instance>_dp<rank>`. One scheduler "
+            "owns a region: a second instance started with the same name is refused, naming the "
+            "owner's pid (its workers join).",
      .offset = FIELD(region_name),
      .check = check_region_name},
     {.name = "transport",

@@ -1,13 +1,23 @@
 /*
  * The Prometheus scrape endpoint (src/metrics/http.h).
  *
- * One thread polls the listening socket and an eventfd; stop() writes the
- * eventfd and joins.  Connections are served one at a time: read at most
- * ECT_HTTP_REQ_MAX bytes until the blank line that ends the headers, answer,
- * close.  Every wait on a client is bounded by CLIENT_DEADLINE_MS and also
- * watches the eventfd, so neither a silent client nor stop() can hang the
- * other.  Only the thread touches the client socket; the listening socket
- * and the eventfd are closed by stop() after the join.
+ * One thread runs a poll loop over the listening socket, an eventfd (stop()
+ * writes it and joins) and at most MAX_CLIENTS client connections, each in
+ * one of three states: READING its request (at most ECT_HTTP_REQ_MAX bytes
+ * until the blank line that ends the headers), WRITING the answer (built
+ * whole before the first byte goes out), LINGERING (our side shut down,
+ * draining what the client still sends, briefly).  Every client has one
+ * deadline for the whole exchange, CLIENT_DEADLINE_MS after its accept; at
+ * the deadline it is closed whatever its state.  Nothing ever blocks on one
+ * client, so an idle connection, a slowloris that dribbles its request or a
+ * client that never reads its answer costs a slot for at most the deadline
+ * and delays nobody else.  When every slot is taken, a new connection takes
+ * the slot of the oldest client still READING (a scraper sends its request
+ * at once, so the oldest reader is the likeliest to be idle); when none is
+ * reading, new connections wait in the listen backlog until a slot frees.
+ *
+ * Only the thread touches the clients; the listening socket and the eventfd
+ * are closed by stop() after the join.  No locks.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -25,9 +35,25 @@
 #include "metrics/http.h"
 
 #define ECT_HTTP_REQ_MAX   8192
-#define CLIENT_DEADLINE_MS 2000
+#define MAX_CLIENTS        32
+#define LISTEN_BACKLOG     256 /* a burst of connections never costs a SYN retry */
+#define CLIENT_DEADLINE_MS 1500
 #define LINGER_MS          200
 #define LINGER_MAX_BYTES   (256 * 1024)
+
+enum client_state { FREE, READING, WRITING, LINGERING };
+
+struct client {
+    enum client_state state;
+    int fd;
+    uint64_t accepted_ns;
+    uint64_t deadline_ns;
+    char *req; /* ECT_HTTP_REQ_MAX + 1 bytes while READING */
+    size_t got;
+    char *out; /* the whole answer while WRITING */
+    size_t out_len, out_off;
+    size_t drained; /* LINGERING */
+};
 
 struct ect__http {
     int lfd;
@@ -36,6 +62,7 @@ struct ect__http {
     pthread_t thread;
     ect__http_render_fn render;
     void *user;
+    struct client clients[MAX_CLIENTS];
 };
 
 ect_status_t
@@ -85,7 +112,7 @@ open_listener(ect__http_t *s, const char *address)
         }
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 16) != 0) {
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
             st = ect__error_errno(ECT_ERR_IO, "metrics_address = \"%s\": cannot listen", address);
             close(fd);
             continue;
@@ -108,55 +135,39 @@ open_listener(ect__http_t *s, const char *address)
     return st;
 }
 
-/* Wait for fd to be ready for events, or the deadline, or stop.
- * Returns 1 ready, 0 give up. */
-static int
-wait_client(ect__http_t *s, int fd, short events, uint64_t deadline_ns)
+/* ---- answers ---------------------------------------------------------------------- */
+
+/* Make "head + body" the client's answer and switch it to WRITING; a
+ * failed allocation just closes (the client sees the connection end). */
+static void
+client_answer(struct client *c, const char *head, size_t head_len, const char *body,
+              size_t body_len)
 {
-    for (;;) {
-        uint64_t now = ect__now_ns();
-        if (now >= deadline_ns)
-            return 0;
-        struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = s->stop_fd, .events = POLLIN}};
-        int ms = (int)((deadline_ns - now) / 1000000u) + 1;
-        int n = poll(p, 2, ms);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 || (p[1].revents & POLLIN))
-            return 0;
-        if (p[0].revents != 0)
-            return 1;
+    free(c->req);
+    c->req = NULL;
+    c->out = malloc(head_len + body_len);
+    if (c->out == NULL) {
+        ECT_LOG_W("metrics http: out of memory for a %zu-byte answer", head_len + body_len);
+        c->out_len = 0;
+    } else {
+        memcpy(c->out, head, head_len);
+        if (body_len > 0)
+            memcpy(c->out + head_len, body, body_len);
+        c->out_len = head_len + body_len;
     }
+    c->out_off = 0;
+    c->state = WRITING;
 }
 
 static void
-send_all(ect__http_t *s, int fd, const char *buf, size_t len, uint64_t deadline_ns)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-        if (n > 0) {
-            buf += n;
-            len -= (size_t)n;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (!wait_client(s, fd, POLLOUT, deadline_ns))
-                return;
-        } else {
-            return;
-        }
-    }
-}
-
-static void
-send_status(ect__http_t *s, int fd, const char *status, const char *text, uint64_t deadline_ns)
+client_status(struct client *c, const char *status, const char *text)
 {
     char buf[256];
     int n = snprintf(buf, sizeof(buf),
                      "HTTP/1.0 %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
                      "Connection: close\r\n\r\n%s",
                      status, strlen(text), text);
-    send_all(s, fd, buf, (size_t)n, deadline_ns);
+    client_answer(c, buf, (size_t)n, NULL, 0);
 }
 
 /* 1: a request line "METHOD SP TARGET SP HTTP/1.x" with printable parts. */
@@ -190,24 +201,25 @@ parse_request_line(const char *req, char *method, size_t mcap, char *target, siz
     return 1;
 }
 
+/* A whole request is in c->req: prepare its answer. */
 static void
-answer(ect__http_t *s, int fd, const char *req, uint64_t deadline_ns)
+client_request(ect__http_t *s, struct client *c)
 {
     char method[16], target[1024];
-    if (!parse_request_line(req, method, sizeof(method), target, sizeof(target))) {
-        send_status(s, fd, "400 Bad Request", "bad request\n", deadline_ns);
+    if (!parse_request_line(c->req, method, sizeof(method), target, sizeof(target))) {
+        client_status(c, "400 Bad Request", "bad request\n");
         return;
     }
     size_t path_len = strcspn(target, "?");
     if (strcmp(method, "GET") != 0 || path_len != 8 || strncmp(target, "/metrics", 8) != 0) {
-        send_status(s, fd, "404 Not Found", "only GET /metrics is served\n", deadline_ns);
+        client_status(c, "404 Not Found", "only GET /metrics is served\n");
         return;
     }
     char *body = NULL;
     size_t len = 0;
     if (s->render(s->user, &body, &len) != ECT_OK) {
         ect__log_last_error(ECT_LOG_WARN, "metrics http: rendering");
-        send_status(s, fd, "500 Internal Server Error", "cannot render metrics\n", deadline_ns);
+        client_status(c, "500 Internal Server Error", "cannot render metrics\n");
         return;
     }
     char head[160];
@@ -215,92 +227,228 @@ answer(ect__http_t *s, int fd, const char *req, uint64_t deadline_ns)
                      "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
                      len);
-    send_all(s, fd, head, (size_t)n, deadline_ns);
-    send_all(s, fd, body, len, deadline_ns);
+    client_answer(c, head, (size_t)n, body, len);
     free(body);
 }
 
+/* ---- clients ------------------------------------------------------------------------ */
+
 static void
-serve_client(ect__http_t *s, int fd)
+client_close(struct client *c)
 {
-    char req[ECT_HTTP_REQ_MAX + 1];
-    size_t got = 0;
-    uint64_t deadline = ect__now_ns() + (uint64_t)CLIENT_DEADLINE_MS * 1000000u;
+    close(c->fd);
+    free(c->req);
+    free(c->out);
+    memset(c, 0, sizeof(*c));
+    c->fd = -1;
+    c->state = FREE;
+}
+
+/* Everything is sent: shut our side and drain what the client still sends
+ * (briefly, boundedly) before closing.  Closing with unread bytes makes the
+ * kernel reset the connection, and the client could lose the answer, e.g.
+ * the 400 to an oversized request. */
+static void
+client_linger(struct client *c, uint64_t now)
+{
+    free(c->out);
+    c->out = NULL;
+    shutdown(c->fd, SHUT_WR);
+    uint64_t until = now + (uint64_t)LINGER_MS * 1000000u;
+    if (until < c->deadline_ns)
+        c->deadline_ns = until;
+    c->state = LINGERING;
+}
+
+static void
+client_read(ect__http_t *s, struct client *c)
+{
     for (;;) {
-        if (got == ECT_HTTP_REQ_MAX) {
-            send_status(s, fd, "400 Bad Request", "request too large\n", deadline);
+        if (c->got == ECT_HTTP_REQ_MAX) {
+            client_status(c, "400 Bad Request", "request too large\n");
             return;
         }
-        ssize_t n = recv(fd, req + got, ECT_HTTP_REQ_MAX - got, 0);
+        ssize_t n = recv(c->fd, c->req + c->got, ECT_HTTP_REQ_MAX - c->got, 0);
         if (n > 0) {
-            got += (size_t)n;
-            req[got] = '\0';
-            if (memchr(req, '\0', got) != NULL) {
-                send_status(s, fd, "400 Bad Request", "bad request\n", deadline);
+            size_t from = c->got >= 3 ? c->got - 3 : 0; /* "\r\n\r\n" may straddle reads */
+            c->got += (size_t)n;
+            c->req[c->got] = '\0';
+            if (memchr(c->req + from, '\0', c->got - from) != NULL) {
+                client_status(c, "400 Bad Request", "bad request\n");
                 return;
             }
-            if (strstr(req, "\r\n\r\n") != NULL) {
-                answer(s, fd, req, deadline);
+            if (strstr(c->req + from, "\r\n\r\n") != NULL) {
+                client_request(s, c);
                 return;
             }
-        } else if (n == 0) {
-            return; /* the client gave up before finishing its request */
-        } else if (errno == EINTR) {
+        } else if (n < 0 && errno == EINTR) {
             continue;
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (!wait_client(s, fd, POLLIN, deadline))
-                return;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return; /* wait for more */
         } else {
+            client_close(c); /* gave up before finishing its request, or failed */
             return;
         }
     }
 }
 
-/* Close after reading what the client still sends (briefly, boundedly):
- * closing with unread bytes makes the kernel reset the connection, and the
- * client could lose the answer, e.g. the 400 to an oversized request. */
 static void
-linger_close(ect__http_t *s, int fd)
+client_write(struct client *c, uint64_t now)
 {
-    shutdown(fd, SHUT_WR);
-    uint64_t deadline = ect__now_ns() + (uint64_t)LINGER_MS * 1000000u;
-    char sink[4096];
-    for (size_t drained = 0; drained < LINGER_MAX_BYTES;) {
-        ssize_t n = recv(fd, sink, sizeof(sink), 0);
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
         if (n > 0)
-            drained += (size_t)n;
-        else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-            break;
-        else if (errno != EINTR && !wait_client(s, fd, POLLIN, deadline))
-            break;
+            c->out_off += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return; /* the client reads slowly (or not at all): its deadline decides */
+        else {
+            client_close(c);
+            return;
+        }
     }
-    close(fd);
+    client_linger(c, now);
+}
+
+static void
+client_drain(struct client *c)
+{
+    char sink[4096];
+    for (;;) {
+        ssize_t n = recv(c->fd, sink, sizeof(sink), 0);
+        if (n > 0) {
+            c->drained += (size_t)n;
+            if (c->drained < LINGER_MAX_BYTES)
+                continue;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return;
+        }
+        client_close(c);
+        return;
+    }
+}
+
+/* A slot for a new client: a free one, else the oldest client still reading
+ * its request, if evict (closed to make room).  NULL if there is none: every
+ * slot is writing or lingering (or taken, without evict). */
+static struct client *
+slot_for_new(ect__http_t *s, int evict)
+{
+    struct client *oldest = NULL;
+    for (size_t i = 0; i < MAX_CLIENTS; i++) {
+        struct client *c = &s->clients[i];
+        if (c->state == FREE)
+            return c;
+        if (c->state == READING && (oldest == NULL || c->accepted_ns < oldest->accepted_ns))
+            oldest = c;
+    }
+    if (oldest != NULL && evict)
+        client_close(oldest);
+    return oldest;
+}
+
+/* Accept what is waiting, as far as slots allow.  A reader is evicted only
+ * for a connection already accepted, never for one that might come. */
+static void
+accept_clients(ect__http_t *s, uint64_t now)
+{
+    while (slot_for_new(s, 0) != NULL) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return; /* none left, the client left, or a transient shortage */
+        char *req = malloc(ECT_HTTP_REQ_MAX + 1);
+        if (req == NULL) {
+            ECT_LOG_W("metrics http: out of memory for a client");
+            close(fd);
+            return;
+        }
+        struct client *c = slot_for_new(s, 1); /* not NULL: checked above */
+        if (c == NULL) {
+            free(req);
+            close(fd);
+            return;
+        }
+        req[0] = '\0';
+        c->req = req;
+        c->fd = fd;
+        c->state = READING;
+        c->accepted_ns = now;
+        c->deadline_ns = now + (uint64_t)CLIENT_DEADLINE_MS * 1000000u;
+    }
 }
 
 static void *
 server_main(void *arg)
 {
     ect__http_t *s = arg;
+    struct pollfd p[2 + MAX_CLIENTS];
+    struct client *who[2 + MAX_CLIENTS];
     for (;;) {
-        struct pollfd p[2] = {{.fd = s->lfd, .events = POLLIN},
-                              {.fd = s->stop_fd, .events = POLLIN}};
-        int n = poll(p, 2, -1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            ECT_LOG_E("metrics http: poll: %s", strerror(errno));
-            return NULL;
+        uint64_t now = ect__now_ns();
+        /* Deadlines first, so an expired client never gets another turn. */
+        int timeout_ms = -1, room = 0;
+        for (size_t i = 0; i < MAX_CLIENTS; i++) {
+            struct client *c = &s->clients[i];
+            if (c->state == FREE || c->state == READING) {
+                room = 1; /* a free slot, or one a new client may take */
+                if (c->state == FREE)
+                    continue;
+            }
+            if (now >= c->deadline_ns) {
+                client_close(c);
+                room = 1;
+                continue;
+            }
+            int ms = (int)((c->deadline_ns - now) / 1000000u) + 1;
+            if (timeout_ms < 0 || ms < timeout_ms)
+                timeout_ms = ms;
         }
-        if (p[1].revents & POLLIN)
-            return NULL;
-        if (!(p[0].revents & POLLIN))
+        nfds_t n = 0;
+        p[n] = (struct pollfd){.fd = s->stop_fd, .events = POLLIN};
+        who[n++] = NULL;
+        if (room) {
+            p[n] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
+            who[n++] = NULL;
+        }
+        size_t first_client = n;
+        for (size_t i = 0; i < MAX_CLIENTS; i++) {
+            struct client *c = &s->clients[i];
+            if (c->state == FREE)
+                continue;
+            p[n] = (struct pollfd){.fd = c->fd, .events = c->state == WRITING ? POLLOUT : POLLIN};
+            who[n++] = c;
+        }
+        int rc = poll(p, n, timeout_ms);
+        if (rc < 0 && errno == EINTR)
             continue;
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
-            continue; /* the client left, or a transient shortage: keep serving */
-        serve_client(s, fd);
-        linger_close(s, fd);
+        if (rc < 0) {
+            ECT_LOG_E("metrics http: poll: %s", strerror(errno));
+            break;
+        }
+        if (p[0].revents & POLLIN)
+            break;
+        now = ect__now_ns();
+        for (size_t k = first_client; k < n; k++) {
+            struct client *c = who[k];
+            if (p[k].revents == 0 || c->state == FREE)
+                continue;
+            if (c->state == READING)
+                client_read(s, c);
+            if (c->state == WRITING)
+                client_write(c, now); /* at once: the answer is usually sent whole */
+            else if (c->state == LINGERING)
+                client_drain(c);
+        }
+        if (room && (p[1].revents & POLLIN))
+            accept_clients(s, now);
     }
+    for (size_t i = 0; i < MAX_CLIENTS; i++)
+        if (s->clients[i].state != FREE)
+            client_close(&s->clients[i]);
+    return NULL;
 }
 
 ect_status_t
@@ -314,6 +462,8 @@ ect__http_start(const char *address, ect__http_render_fn render, void *user, ect
     s->render = render;
     s->user = user;
     s->lfd = -1;
+    for (size_t i = 0; i < MAX_CLIENTS; i++)
+        s->clients[i].fd = -1;
     ect_status_t st = open_listener(s, address);
     if (st != ECT_OK)
         goto err_free;

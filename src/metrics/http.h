@@ -1,12 +1,15 @@
 /*
  * A minimal HTTP/1.0 server for the Prometheus scrape (SPEC §9.7): one
- * thread, one connection at a time, `GET /metrics` answered with the body a
- * callback renders, anything else 404, malformed or oversized requests 400.
+ * thread serving up to 32 connections at once, `GET /metrics` answered with
+ * the body a callback renders, anything else 404, malformed or oversized
+ * requests 400.
  *
  * The server never touches the engine's threads: its thread only calls the
  * render callback, which must itself be safe to call from another thread.
- * A slow or silent client is dropped after a short deadline, so a scrape
- * can never wedge the server, and stop() always returns promptly.
+ * Each client has 1.5 s for its whole exchange and never holds up another,
+ * so idle, slow or non-reading clients cannot keep a scrape out (when all
+ * slots are taken the oldest client still sending its request is dropped to
+ * make room), and stop() always returns promptly.
  */
 #ifndef ECT_METRICS_HTTP_H
 #define ECT_METRICS_HTTP_H

@@ -164,6 +164,10 @@ ect_metrics_format_prometheus(const ect_metrics_t *m, char *buf, size_t cap, siz
     by_status(&o, "acks_received_total", "XferAcks received, by status.", m->acks_received);
     by_status(&o, "acks_sent_total", "XferAcks sent, by status.", m->acks_sent);
     counter(&o, "wire_dropped_total", "Undecodable control messages dropped.", m->wire_dropped);
+    counter(&o, "control_framing_dropped_total",
+            "Control messages dropped for bad framing (no delimiter, missing or extra frames, "
+            "oversized payload).",
+            m->control_framing_dropped);
     gauge(&o, "grants_outstanding", "Reads granted to peers and not yet served.",
           m->grants_outstanding);
     counter(&o, "grants_expired_total", "Grants released by their lease.", m->grants_expired);

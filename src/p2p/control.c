@@ -34,16 +34,40 @@
  * from_dead).  A remembered death is forgotten after STALE_NS in any case,
  * so a lost ACCEPTED event cannot silence a new connection for long.
  *
- * Locking: none.  The server is used by one thread at a time (control.h);
- * the ZAP thread shares nothing mutable with it.
+ * Connections that never speak (issue 9, item 7).  libzmq 4.3 accepts every
+ * TCP connection at once, keeps one that never completes the ZMTP handshake
+ * for ZMQ_HANDSHAKE_IVL (30 s by default), and when accept() fails for want
+ * of a descriptor it retries at once, forever (tcp_listener.cpp: "TODO:
+ * Handle specific errors like ENFILE/EMFILE"), which spins its I/O thread
+ * at a whole core.  So a few hundred idle connections against a process
+ * with a low RLIMIT_NOFILE both kept consumers out and burnt a core.  The
+ * server therefore makes the listening socket itself and hands it to libzmq
+ * (ZMQ_USE_FD) with TCP_DEFER_ACCEPT: the kernel keeps a connection that has
+ * sent no byte in its SYN queue for DEFER_ACCEPT_S, costing no descriptor,
+ * and does not wake the listener for it meanwhile, while a real consumer's
+ * ZMTP greeting, its first bytes, gets it accepted at once.  The backlog is
+ * large (LISTEN_BACKLOG, within net.core.somaxconn) so that the queue holds
+ * a flood rather than overflowing into SYN cookies, which skip the
+ * deferral.  A connection that is accepted but does not finish the
+ * handshake within ECT_CTL_HANDSHAKE_MS is dropped (ZMQ_HANDSHAKE_IVL).
+ * What remains is in control.h.
+ *
+ * Locking: none, but for the counters.  The server is used by one thread at
+ * a time (control.h); the ZAP thread shares nothing mutable with it.  The
+ * counters are written by that thread only and may be read from any thread
+ * (ect__ctl_server_counters), so they are read and written atomically.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <zmq.h>
 
@@ -57,10 +81,25 @@
 #define DEAD_MAX   65536
 #define STALE_NS   (10ull * 1000 * 1000 * 1000)
 
+/* The listen backlog; the kernel caps it at net.core.somaxconn (4096 by
+ * default since Linux 5.4). */
+#define LISTEN_BACKLOG 1024
+/* TCP_DEFER_ACCEPT: how long a connection that has sent nothing waits in the
+ * SYN queue.  At the end Linux accepts it anyway (it answers the last SYN-ACK
+ * retransmission's ACK), and the handshake interval drops it 2 s later. */
+#define DEFER_ACCEPT_S 60
+
 #define HANDSHAKE_FAILED                                                                           \
     (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+/* Not ZMQ_EVENT_ACCEPT_FAILED: at the descriptor limit libzmq retries
+ * accept() in a busy loop and reports every retry, which would make this
+ * thread spin with it. */
 #define SERVER_EVENTS (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | HANDSHAKE_FAILED)
+
+/* Counters: one writer (the server's thread), readers anywhere. */
+#define COUNT(server, field, n) __atomic_fetch_add(&(server)->counters.field, (n), __ATOMIC_RELAXED)
+#define COUNTER(server, field)  __atomic_load_n(&(server)->counters.field, __ATOMIC_RELAXED)
 
 /* Hex of the first bytes of an identity, for messages. */
 static const char *
@@ -99,6 +138,66 @@ struct ect_ctl_server {
     bool dead_full_logged;
     ect_ctl_counters_t counters;
 };
+
+/* The listening socket for libzmq (ZMQ_USE_FD): bound to addr:port,
+ * non-blocking (libzmq polls it and does not set that itself), with
+ * TCP_DEFER_ACCEPT and a large backlog (see the file comment).  *port_p gets
+ * the bound port. */
+static ect_status_t
+open_listener(const char *host, const char *addr, bool ipv6, uint16_t port, int *fd_p,
+              uint16_t *port_p)
+{
+    const char *lb = ipv6 ? "[" : "", *rb = ipv6 ? "]" : "";
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    memset(&ss, 0, sizeof(ss));
+    if (ipv6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(port);
+        if (inet_pton(AF_INET6, addr, &a->sin6_addr) != 1)
+            return ect__error(ECT_ERR_INTERNAL, "control: cannot bind: bad address %s", addr);
+        sl = sizeof(*a);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(port);
+        if (inet_pton(AF_INET, addr, &a->sin_addr) != 1)
+            return ect__error(ECT_ERR_INTERNAL, "control: cannot bind: bad address %s", addr);
+        sl = sizeof(*a);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+    if (fd < 0)
+        return ect__error_errno(ECT_ERR_TRANSPORT, "control: cannot bind tcp://%s%s%s:%u: socket",
+                                lb, addr, rb, (unsigned)port);
+    int one = 1, defer = DEFER_ACCEPT_S;
+    ect_status_t st;
+    /* As libzmq does for the sockets it makes (a restarted producer rebinds
+     * its port at once). */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof(defer)) != 0)
+        ECT_LOG_I("control: no TCP_DEFER_ACCEPT (%s): idle connections will be accepted",
+                  strerror(errno));
+    if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
+        st = ect__error(ECT_ERR_TRANSPORT, "control: cannot bind tcp://%s%s%s:%u (host '%s'): %s",
+                        lb, addr, rb, (unsigned)port, host, strerror(errno));
+        goto close_fd;
+    }
+    sl = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        st = ect__error_errno(ECT_ERR_TRANSPORT, "control: getsockname of tcp://%s%s%s", lb, addr,
+                              rb);
+        goto close_fd;
+    }
+    *port_p = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                             : ((struct sockaddr_in *)&ss)->sin_port);
+    *fd_p = fd;
+    return ECT_OK;
+
+close_fd:
+    close(fd);
+    return st;
+}
 
 /* Resolve host to a numeric address for bind: ZeroMQ does not resolve
  * names for bind in every version.  IPv4 first, because "localhost" often
@@ -206,12 +305,12 @@ server_drain_monitor(ect_ctl_server_t *server)
     uint32_t value;
     while (ect__ctl_monitor_read(server->monitor, &event, &value) == 1) {
         if (event == ZMQ_EVENT_DISCONNECTED) {
-            server->counters.disconnects++;
+            COUNT(server, disconnects, 1);
             server_fd_gone(server, value);
         } else if (event == ZMQ_EVENT_ACCEPTED) {
             server_fd_accepted(server, value);
         } else if (event & HANDSHAKE_FAILED) {
-            server->counters.handshake_failed++;
+            COUNT(server, handshake_failed, 1);
         }
     }
 }
@@ -292,7 +391,7 @@ server_read_one(ect_ctl_server_t *server, ect_ctl_peer_t *peer)
                zmq_msg_size(payload) > ECT_CTL_MAX_MESSAGE;
     if (bad) {
         ect__ctl_skip_rest(server->router, last);
-        server->counters.dropped++;
+        COUNT(server, dropped, 1);
         ECT_LOG_D("control: dropped a malformed control message (wrong framing or over %u bytes)",
                   ECT_CTL_MAX_MESSAGE);
         zmq_msg_close(&id);
@@ -310,13 +409,13 @@ server_read_one(ect_ctl_server_t *server, ect_ctl_peer_t *peer)
      * old owner is reported before the fd is given to this one. */
     server_drain_monitor(server);
     if (server_from_dead(server, fd, peer)) {
-        server->counters.from_dead++;
+        COUNT(server, from_dead, 1);
         ECT_LOG_D("control: dropped a message queued by a consumer that has died");
         server_release_payload(server);
         return -1;
     }
     server_track(server, fd, peer);
-    server->counters.received++;
+    COUNT(server, received, 1);
     return 1;
 }
 
@@ -367,8 +466,9 @@ ect__ctl_server_open(const char *host, uint16_t port, const ect_ctl_security_t *
     }
     if ((st = ect__ctl_set_common_options(server->router, ipv6)) != ECT_OK)
         goto close_router;
-    if (ect__ctl_set_int(server->router, ZMQ_ROUTER_MANDATORY, 1) != 0) {
-        st = ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot set ZMQ_ROUTER_MANDATORY");
+    if (ect__ctl_set_int(server->router, ZMQ_ROUTER_MANDATORY, 1) != 0 ||
+        ect__ctl_set_int(server->router, ZMQ_HANDSHAKE_IVL, ECT_CTL_HANDSHAKE_MS) != 0) {
+        st = ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot set the ROUTER's options");
         goto close_router;
     }
     if (curve && (ect__ctl_set_int(server->router, ZMQ_CURVE_SERVER, 1) != 0 ||
@@ -380,26 +480,25 @@ ect__ctl_server_open(const char *host, uint16_t port, const ect_ctl_security_t *
     if ((st = ect__ctl_monitor_open(server->ctx, server->router, SERVER_EVENTS,
                                     &server->monitor)) != ECT_OK)
         goto close_router;
+    /* Our own listening socket (see the file comment); libzmq owns it from
+     * a successful bind on and closes it with the ROUTER. */
+    int lfd = -1;
+    if ((st = open_listener(host, addr, ipv6, port, &lfd, &server->port)) != ECT_OK)
+        goto close_router;
     char endpoint[INET6_ADDRSTRLEN + 16];
     const char *lb = ipv6 ? "[" : "", *rb = ipv6 ? "]" : "";
-    if (port == 0)
-        snprintf(endpoint, sizeof(endpoint), "tcp://%s%s%s:*", lb, addr, rb);
-    else
-        snprintf(endpoint, sizeof(endpoint), "tcp://%s%s%s:%u", lb, addr, rb, (unsigned)port);
-    if (zmq_bind(server->router, endpoint) != 0) {
+    snprintf(endpoint, sizeof(endpoint), "tcp://%s%s%s:%u", lb, addr, rb, (unsigned)server->port);
+    if (ect__ctl_set_int(server->router, ZMQ_USE_FD, lfd) != 0 ||
+        zmq_bind(server->router, endpoint) != 0) {
         st = ect__error(ECT_ERR_TRANSPORT, "control: cannot bind %s (host '%s'): %s", endpoint,
                         host, zmq_strerror(zmq_errno()));
+        close(lfd);
         goto close_router;
     }
     char last[256];
     size_t last_len = sizeof(last);
-    const char *colon;
-    if (zmq_getsockopt(server->router, ZMQ_LAST_ENDPOINT, last, &last_len) != 0 ||
-        (colon = strrchr(last, ':')) == NULL || atoi(colon + 1) <= 0 || atoi(colon + 1) > 65535) {
-        st = ect__error(ECT_ERR_INTERNAL, "control: cannot read the bound port of %s", endpoint);
-        goto close_router;
-    }
-    server->port = (uint16_t)atoi(colon + 1);
+    if (zmq_getsockopt(server->router, ZMQ_LAST_ENDPOINT, last, &last_len) != 0)
+        snprintf(last, sizeof(last), "%s", endpoint);
     if (curve)
         ect__ctl_keys_wipe(&keys);
     ECT_LOG_I("control: producer listening on %s%s", last, curve ? " (CURVE)" : "");
@@ -473,7 +572,7 @@ ect__ctl_server_send(ect_ctl_server_t *server, const ect_ctl_peer_t *peer, const
     if (zmq_send(server->router, peer->id, peer->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         int err = zmq_errno();
         char hex[40];
-        server->counters.send_failed++;
+        COUNT(server, send_failed, 1);
         return ect__error(ECT_ERR_TRANSPORT, "control: cannot send to consumer %s: %s",
                           peer_hex(peer, hex, sizeof(hex)),
                           err == EHOSTUNREACH ? "it is gone"
@@ -482,10 +581,10 @@ ect__ctl_server_send(ect_ctl_server_t *server, const ect_ctl_peer_t *peer, const
     }
     if (zmq_send(server->router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
         zmq_send(server->router, payload, len, ZMQ_DONTWAIT) < 0) {
-        server->counters.send_failed++;
+        COUNT(server, send_failed, 1);
         return ect__ctl_zmq_failure(ECT_ERR_TRANSPORT, "cannot finish a reply");
     }
-    server->counters.sent++;
+    COUNT(server, sent, 1);
     return ECT_OK;
 }
 
@@ -507,8 +606,22 @@ ect__ctl_server_take_dead_peers(ect_ctl_server_t *server, ect_ctl_peer_t *peers,
 void
 ect__ctl_server_counters(const ect_ctl_server_t *server, ect_ctl_counters_t *counters_p)
 {
-    if (server != NULL && counters_p != NULL)
-        *counters_p = server->counters;
+    if (server == NULL || counters_p == NULL)
+        return;
+    counters_p->received = COUNTER(server, received);
+    counters_p->dropped = COUNTER(server, dropped);
+    counters_p->sent = COUNTER(server, sent);
+    counters_p->send_failed = COUNTER(server, send_failed);
+    counters_p->disconnects = COUNTER(server, disconnects);
+    counters_p->handshake_failed = COUNTER(server, handshake_failed);
+    counters_p->from_dead = COUNTER(server, from_dead);
+}
+
+void
+ect__ctl_server_add_metrics(const ect_ctl_server_t *server, ect_metrics_t *m)
+{
+    if (server != NULL && m != NULL)
+        m->control_framing_dropped += COUNTER(server, dropped);
 }
 
 void

@@ -25,6 +25,20 @@
  * at a time (ZeroMQ sockets are not thread-safe).  Each owns its ZeroMQ
  * context (and, for a producer with an allow-list, the ZAP thread).
  *
+ * Connections that never speak: the producer's listener defers accepting a
+ * connection until its first bytes arrive (TCP_DEFER_ACCEPT; the kernel
+ * holds a silent one in the SYN queue for a minute, using no descriptor,
+ * then accepts it after all), and drops an accepted connection that has not
+ * finished the ZMTP handshake within ECT_CTL_HANDSHAKE_MS.  Not covered:
+ * peers that finish the handshake and then idle (ZeroMQ heartbeats keep a
+ * live peer connected, and libzmq 4.3 cannot cap a ROUTER's connections);
+ * peers that send a byte and stall, again and again; silent connections at
+ * the end of their deferral; and a SYN queue overflow into SYN cookies (more
+ * than 1024, or net.core.somaxconn, pending connections), which skips the
+ * deferral.  Each of those holds a descriptor for up to the handshake
+ * interval (or for good), and at the process's RLIMIT_NOFILE libzmq 4.3
+ * retries accept() in a busy loop until one is free.
+ *
  * Sizes: a frame larger than ECT_CTL_MAX_MESSAGE but within
  * ECT_CTL_HARD_MAX_FRAME is read, dropped and counted; a frame beyond
  * ECT_CTL_HARD_MAX_FRAME makes libzmq cut that connection before we see it
@@ -36,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <ectier/metrics.h>
 #include <ectier/status.h>
 
 /* Largest control message accepted (bigger ones are dropped and counted). */
@@ -48,6 +63,11 @@
  * handshake before the producer is reported dead and what was queued for it
  * is discarded. */
 #define ECT_CTL_CONNECT_WAIT_MS 2000
+/* How long the producer gives an accepted connection to complete the ZMTP
+ * handshake (greeting and, with CURVE, the key exchange) before dropping it
+ * (ZMQ_HANDSHAKE_IVL; libzmq's default is 30 s).  As long as a consumer
+ * waits for its own first handshake. */
+#define ECT_CTL_HANDSHAKE_MS ECT_CTL_CONNECT_WAIT_MS
 
 typedef struct ect_ctl_security {
     /* Producer: file with its CURVE key pair; NULL/"" = no CURVE. */
@@ -109,7 +129,14 @@ ect_status_t ect__ctl_server_send(ect_ctl_server_t *server, const ect_ctl_peer_t
  * many.  Call it regularly (each poll round). */
 size_t ect__ctl_server_take_dead_peers(ect_ctl_server_t *server, ect_ctl_peer_t *peers, size_t cap);
 
+/* A snapshot of the counters.  May be called from any thread while another
+ * uses the server (each counter is read atomically; the set is not one
+ * instant). */
 void ect__ctl_server_counters(const ect_ctl_server_t *server, ect_ctl_counters_t *counters_p);
+
+/* Add the server's counters that ect_metrics_t exports to m
+ * (control_framing_dropped).  Any thread, as ect__ctl_server_counters. */
+void ect__ctl_server_add_metrics(const ect_ctl_server_t *server, ect_metrics_t *m);
 
 /* Close the sockets and the context (linger 0).  NULL is a no-op. */
 void ect__ctl_server_close(ect_ctl_server_t *server);

@@ -60,7 +60,15 @@ ect__ctl_monitor_open(void *ctx, void *sock, int events, void **pair_p)
         err = zmq_errno();
         goto disable;
     }
-    if (ect__ctl_set_int(pair, ZMQ_LINGER, 0) != 0 || zmq_connect(pair, endpoint) != 0) {
+    /* No receive limit: libzmq 4.3 sends monitor events with a blocking
+     * send while holding the monitored socket's monitor mutex, so with a
+     * full pipe its I/O thread stops (every connection of the socket with
+     * it), and closing the socket, which takes that mutex to stop the
+     * monitor, deadlocks.  A few thousand dropped connections between two
+     * drains were enough.  With 0 the inproc pipe has no high-water mark;
+     * both ends drain their monitor every poll round. */
+    if (ect__ctl_set_int(pair, ZMQ_LINGER, 0) != 0 || ect__ctl_set_int(pair, ZMQ_RCVHWM, 0) != 0 ||
+        zmq_connect(pair, endpoint) != 0) {
         err = zmq_errno();
         goto close_pair;
     }

@@ -877,6 +877,7 @@ ect__producer_metrics(ect_producer_t *p, ect_metrics_t *m)
     for (size_t i = 0; i < ECT_XFER_STATUS_COUNT; i++)
         m->acks_sent[i] += p->acks_sent[i];
     m->wire_dropped += p->wire_dropped;
+    ect__ctl_server_add_metrics(p->ctl, m);
     m->grants_outstanding += p->grants.count;
     m->grants_expired += p->grants_expired;
     m->grants_released_dead_peer += p->grants_released_dead_peer;

@@ -24,31 +24,52 @@
 
 unsigned ect__region_test_flags;
 
+int
+ect__region_name_fault(const char *text, size_t len, size_t max, size_t *at_p)
+{
+    if (len == 0)
+        return ECT__NAME_EMPTY;
+    if (len > max)
+        return ECT__NAME_TOO_LONG;
+    if (text[0] == '.')
+        return ECT__NAME_DOT_FIRST;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '.' && i + 1 < len && text[i + 1] == '.')
+            return ECT__NAME_DOTDOT;
+        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        if (!ok) {
+            *at_p = i;
+            return ECT__NAME_BAD_CHAR;
+        }
+    }
+    return ECT__NAME_OK;
+}
+
 ect_status_t
 ect__region_check_name(const char *what, const char *text, size_t max)
 {
-    if (text == NULL || text[0] == '\0')
+    size_t len = text != NULL ? strnlen(text, max + 1) : 0, at = 0;
+    switch (ect__region_name_fault(text, len, max, &at)) {
+    case ECT__NAME_OK:
+        return ECT_OK;
+    case ECT__NAME_EMPTY:
         return ect__error(ECT_ERR_INVALID_ARG, "%s is empty; use 1..%zu characters of A-Za-z0-9._-",
                           what, max);
-    size_t len = strnlen(text, max + 1);
-    if (len > max)
+    case ECT__NAME_TOO_LONG:
         return ect__error(ECT_ERR_INVALID_ARG, "%s '%.40s...' is longer than %zu characters", what,
                           text, max);
-    if (text[0] == '.')
+    case ECT__NAME_DOT_FIRST:
         return ect__error(ECT_ERR_INVALID_ARG, "%s '%s' starts with '.'; allowed: A-Za-z0-9._-",
                           what, text);
-    if (strstr(text, "..") != NULL)
+    case ECT__NAME_DOTDOT:
         return ect__error(ECT_ERR_INVALID_ARG, "%s '%s' contains \"..\"", what, text);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)text[i];
-        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                 c == '.' || c == '_' || c == '-';
-        if (!ok)
-            return ect__error(ECT_ERR_INVALID_ARG,
-                              "%s '%s' has character 0x%02x at %zu; allowed: A-Za-z0-9._-", what,
-                              text, c, i);
+    default:
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "%s '%s' has character 0x%02x at %zu; allowed: A-Za-z0-9._-", what, text,
+                          (unsigned char)text[at], at);
     }
-    return ECT_OK;
 }
 
 int

@@ -7,14 +7,20 @@
  * files even without it (listed as FOREIGN, never removed), and
  * "*.ectier.tmp" files (creations through a named temp file).  A file is
  * classified from an open descriptor, so what is read and what is locked
- * are the same inode.  Files without the magic are never locked or removed:
- * a stray exclusive lock could stall another program's own protocol.
+ * are the same inode.  Only files proven to be ectier's are ever locked or
+ * removed (info.gc_eligible): a regular "*.mmap" file that starts with the
+ * ectier magic, or a temp file named "<region>.XXXXXX.ectier.tmp" that
+ * starts with an ectier header naming <region>.  Anything else named like
+ * ours (no magic, another program's temp file, a link, FIFO or directory)
+ * is reported and left: a stray exclusive lock could stall another
+ * program's own protocol, and an unlink could destroy its data.
  *
  * Liveness for gc is the lock itself: a file on which LOCK_EX|LOCK_NB
  * succeeds has no holder, and it is unlinked while we hold that lock and
  * only if its name still refers to the locked inode.  Listing takes no locks
  * and reports holders and waiters from /proc/locks (FLOCK entries matched
- * by device major:minor and inode).  No state is kept between calls.
+ * by device major:minor and inode), and the owner's pid from its OFD pid
+ * byte (region.c).  No state is kept between calls.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +46,7 @@ struct lock_entry {
     uint64_t ino;
     int32_t pid;
     int blocked;
+    int32_t owner_pid; /* an owner's pid byte (OFDLCK), else 0 */
 };
 
 struct lock_table {
@@ -48,7 +55,9 @@ struct lock_table {
 };
 
 /* Parse one line: "1: FLOCK  ADVISORY  READ 1234 00:1a:5678 0 EOF", or with
- * "->" after the id for a blocked request.  Returns 0 for a FLOCK entry. */
+ * "->" after the id for a blocked request; or an owner's pid byte, "2:
+ * OFDLCK ADVISORY  READ -1 00:1a:5678 START END" with START in the owner pid
+ * range (region_internal.h).  Returns 0 for either, -1 for anything else. */
 static int
 parse_lock_line(char *line, struct lock_entry *e)
 {
@@ -60,12 +69,14 @@ parse_lock_line(char *line, struct lock_entry *e)
     e->blocked = tok != NULL && strcmp(tok, "->") == 0;
     if (e->blocked)
         tok = strtok_r(NULL, " \t\n", &save);
-    if (tok == NULL || strcmp(tok, "FLOCK") != 0)
+    int ofd = tok != NULL && strcmp(tok, "OFDLCK") == 0;
+    if (tok == NULL || (strcmp(tok, "FLOCK") != 0 && !ofd))
         return -1;
     char *mode = strtok_r(NULL, " \t\n", &save);   /* ADVISORY */
     char *kind = strtok_r(NULL, " \t\n", &save);   /* READ or WRITE */
-    char *pid = strtok_r(NULL, " \t\n", &save);    /* pid in our namespace */
+    char *pid = strtok_r(NULL, " \t\n", &save);    /* pid in our namespace; -1 for OFD */
     char *devino = strtok_r(NULL, " \t\n", &save); /* hex major:minor:decimal inode */
+    char *start = strtok_r(NULL, " \t\n", &save);  /* first byte */
     if (mode == NULL || kind == NULL || pid == NULL || devino == NULL)
         return -1;
     char *end;
@@ -75,6 +86,17 @@ parse_lock_line(char *line, struct lock_entry *e)
     e->pid = (int32_t)p;
     if (sscanf(devino, "%x:%x:%" SCNu64, &e->major, &e->minor, &e->ino) != 3)
         return -1;
+    e->owner_pid = 0;
+    if (ofd) {
+        if (e->blocked || start == NULL)
+            return -1;
+        errno = 0;
+        long long off = strtoll(start, &end, 10);
+        if (errno != 0 || *end != '\0' || off <= ECT__REGION_OWNER_PID_BASE ||
+            off >= ECT__REGION_OWNER_PID_BASE + ECT__REGION_OWNER_PID_MAX)
+            return -1;
+        e->owner_pid = (int32_t)(off - ECT__REGION_OWNER_PID_BASE);
+    }
     return 0;
 }
 
@@ -117,7 +139,9 @@ fill_lockers(const struct lock_table *t, const struct stat *st, ect_region_info_
         if (e->ino != (uint64_t)st->st_ino || e->major != major(st->st_dev) ||
             e->minor != minor(st->st_dev))
             continue;
-        if (e->blocked) {
+        if (e->owner_pid != 0) {
+            info->owner_pid = e->owner_pid;
+        } else if (e->blocked) {
             if (info->n_waiters < ECT_REGION_MAX_PIDS)
                 info->waiter_pids[info->n_waiters] = e->pid;
             info->n_waiters++;
@@ -175,9 +199,68 @@ view_problem(struct file_view *v, ect_region_file_kind_t kind, const char *what,
         snprintf(v->problem, sizeof(v->problem), "%s", what);
 }
 
+/* What a file that is not a regular file is, for messages. */
+static const char *
+type_name(mode_t mode)
+{
+    if (S_ISLNK(mode))
+        return "a symbolic link";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    if (S_ISCHR(mode) || S_ISBLK(mode))
+        return "a device";
+    return "something else";
+}
+
+static void
+not_regular(struct file_view *v, ect_region_file_kind_t kind, const struct stat *st)
+{
+    v->info.kind = kind;
+    v->info.file_size = (uint64_t)st->st_size;
+    v->info.age_s =
+        seconds_since((uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec);
+    snprintf(v->problem, sizeof(v->problem), "%s, not a regular file", type_name(st->st_mode));
+}
+
+/* Whether an open temp file is provably one of our creations: its name is
+ * "<region>.XXXXXX.ectier.tmp" (region.c's make_temp, mkostemps' six
+ * letters and digits) and it starts with an ectier header of this layout
+ * that names that region.  The creator writes the header before it reserves
+ * any page, so only a creator that died in its first moments leaves a temp
+ * file this cannot prove (and its reaper removes that one).  Returns NULL
+ * if it is ours, else why not. */
+static const char *
+temp_not_ours(struct file_view *v)
+{
+    size_t n = strlen(v->name), sl = strlen(ECT__REGION_TMP_SUFFIX);
+    const char *rand = n >= sl + 8 ? v->name + n - sl - 6 : NULL;
+    for (int i = 0; rand != NULL && i < 6; i++) {
+        unsigned char c = (unsigned char)rand[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
+            rand = NULL;
+    }
+    size_t region_len = n - sl - 7;
+    size_t at;
+    if (rand == NULL || rand[-1] != '.' ||
+        ect__region_name_fault(v->name, region_len, ECT_REGION_NAME_MAX, &at) != ECT__NAME_OK)
+        return "not provably ectier's: not named <region>.XXXXXX" ECT__REGION_TMP_SUFFIX;
+    ssize_t got = pread(v->fd, &v->h, sizeof(v->h), 0);
+    const struct ect__region_header *h = &v->h;
+    if (got != (ssize_t)sizeof(v->h) || !ect__region_has_magic(h->magic, sizeof(h->magic)) ||
+        h->layout_version != ECT__REGION_LAYOUT_VERSION || h->header_size != sizeof(*h))
+        return "not provably ectier's: no ectier header";
+    if (strnlen(h->name, sizeof(h->name)) != region_len || memcmp(h->name, v->name, region_len))
+        return "not provably ectier's: its ectier header names another region";
+    return NULL;
+}
+
 /* Classify dir/name from an open descriptor.  Returns 1 if the file is one
  * to report (v filled; v->fd may be -1 if it could not be opened), 0 to
- * skip it. */
+ * skip it.  info.gc_eligible is set for the files gc may remove. */
 static int
 view_file(int dir_fd, const char *dir, const char *name, struct file_view *v)
 {
@@ -187,6 +270,7 @@ view_file(int dir_fd, const char *dir, const char *name, struct file_view *v)
     snprintf(v->path, sizeof(v->path), "%s/%s", dir, name);
     int temp = has_suffix(name, ECT__REGION_TMP_SUFFIX);
     int ours_by_name = temp || strncmp(name, ECT__REGION_PREFIX, strlen(ECT__REGION_PREFIX)) == 0;
+    ect_region_file_kind_t kind_by_name = temp ? ECT_REGION_FILE_TEMP : ECT_REGION_FILE_BAD;
     v->info.name = v->name;
     v->info.path = v->path;
     v->info.problem = v->problem;
@@ -197,17 +281,26 @@ view_file(int dir_fd, const char *dir, const char *name, struct file_view *v)
     /* O_NONBLOCK: never block on a FIFO planted under such a name. */
     v->fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (v->fd < 0) {
-        if (errno == ENOENT || !ours_by_name)
+        int err = errno;
+        if (err == ENOENT || !ours_by_name)
             return 0;
-        view_problem(v, temp ? ECT_REGION_FILE_TEMP : ECT_REGION_FILE_BAD, "cannot open", errno);
+        struct stat ls;
+        if (fstatat(dir_fd, name, &ls, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(ls.st_mode))
+            not_regular(v, kind_by_name, &ls);
+        else
+            view_problem(v, kind_by_name, "cannot open", err);
         return 1;
     }
-    if (fstat(v->fd, &v->st) != 0 || !S_ISREG(v->st.st_mode)) {
+    int known = fstat(v->fd, &v->st) == 0, stat_err = errno;
+    if (!known || !S_ISREG(v->st.st_mode)) {
         close(v->fd);
         v->fd = -1;
         if (!ours_by_name)
             return 0;
-        view_problem(v, temp ? ECT_REGION_FILE_TEMP : ECT_REGION_FILE_BAD, "not a regular file", 0);
+        if (known)
+            not_regular(v, kind_by_name, &v->st);
+        else
+            view_problem(v, kind_by_name, "cannot stat", stat_err);
         return 1;
     }
     v->info.file_size = (uint64_t)v->st.st_size;
@@ -215,6 +308,12 @@ view_file(int dir_fd, const char *dir, const char *name, struct file_view *v)
                                   (uint64_t)v->st.st_mtim.tv_nsec);
     if (temp) {
         v->info.kind = ECT_REGION_FILE_TEMP;
+        const char *why = temp_not_ours(v);
+        if (why == NULL)
+            v->info.gc_eligible = 1;
+        else
+            view_problem(v, ECT_REGION_FILE_TEMP, why, 0);
+        memset(&v->h, 0, sizeof(v->h));
         return 1;
     }
     ssize_t got = pread(v->fd, &v->h, sizeof(v->h), 0);
@@ -227,6 +326,9 @@ view_file(int dir_fd, const char *dir, const char *name, struct file_view *v)
         view_problem(v, ECT_REGION_FILE_FOREIGN, "not an ectier region (no ectier magic)", 0);
         return 1;
     }
+    /* The magic is the proof: gc may remove it whether its header is
+     * valid or not. */
+    v->info.gc_eligible = 1;
     if (got < (ssize_t)sizeof(v->h))
         memset((char *)&v->h + got, 0, sizeof(v->h) - (size_t)got);
     char why[200];
@@ -395,9 +497,13 @@ ect_region_gc(const char *dir, int dry_run, ect_region_gc_fn fn, void *user, uns
     }
     unsigned removed = 0;
     for (size_t i = 0; i < names.n; i++) {
-        if (!view_file(dir_fd, dir, names.v[i], v) || v->fd < 0 ||
-            v->info.kind == ECT_REGION_FILE_FOREIGN) {
+        if (!view_file(dir_fd, dir, names.v[i], v))
+            continue;
+        if (!v->info.gc_eligible || v->fd < 0) {
+            /* Named like ours, but not provably ours: left, and said so. */
             view_close(v);
+            if (fn != NULL)
+                fn(&v->info, ECT_ERR_INCOMPATIBLE, user);
             continue;
         }
         /* A holder or a removal in progress: not an orphan (now). */
@@ -433,6 +539,10 @@ static void
 sweep_report(const ect_region_info_t *info, ect_status_t outcome, void *user)
 {
     (void)user;
+    if (outcome == ECT_ERR_INCOMPATIBLE) {
+        ECT_LOG_D("region sweep: left %s: %s", info->path, info->problem);
+        return;
+    }
     if (outcome != ECT_OK) {
         ECT_LOG_I("region sweep: orphan %s: %s", info->path, info->problem);
         return;

@@ -17,25 +17,81 @@
  * and starts over as a creator.
  *
  * Process shape: fork, setsid, fork again, first child exits at once (so the
- * reaper is neither a zombie of the engine nor in the engine's process group
- * or session, and a group kill of the engine leaves it alone).  The engine
- * may be multi-threaded, so after fork the children call only
- * async-signal-safe functions.  No locks of our own; no shared state.
+ * reaper is not a child of the engine, whose own wait(-1) never meets it,
+ * and is in neither the engine's process group nor its session: a group
+ * kill of the engine leaves it alone).  The engine may be multi-threaded, so
+ * after fork the children call only async-signal-safe functions.
+ *
+ * Who collects the reaper's exit status: the orphan goes to the nearest
+ * child subreaper, else to PID 1 of the PID namespace.  When that is the
+ * engine itself (PID 1 of its container, or a supervisor that set
+ * PR_SET_CHILD_SUBREAPER) nobody else would wait for it, and every region
+ * would leave a zombie.  So the first child tells us the reaper's pid
+ * through a pipe, and once the first child is gone, waitpid(WNOHANG) on that
+ * pid says whether the reaper became our own child.  Those (only those) are
+ * remembered in `ours` and collected by ect__region_reap(): at once after
+ * the close that lets the reaper go (bounded), and without waiting at every
+ * later open and close.  A pid in `ours` is waited for only while
+ * /proc/<pid>/stat shows the start time it had at spawn, so a pid that the
+ * engine's own waitpid(-1) collected and the kernel gave to a new child of
+ * the engine is left alone.
+ *
+ * Locking: `ours_lock` guards `ours` (any thread may open or close a
+ * region); it is never held across a fork or a wait that blocks, and a
+ * child made by fork() starts with a fresh lock and an empty list
+ * (pthread_atfork, registered with the first entry).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/error.h"
 #include "region/region_internal.h"
+
+/* More reapers than this alive as our children at once are not tracked
+ * (each region a process creates has one until its last holder is gone). */
+#define OURS_MAX 4096
+/* How long a last close waits for the reaper it let go. */
+#define WAIT_AFTER_CLOSE_NS (200L * 1000 * 1000)
+
+/* Reapers that are our own children: see the file comment. */
+struct our_reaper {
+    pid_t pid;
+    unsigned long long start; /* start_time(pid): the pid is this process */
+    dev_t dev;
+    ino_t ino;
+};
+static pthread_mutex_t ours_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct our_reaper *ours;
+static size_t n_ours, cap_ours;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* In a child made by fork(), `ours` names its parent's children, and
+ * ours_lock may have been held by a thread that the child does not have. */
+static void
+ours_in_child(void)
+{
+    pthread_mutex_init(&ours_lock, NULL);
+    n_ours = 0;
+}
+
+static void
+ours_register_atfork(void)
+{
+    if (pthread_atfork(NULL, NULL, ours_in_child) != 0)
+        ECT_LOG_D("region reaper: pthread_atfork failed; a forked child may not reap");
+}
 
 /* Everything the reaper needs, prepared before fork. */
 struct reaper_args {
@@ -104,7 +160,8 @@ static void __attribute__((noreturn)) reaper_main(const struct reaper_args *a)
     }
     prctl(PR_SET_NAME, "ectier-reaper", 0, 0, 0);
     /* Inherited descriptors would keep pipes open (a parent reading to EOF
-     * would hang) and keep the creator's locked file description alive. */
+     * would hang; the pid pipe among them) and keep the creator's locked
+     * file description alive. */
     close_all_but(a->file_fd, a->dir_fd, a->max_fd);
     while (flock(a->file_fd, LOCK_EX) != 0)
         if (errno != EINTR)
@@ -112,6 +169,29 @@ static void __attribute__((noreturn)) reaper_main(const struct reaper_args *a)
     unlink_if_ours(a, a->file_name);
     unlink_if_ours(a, a->tmp_name);
     _exit(0);
+}
+
+/* The start time of pid (field 22 of /proc/<pid>/stat, clock ticks after
+ * boot), which with the pid names one process for good; 0 if unknown. */
+static unsigned long long
+start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* comm may hold anything, ')' too: field 3 starts after the last one.
+     * Step to the space before field 22. */
+    const char *p = strrchr(buf, ')');
+    for (int field = 3; field <= 22 && p != NULL; field++)
+        p = strchr(p + 1, ' ');
+    return p != NULL ? strtoull(p + 1, NULL, 10) : 0;
 }
 
 ect_status_t
@@ -154,21 +234,39 @@ ect__region_spawn_reaper(int fd, const char *dir, const char *file_name, const c
         goto close_file;
     }
 
+    /* The first child writes the reaper's pid here before it exits. */
+    int pid_pipe[2];
+    if (pipe2(pid_pipe, O_CLOEXEC) != 0) {
+        status = ect__error_errno(ECT_ERR_IO, "region reaper: pipe");
+        goto close_file;
+    }
     pid_t child = fork();
     if (child < 0) {
         status = ect__error_errno(ECT_ERR_IO, "region reaper: fork");
+        close(pid_pipe[0]);
+        close(pid_pipe[1]);
         goto close_file;
     }
     if (child == 0) {
         if (setsid() < 0)
             _exit(1);
         pid_t grandchild = fork_in_child();
-        if (grandchild < 0)
-            _exit(1);
-        if (grandchild > 0)
-            _exit(0);
+        if (grandchild != 0) {
+            /* Always write, so that the read below never waits on another
+             * fork's copy of the pipe (a pid <= 0 says it failed). */
+            ssize_t put = write(pid_pipe[1], &grandchild, sizeof(grandchild));
+            _exit(grandchild > 0 && put == (ssize_t)sizeof(grandchild) ? 0 : 1);
+        }
         reaper_main(&a);
     }
+    close(pid_pipe[1]);
+    pid_t reaper = 0;
+    ssize_t got;
+    while ((got = read(pid_pipe[0], &reaper, sizeof(reaper))) < 0 && errno == EINTR)
+        ;
+    close(pid_pipe[0]);
+    if (got != (ssize_t)sizeof(reaper))
+        reaper = 0;
     int wst = 0;
     pid_t w;
     do {
@@ -179,10 +277,78 @@ ect__region_spawn_reaper(int fd, const char *dir, const char *file_name, const c
     if (w == child && !(WIFEXITED(wst) && WEXITSTATUS(wst) == 0))
         status =
             ect__error(ECT_ERR_IO, "region reaper: intermediate process failed (status %d)", wst);
+    /* The first child is gone, so the reaper has its final parent.  It
+     * cannot have exited yet (it waits for our lock), so 0 here means it is
+     * our own child and nobody else will collect it. */
+    if (reaper > 0 && waitpid(reaper, &wst, WNOHANG) == 0) {
+        pthread_once(&atfork_once, ours_register_atfork);
+        pthread_mutex_lock(&ours_lock);
+        if (n_ours == cap_ours && cap_ours < OURS_MAX) {
+            size_t ncap = cap_ours ? cap_ours * 2 : 16;
+            struct our_reaper *grown = realloc(ours, ncap * sizeof(*ours));
+            if (grown != NULL) {
+                ours = grown;
+                cap_ours = ncap;
+            }
+        }
+        if (n_ours < cap_ours)
+            ours[n_ours++] = (struct our_reaper){reaper, start_time(reaper), st.st_dev, st.st_ino};
+        else
+            ECT_LOG_W("region reaper: %zu reapers are children of this process; pid %d will "
+                      "stay a zombie when it ends",
+                      n_ours, (int)reaper);
+        pthread_mutex_unlock(&ours_lock);
+    }
 
 close_file:
     close(a.file_fd);
 close_dir:
     close(a.dir_fd);
     return status;
+}
+
+/* Collect our reapers that have exited; 1 if the one of (dev, ino) was
+ * among them or is not ours to wait for. */
+static int
+reap_exited(int match, dev_t dev, ino_t ino)
+{
+    int matched_gone = 1;
+    pthread_mutex_lock(&ours_lock);
+    for (size_t i = 0; i < n_ours;) {
+        struct our_reaper *o = &ours[i];
+        int st;
+        unsigned long long t = start_time(o->pid);
+        pid_t w = t != 0 && t == o->start ? waitpid(o->pid, &st, WNOHANG) : -1;
+        if (w == 0) {
+            if (match && o->dev == dev && o->ino == ino)
+                matched_gone = 0;
+            i++;
+            continue;
+        }
+        /* Collected now, or by someone else (ECHILD; or gone from /proc). */
+        ours[i] = ours[--n_ours];
+    }
+    pthread_mutex_unlock(&ours_lock);
+    return matched_gone;
+}
+
+void
+ect__region_reap(int last_holder, dev_t dev, ino_t ino)
+{
+    if (!reap_exited(last_holder, dev, ino) && last_holder) {
+        /* Our close let that reaper go: it unlinks and exits within a moment.
+         * Wait briefly, so that a loop of regions leaves no zombie; if it is
+         * slower (a descriptor of the file still open in a forked child),
+         * a later open or close collects it. */
+        long nap_ns = 50 * 1000, waited_ns = 0;
+        while (waited_ns < WAIT_AFTER_CLOSE_NS) {
+            struct timespec ts = {0, nap_ns};
+            nanosleep(&ts, NULL);
+            waited_ns += nap_ns;
+            if (nap_ns < 5 * 1000 * 1000)
+                nap_ns *= 2;
+            if (reap_exited(1, dev, ino))
+                break;
+        }
+    }
 }

@@ -5,8 +5,8 @@
  * Invariants
  *   - The name never refers to a half-made file: a creator builds the file
  *     unnamed (O_TMPFILE, or a "<name>.XXXXXX.ectier.tmp" file where that is
- *     not available), takes its shared lock, reserves every page, writes the
- *     header and only then link()s it into place.  link() fails with EEXIST
+ *     not available), takes its shared lock, writes the header, reserves
+ *     every page and only then link()s it into place.  link() fails with EEXIST
  *     if another creator won; the loser drops its file and joins.
  *   - Every process that has the region open holds LOCK_SH on its own open
  *     file description.  A joiner takes LOCK_SH and then checks that the name
@@ -25,6 +25,15 @@
  * first one gone and unlinks.  Either way our lock is gone after the call,
  * and close(fd) ends the hold.  Unmapping first is not required for
  * correctness, but it returns the memory before the unlink can free it.
+ *
+ * Ownership (ECT_REGION_OWNER): after the hold, an owner takes an OFD
+ * write lock on one byte far beyond the data (region_internal.h) without
+ * waiting; failing that, another open owns the region and we give up our
+ * hold.  OFD locks and flock locks are separate on Linux (flock conversion,
+ * the reaper's LOCK_EX and gc never see an OFD lock, and the reverse), and
+ * an OFD lock belongs to the open file description, so it conflicts with a
+ * second owner in the same process too and dies with the last descriptor of
+ * it: close, exit or SIGKILL.
  *
  * Locking: no locks in memory; the region is immutable once opened.
  */
@@ -55,6 +64,7 @@
 struct ect_region {
     int fd;
     int creator;
+    int owner; /* holds the owner lock (ECT_REGION_OWNER) */
     int readonly;
     uint8_t *map;
     size_t map_len;
@@ -116,17 +126,22 @@ lock_shared(int fd, const char *path, uint32_t timeout_ms)
 
 /* Give up this process's hold on an open region file: if we are the last
  * holder, unlink its name first (see the file comment for why the
- * conversion is race-free).  Closes fd. */
+ * conversion is race-free).  Closes fd, then collects the file's reaper if
+ * it is our own child and this close let it go (ect__region_reap). */
 static void
 release_hold(int fd, const char *path)
 {
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(path, fd)) {
+    struct stat sb;
+    int have_id = fstat(fd, &sb) == 0;
+    int last = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (last && same_file(path, fd)) {
         if (unlink(path) == 0)
             ECT_LOG_D("region %s: last holder, removed", path);
         else if (errno != ENOENT)
             ECT_LOG_W("region %s: last holder but unlink failed: %s", path, strerror(errno));
     }
     close(fd);
+    ect__region_reap(last && have_id, have_id ? sb.st_dev : 0, have_id ? sb.st_ino : 0);
 }
 
 static void
@@ -156,7 +171,8 @@ static ect_status_t
 setup_from_params(struct ect_region *r, const ect_region_params_t *p, const char **dir_p)
 {
     ect_status_t st;
-    const unsigned known = ECT_REGION_NO_PREFAULT | ECT_REGION_NO_REAPER | ECT_REGION_NO_SWEEP;
+    const unsigned known =
+        ECT_REGION_NO_PREFAULT | ECT_REGION_NO_REAPER | ECT_REGION_NO_SWEEP | ECT_REGION_OWNER;
     if (p->flags & ~known)
         return ect__error(ECT_ERR_INVALID_ARG, "region: unknown flags 0x%x", p->flags & ~known);
     if (p->instance_id != NULL && p->instance_id[0] != '\0') {
@@ -442,6 +458,15 @@ create_once(struct ect_region *r, const char *dir, uint32_t flags, enum step *st
         st = ect__error_errno(ECT_ERR_IO, "region %s: flock(LOCK_SH)", r->name);
         goto drop_temp;
     }
+    /* The header goes first: it is what proves a temp file left by a
+     * creator that died from here on to be ours (list.c), so that gc and
+     * the sweep may remove it. */
+    struct ect__region_header h;
+    fill_header(&h, r);
+    if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+        st = ect__error_errno(ECT_ERR_IO, "region %s: write header", r->name);
+        goto drop_temp;
+    }
     if ((st = check_space(fd, r, dir)) == ECT_OK) {
         /* Before the slow part (reserving pages), so that from here on a
          * crash leaves nothing: the reaper removes a temp file too. */
@@ -462,14 +487,6 @@ create_once(struct ect_region *r, const char *dir, uint32_t flags, enum step *st
         }
         goto drop_temp;
     }
-    struct ect__region_header h;
-    fill_header(&h, r);
-    ssize_t put = pwrite(fd, &h, sizeof(h), 0);
-    if (put != (ssize_t)sizeof(h)) {
-        st = ect__error_errno(ECT_ERR_IO, "region %s: write header", r->name);
-        goto drop_temp;
-    }
-
     int rc;
     if (tmp_name == NULL) {
         char proc[64];
@@ -499,6 +516,58 @@ drop_temp:
         unlink(tmp_path);
     close(fd);
     return st;
+}
+
+/* ---- ownership ------------------------------------------------------------------ */
+
+static int
+ofd_lock(int fd, short type, int64_t start, int64_t len)
+{
+    struct flock l = {.l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
+    int rc;
+    while ((rc = fcntl(fd, F_OFD_SETLK, &l)) != 0 && errno == EINTR)
+        ;
+    return rc;
+}
+
+/* The owner's pid from its pid byte, or 0 if none is set (yet). */
+static int32_t
+owner_pid(int fd)
+{
+    struct flock l = {.l_type = F_WRLCK,
+                      .l_whence = SEEK_SET,
+                      .l_start = ECT__REGION_OWNER_PID_BASE,
+                      .l_len = ECT__REGION_OWNER_PID_MAX};
+    if (fcntl(fd, F_OFD_GETLK, &l) != 0 || l.l_type == F_UNLCK)
+        return 0;
+    int64_t pid = (int64_t)l.l_start - ECT__REGION_OWNER_PID_BASE;
+    return pid > 0 && pid < ECT__REGION_OWNER_PID_MAX ? (int32_t)pid : 0;
+}
+
+static ect_status_t
+take_ownership(struct ect_region *r)
+{
+    if (ofd_lock(r->fd, F_WRLCK, ECT__REGION_OWNER_BYTE, 1) != 0) {
+        if (errno != EAGAIN && errno != EACCES)
+            return ect__error_errno(ECT_ERR_IO,
+                                    "region %s: cannot take the owner lock (F_OFD_SETLK)", r->path);
+        int32_t pid = owner_pid(r->fd);
+        char who[48];
+        if (pid > 0)
+            snprintf(who, sizeof(who), "pid %" PRId32, pid);
+        else
+            snprintf(who, sizeof(who), "another process (pid unknown)");
+        return ect__error(ECT_ERR_BUSY,
+                          "region %s is already owned by %s: another scheduler or producer uses "
+                          "this region (each instance and dp rank needs its own region_name or "
+                          "instance id); stop that one first or choose another name",
+                          r->path, who);
+    }
+    /* Only informs whoever is refused next, so a failure costs nothing. */
+    if (ofd_lock(r->fd, F_RDLCK, ECT__REGION_OWNER_PID_BASE + (int64_t)getpid(), 1) != 0)
+        ECT_LOG_D("region %s: cannot publish the owner pid: %s", r->path, strerror(errno));
+    r->owner = 1;
+    return ECT_OK;
 }
 
 /* ---- open / close --------------------------------------------------------------- */
@@ -546,6 +615,7 @@ ect_region_open(const ect_region_params_t *params, ect_region_t **region_p)
 
     if (!(params->flags & ECT_REGION_NO_SWEEP))
         ect__region_sweep(dir);
+    ect__region_reap(0, 0, 0);
 
     enum step step = STEP_RETRY;
     for (int attempt = 0; attempt < MAX_ATTEMPTS && step != STEP_DONE; attempt++) {
@@ -561,14 +631,18 @@ ect_region_open(const ect_region_params_t *params, ect_region_t **region_p)
                         r->path, MAX_ATTEMPTS);
         goto free_region;
     }
+    /* Before mapping or pre-faulting: a refused owner touches nothing. */
+    if ((params->flags & ECT_REGION_OWNER) && (st = take_ownership(r)) != ECT_OK)
+        goto free_region;
     if ((st = map_region(r, PROT_READ | PROT_WRITE)) != ECT_OK)
         goto free_region;
     if (!(params->flags & ECT_REGION_NO_PREFAULT) &&
         (st = ect__region_prefault(r->map + r->data_offset,
                                    (size_t)(r->file_size - r->data_offset))) != ECT_OK)
         goto free_region;
-    ECT_LOG_I("region %s: %s (%" PRIu64 " blocks x %" PRIu64 " bytes)", r->path,
-              r->creator ? "created" : "joined", r->num_blocks, r->block_size);
+    ECT_LOG_I("region %s: %s%s (%" PRIu64 " blocks x %" PRIu64 " bytes)", r->path,
+              r->creator ? "created" : "joined", r->owner ? " as owner" : "", r->num_blocks,
+              r->block_size);
     *region_p = r;
     return ECT_OK;
 

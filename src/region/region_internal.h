@@ -50,6 +50,18 @@ _Static_assert(offsetof(struct ect__region_header, name) == 80, "region header l
 _Static_assert(sizeof(struct ect__region_header) <= ECT__REGION_HEADER_AREA,
                "region header larger than its area");
 
+/* The owner lock (ECT_REGION_OWNER): open file description (OFD) locks,
+ * which Linux keeps apart from flock locks, so they never meet the
+ * liveness holds or the reaper's LOCK_EX (region.c).  A write lock on byte
+ * ECT__REGION_OWNER_BYTE is the ownership; the owner also takes a read
+ * lock on the one byte at ECT__REGION_OWNER_PID_BASE + its pid, because an
+ * OFD lock does not record a pid (/proc/locks and F_OFD_GETLK say -1), and
+ * that byte's offset does.  Both are far from anything else and need not
+ * lie inside the file. */
+#define ECT__REGION_OWNER_BYTE     ((int64_t)1 << 61)
+#define ECT__REGION_OWNER_PID_BASE ((int64_t)1 << 62)
+#define ECT__REGION_OWNER_PID_MAX  ((int64_t)1 << 30) /* above any pid_max */
+
 /* Test hooks (tests link the static library).  Not for production use. */
 enum {
     /* Skip MADV_POPULATE_WRITE and take the page-touch fallback. */
@@ -65,6 +77,18 @@ extern unsigned ect__region_test_flags;
  * [A-Za-z0-9._-], not starting with '.', without "..".  what names the
  * value in the message ("region name"). */
 ect_status_t ect__region_check_name(const char *what, const char *text, size_t max);
+
+/* The same rule on text[0..len) without a message: ECT__NAME_OK or the
+ * first rule broken (*at_p gets the index of a bad character). */
+enum {
+    ECT__NAME_OK,
+    ECT__NAME_EMPTY,
+    ECT__NAME_TOO_LONG,
+    ECT__NAME_DOT_FIRST,
+    ECT__NAME_DOTDOT,
+    ECT__NAME_BAD_CHAR
+};
+int ect__region_name_fault(const char *text, size_t len, size_t max, size_t *at_p);
 
 /* Check a header read from a file of st_size bytes; on failure write a
  * human reason into why and return -1.  Also rejects a file without the
@@ -90,11 +114,20 @@ ect_status_t ect__region_prefault(void *base, size_t len);
  * on its own open file description of that file and then unlinks
  * <dir>/<file_name> and <dir>/<tmp_name> (tmp_name may be NULL), each only
  * while it still names that file.  The caller must already hold its shared
- * lock on fd, so the reaper cannot win before the caller lets go.
+ * lock on fd, so the reaper cannot win before the caller lets go.  If the
+ * reaper is left as this process's own child, it is remembered for
+ * ect__region_reap().
  * Returns ECT_OK, or ECT_ERR_IO when the reaper could not be started (the
  * region still works; only the cleanup after a crash is lost). */
 ect_status_t ect__region_spawn_reaper(int fd, const char *dir, const char *file_name,
                                       const char *tmp_name);
+
+/* Collect the exit status of reapers that ended up as this process's own
+ * children (we are PID 1 of a namespace or a child subreaper; see reap.c),
+ * without waiting.  last_holder: this process just closed the last hold of
+ * the file (dev, ino), which lets its reaper go: wait up to 200 ms for that
+ * one.  Never fails. */
+void ect__region_reap(int last_holder, dev_t dev, ino_t ino);
 
 /* Remove orphans from dir, logging each at warning level (the sweep at open). */
 void ect__region_sweep(const char *dir);

@@ -4,7 +4,7 @@
 
 ect_status_t
 ect__instance_region_open(const ect_config_t *cfg, const ect_geometry_t *geometry,
-                          const char *instance_id, unsigned dp_rank, const char *dir,
+                          const char *instance_id, unsigned dp_rank, const char *dir, int owner,
                           ect_region_t **region_p)
 {
     int named = cfg->region_name[0] != '\0';
@@ -22,7 +22,7 @@ ect__instance_region_open(const ect_config_t *cfg, const ect_geometry_t *geometr
         .block_size_bytes = geometry->block_size_bytes,
         .num_blocks = geometry->num_blocks,
         .flags = (cfg->prefault ? 0u : ECT_REGION_NO_PREFAULT) |
-                 (cfg->region_reaper ? 0u : ECT_REGION_NO_REAPER),
+                 (cfg->region_reaper ? 0u : ECT_REGION_NO_REAPER) | (owner ? ECT_REGION_OWNER : 0u),
     };
     return ect_region_open(&p, region_p);
 }

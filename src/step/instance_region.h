@@ -13,10 +13,13 @@
 
 /* Create or join the region named by cfg->region_name, or by
  * "ectier_<instance_id>_dp<dp_rank>" when that is empty.  dir NULL means
- * /dev/shm.  Returns the statuses of ect_region_open, or ECT_ERR_CONFIG when
- * neither a region name nor an instance id is given. */
+ * /dev/shm.  owner: open as the region's one owner (ECT_REGION_OWNER; the
+ * scheduler, which keeps the cache index), else as a joiner (workers).
+ * Returns the statuses of ect_region_open (ECT_ERR_BUSY when owner is set
+ * and another process owns the region), or ECT_ERR_CONFIG when neither a
+ * region name nor an instance id is given. */
 ect_status_t ect__instance_region_open(const ect_config_t *cfg, const ect_geometry_t *geometry,
                                        const char *instance_id, unsigned dp_rank, const char *dir,
-                                       ect_region_t **region_p);
+                                       int owner, ect_region_t **region_p);
 
 #endif /* ECT_STEP_INSTANCE_REGION_H */

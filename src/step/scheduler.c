@@ -125,8 +125,10 @@ ect_scheduler_create(const ect_scheduler_params_t *params, ect_scheduler_t **sch
         st = ect__error(ECT_ERR_INTERNAL, "scheduler: cannot create its mutex");
         goto err_free;
     }
+    /* As the region's owner: its blocks are ours to give out, so a second
+     * scheduler on the same region would overwrite our entries. */
     st = ect__instance_region_open(&s->cfg, &s->geom, params->instance_id, params->dp_rank,
-                                   params->region_dir, &s->region);
+                                   params->region_dir, 1, &s->region);
     if (st != ECT_OK)
         goto err_mutex;
     if ((st = ect_cache_create(s->geom.num_blocks, &s->cache)) != ECT_OK)

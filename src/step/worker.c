@@ -80,7 +80,7 @@ ect_worker_create(const ect_worker_params_t *params, ect_worker_t **worker_p)
     if ((st = ect_worker_report_create(&w->carry)) != ECT_OK)
         goto err_free;
     st = ect__instance_region_open(params->config, &w->geom, params->instance_id, params->dp_rank,
-                                   params->region_dir, &w->region);
+                                   params->region_dir, 0, &w->region);
     if (st != ECT_OK)
         goto err_carry;
     w->view.base = ect_region_data(w->region);

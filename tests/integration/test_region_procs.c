@@ -8,6 +8,7 @@
  * region_helpers.h) so that no other test program's sweep interferes.
  */
 #include <sys/file.h>
+#include <sys/prctl.h>
 
 #include <cjson/cJSON.h>
 
@@ -420,13 +421,157 @@ RT_CASE(test_waiting_reaper_does_not_delay_new_joiners)
     rt_check_no_leftovers();
 }
 
+/* ---- the owner lock across processes ---------------------------------------------------- */
+
+RT_CASE(test_owner_in_another_process_refuses_a_second_owner)
+{
+    char name[64], path[256], want[64];
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    rt_path(path, sizeof(path), RT_SHM, name);
+    ect_region_params_t owner, joiner;
+    rt_params(&owner, name, NULL, 16);
+    owner.flags = ECT_REGION_OWNER;
+    rt_params(&joiner, name, NULL, 16);
+    struct rt_holder first, worker;
+    rt_spawn_holder(&first, &owner, RT_CLOSE);
+    CHECK_EQ_INT(first.status, ECT_OK);
+    /* A joiner in another process is welcome ... */
+    rt_spawn_holder(&worker, &joiner, RT_CLOSE);
+    CHECK_EQ_INT(worker.status, ECT_OK);
+    /* ... a second owner is not, here or in a third process. */
+    ect_region_t *r = NULL;
+    CHECK_STATUS(ect_region_open(&owner, &r), ECT_ERR_BUSY);
+    snprintf(want, sizeof(want), "owned by pid %d", (int)first.pid);
+    CHECK_CONTAINS(ect_last_error(), want);
+    CHECK_CONTAINS(ect_last_error(), path);
+    struct rt_holder second;
+    rt_spawn_holder(&second, &owner, RT_CLOSE);
+    CHECK_EQ_INT(second.status, ECT_ERR_BUSY);
+    rt_release(&second);
+    struct found f = find_region(RT_SHM, name);
+    CHECK_EQ_INT(f.info.owner_pid, first.pid);
+    CHECK_EQ_INT(f.info.n_holders, 2);
+    rt_release(&worker);
+    rt_release(&first);
+    CHECK(!rt_exists(path));
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_sigkilled_owner_lets_a_new_owner_in_and_the_reaper_still_cleans_up)
+{
+    char dir[256], name[64], path[512];
+    rt_make_dir(dir, sizeof(dir));
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    rt_path(path, sizeof(path), dir, name);
+    ect_region_params_t owner, joiner;
+    rt_params(&owner, name, dir, 16);
+    owner.flags = ECT_REGION_OWNER;
+    rt_params(&joiner, name, dir, 16);
+    struct rt_holder first, worker, next;
+    rt_spawn_holder(&first, &owner, RT_CLOSE);
+    CHECK_EQ_INT(first.status, ECT_OK);
+    CHECK_EQ_INT(first.creator, 1);
+    rt_spawn_holder(&worker, &joiner, RT_CLOSE);
+    CHECK_EQ_INT(worker.status, ECT_OK);
+    struct found f = find_region_with_reaper(dir, name);
+    CHECK_EQ_INT(f.info.owner_pid, first.pid);
+
+    /* The owner dies without closing: its lock goes with it, and a
+     * restarted owner takes the region over at once. */
+    rt_kill(&first);
+    rt_spawn_holder(&next, &owner, RT_CLOSE);
+    CHECK_MSG(next.status == ECT_OK, "a new owner after SIGKILL got %d", next.status);
+    CHECK_EQ_INT(next.creator, 0);
+    /* The first creator's reaper still waits (it requeues itself behind the
+     * remaining holders when the dead one's lock goes). */
+    f = find_region_with_reaper(dir, name);
+    CHECK_EQ_INT(f.info.owner_pid, next.pid);
+    CHECK_EQ_INT(f.info.n_holders, 2);
+
+    /* Everyone dies: the reaper removes the file, owner lock or not. */
+    rt_kill(&worker);
+    rt_kill(&next);
+    CHECK_MSG(rt_wait_gone(path, 5000), "%s still exists 5 s after every holder was killed", path);
+    rt_remove_dir(dir);
+    rt_check_no_leftovers();
+}
+
+/* ---- no zombie reapers ------------------------------------------------------------------ */
+
+/* A process that is PID 1 of its container, or a child subreaper (a
+ * supervisor), becomes the parent of every reaper it orphans by the double
+ * fork; a loop of regions must not leave it one zombie each. */
+RT_CASE(test_a_loop_of_regions_leaves_no_zombie_reapers_for_a_subreaper)
+{
+    CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    char name[64], path[256];
+    ect_region_params_t p;
+    for (int i = 0; i < 50; i++) {
+        ect_test_unique_name(name, sizeof(name), "ectt_");
+        rt_path(path, sizeof(path), RT_SHM, name);
+        rt_params(&p, name, NULL, 4);
+        ect_region_t *a = NULL, *b = NULL;
+        CHECK_OK(ect_region_open(&p, &a));
+        CHECK_EQ_INT(ect_region_is_creator(a), 1);
+        if (i % 2 == 1) {
+            /* The creator is not the last one out. */
+            CHECK_OK(ect_region_open(&p, &b));
+            ect_region_close(a);
+            ect_region_close(b);
+        } else {
+            ect_region_close(a);
+        }
+        CHECK(!rt_exists(path));
+    }
+    size_t zombies = ect_test_children(getpid(), 1, NULL, 0);
+    size_t live = ect_test_children(getpid(), 0, NULL, 0);
+    CHECK_MSG(zombies == 0 && live == 0,
+              "after 50 regions this process has %zu zombie and %zu live children", zombies, live);
+    rt_check_no_leftovers();
+}
+
 /* ---- sweep, list and gc ---------------------------------------------------------------- */
+
+/* A file at dir/file_name: an ectier header naming header_name (NULL: no
+ * header, just text) followed by zeros up to size bytes. */
+static void
+write_temp_like(const char *dir, const char *file_name, const char *header_name, size_t size)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, file_name);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    CHECK_MSG(fd >= 0, "create %s: %s", path, strerror(errno));
+    CHECK(ftruncate(fd, (off_t)size) == 0);
+    if (header_name != NULL) {
+        struct ect__region_header h;
+        memset(&h, 0, sizeof(h));
+        memcpy(h.magic, ECT__REGION_MAGIC, ECT__REGION_MAGIC_LEN);
+        h.layout_version = ECT__REGION_LAYOUT_VERSION;
+        h.header_size = sizeof(h);
+        h.creator_pid = 1;
+        snprintf(h.name, sizeof(h.name), "%s", header_name);
+        CHECK(pwrite(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h));
+    } else if (size > 0) {
+        static const char text[] = "another program's temp file";
+        CHECK(pwrite(fd, text, sizeof(text) - 1, 0) == (ssize_t)sizeof(text) - 1);
+    }
+    close(fd);
+}
+
+static int
+exists_in(const char *dir, const char *file_name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, file_name);
+    return rt_exists(path);
+}
 
 /* A directory with one of everything; returns the live holder. */
 struct zoo {
     char dir[256];
     char live[64], orphan[64];
     char live_path[512], orphan_path[512], foreign_path[512], temp_path[512], other_path[512];
+    char foreign_temp_path[512];
     struct rt_holder holder;
 };
 
@@ -442,6 +587,8 @@ make_zoo(struct zoo *z)
     snprintf(z->foreign_path, sizeof(z->foreign_path), "%s/ectier_foreign.mmap", z->dir);
     snprintf(z->temp_path, sizeof(z->temp_path), "%s/%s.Ab12Cd.ectier.tmp", z->dir, z->orphan);
     snprintf(z->other_path, sizeof(z->other_path), "%s/vllm_ec_other.mmap", z->dir);
+    snprintf(z->foreign_temp_path, sizeof(z->foreign_temp_path), "%s/%s.Xy34Zw.ectier.tmp", z->dir,
+             z->orphan);
 
     ect_region_params_t p;
     rt_params(&p, z->live, z->dir, 32);
@@ -451,7 +598,9 @@ make_zoo(struct zoo *z)
     CHECK_EQ_INT(z->holder.status, ECT_OK);
     find_region_with_reaper(z->dir, z->live);
     rt_make_orphan(z->dir, z->orphan, 8);
-    const char *paths[] = {z->foreign_path, z->temp_path, z->other_path};
+    /* A temp file of an interrupted creation of the orphan's name. */
+    write_temp_like(z->dir, strrchr(z->temp_path, '/') + 1, z->orphan, 4096);
+    const char *paths[] = {z->foreign_path, z->foreign_temp_path, z->other_path};
     for (int i = 0; i < 3; i++) {
         FILE *f = fopen(paths[i], "w");
         CHECK(f != NULL);
@@ -465,6 +614,7 @@ clean_zoo(struct zoo *z)
 {
     unlink(z->foreign_path);
     unlink(z->other_path);
+    unlink(z->foreign_temp_path);
     rt_release(&z->holder); /* its close removes the live region */
     CHECK(!rt_exists(z->live_path));
     rt_remove_dir(z->dir);
@@ -486,6 +636,7 @@ RT_CASE(test_sweep_at_open_removes_orphans_but_not_live_or_foreign_files)
     CHECK(rt_exists(z.live_path));
     CHECK(rt_exists(z.foreign_path));
     CHECK(rt_exists(z.other_path));
+    CHECK(rt_exists(z.foreign_temp_path)); /* not provably ours */
     ect_region_close(r);
     clean_zoo(&z);
 }
@@ -542,8 +693,9 @@ RT_CASE(test_list_reports_geometry_holders_and_problems)
     make_zoo(&z);
     struct seen_list *s = calloc(1, sizeof(*s));
     CHECK_OK(ect_region_list(z.dir, list_cb, s));
-    /* live, orphan, foreign, temp; not vllm_ec_other.mmap (no magic, not our name). */
-    CHECK_EQ_INT(s->n, 4);
+    /* live, orphan, foreign, temp, foreign temp; not vllm_ec_other.mmap (no
+     * magic, not our name). */
+    CHECK_EQ_INT(s->n, 5);
     for (unsigned i = 1; i < s->n; i++)
         CHECK(strcmp(s->paths[i - 1], s->paths[i]) < 0); /* file name order */
 
@@ -581,6 +733,15 @@ RT_CASE(test_list_reports_geometry_holders_and_problems)
     int ti = seen_index(s, temp_name);
     CHECK(ti >= 0);
     CHECK_EQ_INT(s->v[ti].kind, ECT_REGION_FILE_TEMP);
+    CHECK_EQ_INT(s->v[ti].gc_eligible, 1);
+    CHECK_EQ_INT(s->v[li].gc_eligible, 1);
+    CHECK_EQ_INT(s->v[oi].gc_eligible, 1);
+    CHECK_EQ_INT(s->v[fi].gc_eligible, 0);
+    int fti = seen_index(s, strrchr(z.foreign_temp_path, '/') + 1);
+    CHECK(fti >= 0);
+    CHECK_EQ_INT(s->v[fti].kind, ECT_REGION_FILE_TEMP);
+    CHECK_EQ_INT(s->v[fti].gc_eligible, 0);
+    CHECK_CONTAINS(s->problems[fti], "not provably ectier's");
 
     CHECK_STATUS(ect_region_list("/nonexistent-ectier-dir", list_cb, s), ECT_ERR_NOT_FOUND);
     CHECK_STATUS(ect_region_list(z.dir, NULL, s), ECT_ERR_INVALID_ARG);
@@ -598,17 +759,24 @@ RT_CASE(test_gc_removes_only_orphans_and_reports_each)
     unsigned removed = 99;
     CHECK_OK(ect_region_gc(z.dir, 1, gc_cb, s, &removed));
     CHECK_EQ_INT(removed, 2);
-    CHECK_EQ_INT(s->n, 2);
+    CHECK_EQ_INT(s->n, 4); /* the two foreign files are reported as left */
     CHECK(rt_exists(z.orphan_path) && rt_exists(z.temp_path)); /* dry run */
 
     memset(s, 0, sizeof(*s));
     CHECK_OK(ect_region_gc(z.dir, 0, gc_cb, s, &removed));
     CHECK_EQ_INT(removed, 2);
-    CHECK_EQ_INT(s->n, 2);
+    CHECK_EQ_INT(s->n, 4);
     int oi = seen_index(s, z.orphan);
     CHECK(oi >= 0);
     CHECK_EQ_INT(s->outcome[oi], ECT_OK);
     CHECK_EQ_INT(s->v[oi].kind, ECT_REGION_FILE_REGION);
+    int fi = seen_index(s, "ectier_foreign");
+    CHECK(fi >= 0);
+    CHECK_EQ_INT(s->outcome[fi], ECT_ERR_INCOMPATIBLE);
+    int fti = seen_index(s, strrchr(z.foreign_temp_path, '/') + 1);
+    CHECK(fti >= 0);
+    CHECK_EQ_INT(s->outcome[fti], ECT_ERR_INCOMPATIBLE);
+    CHECK(rt_exists(z.foreign_temp_path));
     CHECK(!rt_exists(z.orphan_path));
     CHECK(!rt_exists(z.temp_path));
     CHECK(rt_exists(z.live_path));
@@ -619,6 +787,138 @@ RT_CASE(test_gc_removes_only_orphans_and_reports_each)
     CHECK_EQ_INT(removed, 0);
     free(s);
     clean_zoo(&z);
+}
+
+/* ---- gc removes only what it can prove is ours ------------------------------------------ */
+
+static char *run_cli(const char *args, int *rc_p);
+
+RT_CASE(test_gc_and_sweep_remove_only_temp_files_that_are_provably_ours)
+{
+    char dir[256];
+    rt_make_dir(dir, sizeof(dir));
+    /* Ours: the name pattern of a creation ("<region>.XXXXXX.ectier.tmp") and
+     * a header that names that region, from a creator killed while it
+     * reserved the pages (the file is shorter than the header says). */
+    const char *ours = "reg.Ab12Cd.ectier.tmp", *ours2 = "reg.Ef34Gh.ectier.tmp";
+    write_temp_like(dir, ours, "reg", 4096);
+    write_temp_like(dir, ours2, "reg", 4096);
+    /* Not provably ours: another program's file, an empty one, a header
+     * naming another region, and names outside the pattern. */
+    const char *left[] = {"app.Xy34Zw.ectier.tmp", "reg.Qq11Rr.ectier.tmp", "reg.Mm22Nn.ectier.tmp",
+                          "reg.ectier.tmp", "reg.Ab12C!.ectier.tmp"};
+    write_temp_like(dir, left[0], NULL, 64);
+    write_temp_like(dir, left[1], NULL, 0);
+    write_temp_like(dir, left[2], "other", 4096);
+    write_temp_like(dir, left[3], "reg", 4096);
+    write_temp_like(dir, left[4], "reg", 4096);
+    const size_t n_left = sizeof(left) / sizeof(left[0]);
+
+    struct seen_list *s = calloc(1, sizeof(*s));
+    unsigned removed = 99;
+    CHECK_OK(ect_region_gc(dir, 0, gc_cb, s, &removed));
+    CHECK_EQ_INT(removed, 2);
+    CHECK(!exists_in(dir, ours) && !exists_in(dir, ours2));
+    for (size_t i = 0; i < n_left; i++) {
+        CHECK_MSG(exists_in(dir, left[i]), "gc removed %s", left[i]);
+        int k = seen_index(s, left[i]);
+        CHECK_MSG(k >= 0, "gc did not report %s", left[i]);
+        CHECK_EQ_INT(s->outcome[k], ECT_ERR_INCOMPATIBLE);
+        CHECK_CONTAINS(s->problems[k], "not provably");
+    }
+    CHECK_EQ_INT(s->n, 2 + n_left);
+
+    /* The sweep at open follows the same rule. */
+    write_temp_like(dir, ours, "reg", 4096);
+    char name[64];
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    ect_region_params_t p;
+    rt_params(&p, name, dir, 4);
+    ect_region_t *r = NULL;
+    CHECK_OK(ect_region_open(&p, &r));
+    CHECK(!exists_in(dir, ours));
+    for (size_t i = 0; i < n_left; i++)
+        CHECK_MSG(exists_in(dir, left[i]), "the sweep removed %s", left[i]);
+    ect_region_close(r);
+
+    /* `ectier gc` says what it left, and that is no failure. */
+    char args[512], want[512];
+    int rc;
+    snprintf(args, sizeof(args), "gc --dir %s", dir);
+    char *out = run_cli(args, &rc);
+    CHECK_EQ_INT(rc, 0);
+    snprintf(want, sizeof(want), "left %s/%s (", dir, left[0]);
+    CHECK_CONTAINS(out, want);
+    CHECK_CONTAINS(out, "0 removed from");
+    free(out);
+    for (size_t i = 0; i < n_left; i++) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", dir, left[i]);
+        unlink(path);
+    }
+    free(s);
+    rt_remove_dir(dir);
+    rt_check_no_leftovers();
+}
+
+RT_CASE(test_inspect_and_gc_tell_the_truth_about_links_fifos_and_directories)
+{
+    char dir[256], path[512], args[512];
+    rt_make_dir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/ectier_link.mmap", dir);
+    CHECK(symlink("/nonexistent-ectier-target", path) == 0);
+    snprintf(path, sizeof(path), "%s/ectier_fifo.mmap", dir);
+    CHECK(mkfifo(path, 0600) == 0);
+    snprintf(path, sizeof(path), "%s/ectier_dir.mmap", dir);
+    CHECK(mkdir(path, 0700) == 0);
+    snprintf(path, sizeof(path), "%s/reg.Ab12Cd.ectier.tmp", dir);
+    CHECK(mkfifo(path, 0600) == 0);
+
+    int rc;
+    snprintf(args, sizeof(args), "inspect --dir %s", dir);
+    char *out = run_cli(args, &rc);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_MSG(strstr(out, "gc` removes it") == NULL, "inspect promises gc removes: %s", out);
+    CHECK_CONTAINS(out, "a symbolic link");
+    CHECK_CONTAINS(out, "a FIFO");
+    CHECK_CONTAINS(out, "a directory");
+    CHECK_CONTAINS(out, "`ectier gc` leaves it");
+    CHECK_CONTAINS(out, "0 orphaned, 4 other");
+    free(out);
+
+    snprintf(args, sizeof(args), "inspect --json --dir %s", dir);
+    out = run_cli(args, &rc);
+    CHECK_EQ_INT(rc, 0);
+    cJSON *doc = cJSON_Parse(out);
+    CHECK_MSG(cJSON_IsArray(doc) && cJSON_GetArraySize(doc) == 4, "inspect --json: %s", out);
+    cJSON *o;
+    cJSON_ArrayForEach(o, doc)
+    {
+        CHECK(cJSON_IsFalse(cJSON_GetObjectItem(o, "orphaned")));
+        CHECK(cJSON_IsFalse(cJSON_GetObjectItem(o, "gc_eligible")));
+    }
+    cJSON_Delete(doc);
+    free(out);
+
+    snprintf(args, sizeof(args), "gc --dir %s", dir);
+    out = run_cli(args, &rc);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_CONTAINS(out, "0 removed from");
+    CHECK_CONTAINS(out, "ectier_fifo.mmap (a FIFO");
+    free(out);
+    const char *names[] = {"ectier_link.mmap", "ectier_fifo.mmap", "ectier_dir.mmap",
+                           "reg.Ab12Cd.ectier.tmp"};
+    for (size_t i = 0; i < 4; i++)
+        CHECK_MSG(exists_in(dir, names[i]), "gc removed %s", names[i]);
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        if (i == 2)
+            rmdir(path);
+        else
+            unlink(path);
+    }
+    rt_remove_dir(dir);
+    rt_check_no_leftovers();
 }
 
 /* ---- the CLI ------------------------------------------------------------------------ */
@@ -670,8 +970,8 @@ RT_CASE(test_cli_inspect_and_gc_on_live_and_orphaned_regions)
     CHECK_CONTAINS(out, "holders 0, orphaned: `ectier gc` removes it");
     CHECK_CONTAINS(out, "not an ectier region");
     CHECK_CONTAINS(out, "instance \"zoo\"");
-    CHECK_CONTAINS(out, "4 files in");
-    CHECK_CONTAINS(out, "1 live region, 2 orphaned, 1 other");
+    CHECK_CONTAINS(out, "5 files in");
+    CHECK_CONTAINS(out, "1 live region, 2 orphaned, 2 other");
     free(out);
 
     snprintf(args, sizeof(args), "inspect --json --dir=%s", z.dir);
@@ -679,7 +979,7 @@ RT_CASE(test_cli_inspect_and_gc_on_live_and_orphaned_regions)
     CHECK_EQ_INT(rc, 0);
     cJSON *doc = cJSON_Parse(out);
     CHECK_MSG(cJSON_IsArray(doc), "not a JSON array: %s", out);
-    CHECK_EQ_INT(cJSON_GetArraySize(doc), 4);
+    CHECK_EQ_INT(cJSON_GetArraySize(doc), 5);
     int found_live = 0;
     cJSON *o;
     cJSON_ArrayForEach(o, doc)
@@ -732,7 +1032,10 @@ RT_CASE(test_cli_inspect_and_gc_on_live_and_orphaned_regions)
     CHECK_CONTAINS(out, want);
     snprintf(want, sizeof(want), "removed %s (stale temp file", z.temp_path);
     CHECK_CONTAINS(out, want);
+    snprintf(want, sizeof(want), "left %s (not provably ectier's", z.foreign_temp_path);
+    CHECK_CONTAINS(out, want);
     CHECK_CONTAINS(out, "2 removed from");
+    CHECK_CONTAINS(out, ", 2 left (not provably ectier's)");
     CHECK(strstr(out, z.live) == NULL);
     free(out);
     CHECK(!rt_exists(z.orphan_path));
@@ -759,10 +1062,15 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_sigkill_of_every_holder_leaves_nothing_with_named_temp_files),
     ECT_CASE(test_flock_grants_shared_lock_while_exclusive_request_waits),
     ECT_CASE(test_waiting_reaper_does_not_delay_new_joiners),
+    ECT_CASE(test_owner_in_another_process_refuses_a_second_owner),
+    ECT_CASE(test_sigkilled_owner_lets_a_new_owner_in_and_the_reaper_still_cleans_up),
+    ECT_CASE(test_a_loop_of_regions_leaves_no_zombie_reapers_for_a_subreaper),
     ECT_CASE(test_sweep_at_open_removes_orphans_but_not_live_or_foreign_files),
     ECT_CASE(test_list_reports_geometry_holders_and_problems),
     ECT_CASE(test_gc_removes_only_orphans_and_reports_each),
     ECT_CASE(test_cli_inspect_and_gc_on_live_and_orphaned_regions),
+    ECT_CASE(test_gc_and_sweep_remove_only_temp_files_that_are_provably_ours),
+    ECT_CASE(test_inspect_and_gc_tell_the_truth_about_links_fifos_and_directories),
 };
 
 int

@@ -16,7 +16,6 @@
  * scheduler stays consistent meanwhile: its other entries, saves and
  * evictions work, and the pinned entry is never evicted under a load.
  */
-#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -420,31 +419,8 @@ test_sigkill_of_a_worker_mid_step_leaves_the_load_pinned(void)
 static size_t
 children_of(pid_t parent, pid_t *out, size_t cap)
 {
-    DIR *d = opendir("/proc");
-    CHECK(d != NULL);
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue;
-        size_t len = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[len] = '\0';
-        char *rp = strrchr(buf, ')');
-        char state;
-        int ppid;
-        if (rp == NULL || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
-            continue;
-        if (ppid == (int)parent && state != 'Z' && n < cap)
-            out[n++] = (pid_t)atoi(e->d_name);
-    }
-    closedir(d);
-    return n;
+    size_t n = ect_test_children(parent, 0, out, cap);
+    return n < cap ? n : cap;
 }
 
 static void

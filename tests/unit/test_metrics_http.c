@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -201,6 +202,132 @@ test_a_silent_client_is_dropped_and_the_next_scrape_served(void)
     http_fx_close(&fx);
 }
 
+/* ---- clients that hold connections (issue 9, item 7) ------------------------- */
+
+static uint64_t
+now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* One scrape, timed; fails the case unless it is a 200 within limit_ms. */
+static void
+scrape_within(uint16_t port, uint64_t limit_ms)
+{
+    uint64_t t0 = now_ms();
+    char *r = get(port, "/metrics");
+    uint64_t took = now_ms() - t0;
+    CHECK_MSG(strncmp(r, "HTTP/1.0 200 OK", 15) == 0, "scrape answered \"%.40s\"", r);
+    CHECK_MSG(took <= limit_ms, "a scrape took %llu ms (limit %llu)", (unsigned long long)took,
+              (unsigned long long)limit_ms);
+    free(r);
+}
+
+/* stop: set by the case (atomically); sent: read after the join. */
+struct slowloris {
+    uint16_t port;
+    int fd;
+    int stop;
+    size_t sent;
+};
+
+/* Dribble a request one byte per 100 ms, as long as the server takes it. */
+static void *
+slowloris_main(void *arg)
+{
+    struct slowloris *sl = arg;
+    static const char req[] =
+        "GET /metrics HTTP/1.0\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    for (size_t i = 0; i < sizeof(req) - 1 && !__atomic_load_n(&sl->stop, __ATOMIC_RELAXED); i++) {
+        if (send(sl->fd, req + i, 1, MSG_NOSIGNAL) != 1)
+            break;
+        sl->sent++;
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    }
+    return NULL;
+}
+
+/* Whether the server closed fd (end of file or reset) within limit_ms. */
+static int
+closed_within(int fd, uint64_t limit_ms)
+{
+    struct timeval tv = {.tv_sec = (time_t)(limit_ms / 1000),
+                         .tv_usec = (suseconds_t)(limit_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[4096];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return 1;
+        if (n < 0)
+            return 0; /* timed out: still open */
+    }
+}
+
+static void
+test_idle_slow_and_deaf_clients_do_not_delay_a_scrape(void)
+{
+    struct http_fx fx;
+    http_fx_open(&fx);
+    /* Four idle connections, a slowloris and a client that sends a request
+     * and never reads the answer, all at once. */
+    int idle[4];
+    for (int i = 0; i < 4; i++)
+        CHECK((idle[i] = connect_port(fx.port)) >= 0);
+    struct slowloris sl = {.port = fx.port, .fd = connect_port(fx.port)};
+    CHECK(sl.fd >= 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, slowloris_main, &sl) == 0);
+    int deaf = connect_port(fx.port);
+    CHECK(deaf >= 0);
+    int small = 1024;
+    setsockopt(deaf, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+    CHECK(send(deaf, req, sizeof(req) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(req) - 1);
+
+    /* Real scrapes are served at once, again and again. */
+    for (int i = 0; i < 5; i++)
+        scrape_within(fx.port, 500);
+    /* Each holder is cut after its short deadline, without an answer. */
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(closed_within(idle[i], 4000), "idle connection %d still open after 4 s", i);
+    CHECK_MSG(closed_within(sl.fd, 4000), "the slowloris is still connected after 4 s");
+    __atomic_store_n(&sl.stop, 1, __ATOMIC_RELAXED);
+    pthread_join(t, NULL);
+    CHECK_MSG(sl.sent < 40, "the slowloris sent %zu bytes before it was cut", sl.sent);
+    CHECK_MSG(closed_within(deaf, 4000), "the deaf client is still connected after 4 s");
+    for (int i = 0; i < 4; i++)
+        close(idle[i]);
+    close(sl.fd);
+    close(deaf);
+    scrape_within(fx.port, 500);
+    http_fx_close(&fx);
+}
+
+static void
+test_more_idle_connections_than_slots_do_not_lock_out_a_scrape(void)
+{
+    struct http_fx fx;
+    http_fx_open(&fx);
+    /* Far more than the server keeps: the oldest idle ones make room. */
+    enum { N = 100 };
+    int fds[N];
+    int open_n = 0;
+    for (int i = 0; i < N; i++)
+        if ((fds[i] = connect_port(fx.port)) >= 0)
+            open_n++;
+    CHECK_MSG(open_n >= 64, "only %d of %d connections were made", open_n, N);
+    for (int i = 0; i < 3; i++)
+        scrape_within(fx.port, 500);
+    for (int i = 0; i < N; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    http_fx_close(&fx);
+}
+
 static void
 test_shutdown_closes_the_port(void)
 {
@@ -239,6 +366,8 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_other_paths_and_methods_get_404),
     ECT_CASE(test_malformed_and_oversized_requests_get_400_and_serving_goes_on),
     ECT_CASE(test_a_silent_client_is_dropped_and_the_next_scrape_served),
+    ECT_CASE(test_idle_slow_and_deaf_clients_do_not_delay_a_scrape),
+    ECT_CASE(test_more_idle_connections_than_slots_do_not_lock_out_a_scrape),
     ECT_CASE(test_shutdown_closes_the_port),
     ECT_CASE(test_a_taken_port_fails_create_naming_the_address),
 };

@@ -499,6 +499,84 @@ RT_CASE(test_exclusively_held_file_gives_busy_then_joins)
     rt_check_no_leftovers();
 }
 
+/* ---- the owner lock -------------------------------------------------------------------- */
+
+struct owner_seen {
+    const char *name;
+    int seen;
+    int32_t owner_pid;
+    unsigned n_holders;
+};
+
+static int
+owner_cb(const ect_region_info_t *info, void *user)
+{
+    struct owner_seen *o = user;
+    if (strcmp(info->name, o->name) == 0) {
+        o->seen = 1;
+        o->owner_pid = info->owner_pid;
+        o->n_holders = info->n_holders;
+    }
+    return 0;
+}
+
+static struct owner_seen
+list_owner(const char *name)
+{
+    struct owner_seen o = {.name = name};
+    CHECK_OK(ect_region_list(RT_SHM, owner_cb, &o));
+    CHECK(o.seen);
+    return o;
+}
+
+RT_CASE(test_second_owner_in_one_process_is_refused_joiners_are_not)
+{
+    char name[64], path[256], pid[32];
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    rt_path(path, sizeof(path), RT_SHM, name);
+    snprintf(pid, sizeof(pid), "pid %d", (int)getpid());
+    ect_region_params_t owner, joiner;
+    rt_params(&owner, name, NULL, 8);
+    owner.flags = ECT_REGION_OWNER;
+    rt_params(&joiner, name, NULL, 8);
+
+    ect_region_t *a = NULL, *b = NULL, *c = NULL, *ro = NULL;
+    CHECK_OK(ect_region_open(&owner, &a));
+    memset(ect_region_block_ptr(a, 2), 0x5a, 256);
+    /* A second owner, even in the owner's own process, is refused with the
+     * region and the owner named, and changes nothing. */
+    b = (ect_region_t *)&b;
+    CHECK_STATUS(ect_region_open(&owner, &b), ECT_ERR_BUSY);
+    CHECK(b == (ect_region_t *)&b);
+    CHECK_CONTAINS(ect_last_error(), path);
+    CHECK_CONTAINS(ect_last_error(), pid);
+    CHECK_EQ_INT(((uint8_t *)ect_region_block_ptr(a, 2))[255], 0x5a);
+    struct owner_seen o = list_owner(name);
+    CHECK_EQ_INT(o.owner_pid, getpid());
+    CHECK_EQ_INT(o.n_holders, 1); /* the refused open let its hold go */
+
+    /* Joiners and read-only mappers are not owners. */
+    CHECK_OK(ect_region_open(&joiner, &b));
+    CHECK_OK(ect_region_open_readonly(name, NULL, &ro));
+    CHECK_EQ_INT(((const uint8_t *)ect_region_block_ptr(ro, 2))[0], 0x5a);
+    CHECK_EQ_INT(list_owner(name).n_holders, 3);
+
+    /* The owner goes: the region lives on with its joiners, and the next
+     * owner gets in at once. */
+    ect_region_close(a);
+    CHECK(rt_exists(path));
+    CHECK_EQ_INT(list_owner(name).owner_pid, 0);
+    CHECK_OK(ect_region_open(&owner, &c));
+    CHECK_EQ_INT(ect_region_is_creator(c), 0);
+    CHECK_EQ_INT(list_owner(name).owner_pid, getpid());
+    /* The owner lock does not get in the way of the last-holder removal. */
+    ect_region_close(ro);
+    ect_region_close(b);
+    ect_region_close(c);
+    CHECK(!rt_exists(path));
+    rt_check_no_leftovers();
+}
+
 /* ---- closing ----------------------------------------------------------------------- */
 
 RT_CASE(test_only_the_last_close_removes_the_file)
@@ -744,6 +822,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_wrong_size_or_bad_header_file_is_incompatible_and_untouched),
     ECT_CASE(test_symlink_or_fifo_under_the_name_is_refused_without_hanging),
     ECT_CASE(test_exclusively_held_file_gives_busy_then_joins),
+    ECT_CASE(test_second_owner_in_one_process_is_refused_joiners_are_not),
     ECT_CASE(test_only_the_last_close_removes_the_file),
     ECT_CASE(test_close_and_accessors_accept_null),
     ECT_CASE(test_readonly_open_sees_data_and_keeps_region_alive),

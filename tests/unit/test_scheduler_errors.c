@@ -177,10 +177,61 @@ test_create_fails_cleanly_on_bad_params(void)
     ect_scheduler_destroy(NULL);
 }
 
+/* Issue 9 item 4: two cache owners configured with one region_name would
+ * overwrite each other's entries.  The second scheduler is refused, naming
+ * the region and the first one's pid; workers and read-only mappers still
+ * join; once the owner is gone a new one can take over. */
+static void
+test_a_second_scheduler_on_one_region_is_refused_and_workers_still_join(void)
+{
+    struct sh_instance a, b;
+    sh_instance_init(&a, ECT_ROLE_BOTH, 16, true);
+    sh_instance_init(&b, ECT_ROLE_BOTH, 16, true);
+    /* Two instances, one configured region name. */
+    char name[64], path[320];
+    ect_test_unique_name(name, sizeof(name), "ectt_");
+    snprintf(a.cfg.region_name, sizeof(a.cfg.region_name), "%s", name);
+    snprintf(b.cfg.region_name, sizeof(b.cfg.region_name), "%s", name);
+    snprintf(path, sizeof(path), "/dev/shm/%s.mmap", name);
+    snprintf(a.path, sizeof(a.path), "%s", path);
+    ect_scheduler_t *first = sh_scheduler(&a, 1);
+    sh_store_only(first, "A", 1);
+
+    ect_scheduler_params_t p = {.config = &b.cfg, .geometry = &b.geom, .instance_id = b.id};
+    ect_scheduler_t *second = (ect_scheduler_t *)&b; /* must stay as it is */
+    CHECK_STATUS(ect_scheduler_create(&p, &second), ECT_ERR_BUSY);
+    CHECK(second == (ect_scheduler_t *)&b);
+    char pid[32];
+    snprintf(pid, sizeof(pid), "pid %d", (int)getpid());
+    CHECK_CONTAINS(ect_last_error(), path);
+    CHECK_CONTAINS(ect_last_error(), pid);
+    CHECK_CONTAINS(ect_last_error(), "region_name");
+    /* The refused one left the owner's region and entries alone. */
+    CHECK(sh_exists(path));
+    CHECK(sh_cached(first, "A"));
+
+    /* A worker of the instance and a read-only mapper still join. */
+    ect_worker_t *w = sh_worker(&a, 0, 0, NULL);
+    ect_region_t *ro = NULL;
+    CHECK_OK(ect_region_open_readonly(path, NULL, &ro));
+    ect_region_close(ro);
+
+    /* The owner goes; the next scheduler owns the region (the worker kept
+     * it alive). */
+    ect_scheduler_destroy(first);
+    CHECK(sh_exists(path));
+    second = NULL;
+    CHECK_OK(ect_scheduler_create(&p, &second));
+    ect_scheduler_destroy(second);
+    ect_worker_destroy(w);
+    sh_check_gone(path);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_malformed_report_changes_nothing),
     ECT_CASE(test_bad_requests_are_rejected_and_change_nothing),
     ECT_CASE(test_create_fails_cleanly_on_bad_params),
+    ECT_CASE(test_a_second_scheduler_on_one_region_is_refused_and_workers_still_join),
 };
 
 int

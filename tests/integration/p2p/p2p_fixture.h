@@ -149,4 +149,24 @@ pf_params_port(const char *params)
     return (unsigned)strtoul(at + 12, NULL, 10);
 }
 
+/* utime + stime of a process in seconds (/proc/PID/stat fields 14, 15). */
+static inline double
+pf_cpu_seconds(pid_t pid)
+{
+    char path[64], buf[2048];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    CHECK(p != NULL);
+    unsigned long long utime = 0, stime = 0;
+    /* The first field after ')' is field 3. */
+    CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) ==
+          2);
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
 #endif /* ECT_TESTS_P2P_FIXTURE_H */

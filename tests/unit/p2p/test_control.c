@@ -9,6 +9,11 @@
  * Cases named after the seed's unit/test_control.py scenarios say so in
  * their comment ("seed: ...").
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
 #include "control_testlib.h"
 
 static const char *const lo = "127.0.0.1";
@@ -669,6 +674,68 @@ test_client_pool_of_fifty_producers_without_crosstalk(void)
     CHECK_NO_LEAKS();
 }
 
+/* ---- producer: connections that do not speak ZMTP (issue 9, item 7) ------------------ */
+
+static int
+tcp_connect(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_MSG(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "connect: %s", strerror(errno));
+    return fd;
+}
+
+static void *
+close_server_main(void *arg)
+{
+    ect__ctl_server_close(arg);
+    return NULL;
+}
+
+/* libzmq 4.3 writes monitor events with a blocking send under the socket's
+ * monitor mutex: once the monitor pipe was full, its I/O thread stopped and
+ * closing the server deadlocked.  Thousands of connections that fail before
+ * their handshake, with nobody reading the monitor meanwhile, filled it. */
+static void
+test_server_survives_a_storm_of_failed_connections_between_two_polls(void)
+{
+    ect_ctl_server_t *server = open_server();
+    uint16_t port = ect__ctl_server_port(server);
+    enum { N = 2500 }; /* two events each; the default pipe holds 2000 */
+    for (int i = 0; i < N; i++) {
+        int fd = tcp_connect(port);
+        CHECK(send(fd, "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL) == 18);
+        close(fd);
+    }
+    /* Long enough for libzmq to have seen them all go. */
+    sleep_ms(1500);
+    /* A consumer is still served (the I/O thread did not stop) ... */
+    ect_ctl_client_t *client = make_client();
+    CHECK_OK(ect__ctl_client_send(client, lo, port, "after", 5));
+    ect_ctl_peer_t peer;
+    char buf[16];
+    /* ... and closing right after does not hang. */
+    CHECK_OK(server_recv_str(server, 5000, &peer, buf, sizeof(buf)));
+    CHECK_STR_EQ(buf, "after");
+    for (int i = 0; i < N; i++) {
+        int fd = tcp_connect(port);
+        CHECK(send(fd, "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL) == 18);
+        close(fd);
+    }
+    sleep_ms(1500);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, close_server_main, server) == 0);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    CHECK_MSG(pthread_timedjoin_np(t, NULL, &until) == 0,
+              "closing the server hung after a storm of failed connections");
+    ect__ctl_client_destroy(client);
+    CHECK_NO_LEAKS();
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_server_round_trip_routes_each_reply_to_its_sender),
     ECT_CASE(test_server_port_zero_binds_a_free_port_and_reports_it),
@@ -683,6 +750,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_server_accepts_message_of_exactly_the_limit),
     ECT_CASE(test_server_frame_beyond_hard_cap_cuts_connection_and_reports_identity),
     ECT_CASE(test_server_fifty_consumers_without_crosstalk),
+    ECT_CASE(test_server_survives_a_storm_of_failed_connections_between_two_polls),
     ECT_CASE(test_client_send_prefixes_empty_delimiter),
     ECT_CASE(test_client_recv_extracts_payload_from_envelope),
     ECT_CASE(test_client_recv_skips_replies_without_empty_delimiter),
