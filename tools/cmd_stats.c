@@ -47,7 +47,7 @@ struct figures {
     double hits, misses, saves_queued, saves_completed, saves_failed, saves_skipped;
     double loads_queued, loads_completed, save_bytes, save_s, load_bytes, load_s;
     double reads_started, reads_completed, read_bytes, fallbacks, unavailable, retries;
-    double ack_timeouts, read_timeouts, transport_errors, wire_dropped;
+    double ack_timeouts, read_timeouts, transport_errors, wire_dropped, framing_dropped;
     double grants, grants_expired, grants_dead_peer, grants_refused, dones_rejected;
     double stream_served, stream_bytes, stream_denied, stream_bad_requests;
     double stream_conns_refused, stream_timeouts, stream_send_failures;
@@ -93,6 +93,7 @@ static const struct {
     F("p2p_read_timeouts_total", read_timeouts),
     F("p2p_transport_errors_total", transport_errors),
     F("wire_dropped_total", wire_dropped),
+    F("control_framing_dropped_total", framing_dropped),
     F("grants_outstanding", grants),
     F("grants_expired_total", grants_expired),
     F("grants_released_dead_peer_total", grants_dead_peer),
@@ -283,9 +284,11 @@ print_summary(const ect__prom_t *p, const struct figures *x)
            count_str(&f, x->reads_completed), count_str(&f, x->reads_started),
            percent_str(&f, x->reads_completed, x->reads_started), bytes_str(&f, x->read_bytes),
            count_str(&f, x->fallbacks), count_str(&f, x->unavailable), count_str(&f, x->retries));
-    printf("p2p faults %s ack timeouts, %s read timeouts, %s transport errors, %s bad messages\n",
+    printf("p2p faults %s ack timeouts, %s read timeouts, %s transport errors, %s bad msgs, "
+           "%s bad frames\n",
            count_str(&f, x->ack_timeouts), count_str(&f, x->read_timeouts),
-           count_str(&f, x->transport_errors), count_str(&f, x->wire_dropped));
+           count_str(&f, x->transport_errors), count_str(&f, x->wire_dropped),
+           count_str(&f, x->framing_dropped));
     print_by_status(p, "acks in", NAME_PREFIX "acks_received_total");
     print_by_status(p, "acks out", NAME_PREFIX "acks_sent_total");
     printf("fetch      ");
