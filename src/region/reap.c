@@ -26,8 +26,11 @@
  * child subreaper, else to PID 1 of the PID namespace.  When that is the
  * engine itself (PID 1 of its container, or a supervisor that set
  * PR_SET_CHILD_SUBREAPER) nobody else would wait for it, and every region
- * would leave a zombie.  So the first child tells us the reaper's pid
- * through a pipe, and once the first child is gone, waitpid(WNOHANG) on that
+ * would leave a zombie.  So the reaper tells us its pid through a pipe,
+ * once it has closed every descriptor it inherited (until then it shares
+ * the creator's open file description, and the owner lock the creator takes
+ * on it next: the creator waits for that word, so closing its region always
+ * frees the ownership).  Once the first child is gone, waitpid(WNOHANG) on that
  * pid says whether the reaper became our own child.  Those (only those) are
  * remembered in `ours` and collected by ect__region_reap(): at once after
  * the close that lets the reaper go (bounded), and without waiting at every
@@ -43,6 +46,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -64,6 +68,8 @@
 #define OURS_MAX 4096
 /* How long a last close waits for the reaper it let go. */
 #define WAIT_AFTER_CLOSE_NS (200L * 1000 * 1000)
+/* How long a creator waits for its new reaper to report its pid. */
+#define REAPER_START_TIMEOUT_MS 5000
 
 /* Reapers that are our own children: see the file comment. */
 struct our_reaper {
@@ -101,6 +107,8 @@ struct reaper_args {
     ino_t ino;
     const char *file_name;
     const char *tmp_name; /* NULL if none */
+    int pid_fd;           /* write end of the pid pipe */
+    int slow_start;       /* ECT__REGION_TEST_SLOW_REAPER */
     unsigned max_fd;      /* for the close() loop where close_range is missing */
 };
 
@@ -116,21 +124,31 @@ fork_in_child(void)
 #endif
 }
 
+/* Close every descriptor but the three in keep (distinct, any order). */
 static void
-close_all_but(int a, int b, unsigned max_fd)
+close_all_but(int keep[3], unsigned max_fd)
 {
-    unsigned lo = (unsigned)(a < b ? a : b), hi = (unsigned)(a < b ? b : a);
+    /* Sort the three (async-signal-safe: no qsort). */
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2 - i; j++)
+            if (keep[j] > keep[j + 1]) {
+                int t = keep[j];
+                keep[j] = keep[j + 1];
+                keep[j + 1] = t;
+            }
     int ok = 1;
-    if (lo > 0)
-        ok = ok && close_range(0, lo - 1, 0) == 0;
-    if (hi > lo + 1)
-        ok = ok && close_range(lo + 1, hi - 1, 0) == 0;
-    ok = ok && close_range(hi + 1, ~0u, 0) == 0;
+    unsigned from = 0;
+    for (int i = 0; i < 3; i++) {
+        if ((unsigned)keep[i] > from)
+            ok = ok && close_range(from, (unsigned)keep[i] - 1, 0) == 0;
+        from = (unsigned)keep[i] + 1;
+    }
+    ok = ok && close_range(from, ~0u, 0) == 0;
     if (ok)
         return;
     /* A kernel before 5.9 has no close_range. */
     for (unsigned fd = 0; fd < max_fd; fd++)
-        if (fd != lo && fd != hi)
+        if ((int)fd != keep[0] && (int)fd != keep[1] && (int)fd != keep[2])
             close((int)fd);
 }
 
@@ -162,7 +180,21 @@ static void __attribute__((noreturn)) reaper_main(const struct reaper_args *a)
     /* Inherited descriptors would keep pipes open (a parent reading to EOF
      * would hang; the pid pipe among them) and keep the creator's locked
      * file description alive. */
-    close_all_but(a->file_fd, a->dir_fd, a->max_fd);
+    if (a->slow_start) {
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    int keep[3] = {a->file_fd, a->dir_fd, a->pid_fd};
+    close_all_but(keep, a->max_fd);
+    /* Only now, holding nothing of the creator's, tell it our pid: until
+     * here this process shared the creator's open file description, and
+     * with it the owner lock the creator takes next, so a creator that went
+     * on earlier could close its region and still find it owned. */
+    pid_t self = getpid();
+    ssize_t put = write(a->pid_fd, &self, sizeof(self));
+    close(a->pid_fd);
+    if (put != (ssize_t)sizeof(self))
+        _exit(1);
     while (flock(a->file_fd, LOCK_EX) != 0)
         if (errno != EINTR)
             _exit(1);
@@ -240,6 +272,8 @@ ect__region_spawn_reaper(int fd, const char *dir, const char *file_name, const c
         status = ect__error_errno(ECT_ERR_IO, "region reaper: pipe");
         goto close_file;
     }
+    a.pid_fd = pid_pipe[1];
+    a.slow_start = (ect__region_test_flags & ECT__REGION_TEST_SLOW_REAPER) != 0;
     pid_t child = fork();
     if (child < 0) {
         status = ect__error_errno(ECT_ERR_IO, "region reaper: fork");
@@ -251,20 +285,34 @@ ect__region_spawn_reaper(int fd, const char *dir, const char *file_name, const c
         if (setsid() < 0)
             _exit(1);
         pid_t grandchild = fork_in_child();
-        if (grandchild != 0) {
-            /* Always write, so that the read below never waits on another
-             * fork's copy of the pipe (a pid <= 0 says it failed). */
+        if (grandchild < 0) {
+            /* Say so, so that the read below never waits on another fork's
+             * copy of the pipe (a pid <= 0 says it failed). */
             ssize_t put = write(pid_pipe[1], &grandchild, sizeof(grandchild));
-            _exit(grandchild > 0 && put == (ssize_t)sizeof(grandchild) ? 0 : 1);
+            (void)put;
+            _exit(1);
         }
+        if (grandchild > 0)
+            _exit(0); /* the reaper writes its own pid (reaper_main) */
         reaper_main(&a);
     }
     close(pid_pipe[1]);
+    /* Bounded: a reaper killed before it writes, while another thread's
+     * fork holds a copy of the pipe, would otherwise leave no EOF. */
     pid_t reaper = 0;
-    ssize_t got;
-    while ((got = read(pid_pipe[0], &reaper, sizeof(reaper))) < 0 && errno == EINTR)
+    ssize_t got = -1;
+    struct pollfd pfd = {.fd = pid_pipe[0], .events = POLLIN};
+    int ready;
+    while ((ready = poll(&pfd, 1, REAPER_START_TIMEOUT_MS)) < 0 && errno == EINTR)
         ;
+    if (ready > 0)
+        while ((got = read(pid_pipe[0], &reaper, sizeof(reaper))) < 0 && errno == EINTR)
+            ;
     close(pid_pipe[0]);
+    if (ready == 0)
+        ECT_LOG_W("region reaper: no word from the reaper of %s/%s within %d ms; it may still "
+                  "hold the creator's file description",
+                  dir, file_name, REAPER_START_TIMEOUT_MS);
     if (got != (ssize_t)sizeof(reaper))
         reaper = 0;
     int wst = 0;

@@ -70,6 +70,8 @@ enum {
     ECT__REGION_TEST_NAMED_TMP = 1u << 1,
     /* Skip the statvfs free-space check, so fallocate meets a full disk. */
     ECT__REGION_TEST_SKIP_SPACE_CHECK = 1u << 2,
+    /* The reaper sleeps 50 ms before it closes what it inherited. */
+    ECT__REGION_TEST_SLOW_REAPER = 1u << 3,
 };
 extern unsigned ect__region_test_flags;
 

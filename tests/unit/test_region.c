@@ -577,6 +577,35 @@ RT_CASE(test_second_owner_in_one_process_is_refused_joiners_are_not)
     rt_check_no_leftovers();
 }
 
+/* The creator's new reaper shares the creator's open file description
+ * until it has closed what it inherited; ownership taken on that
+ * description must still end with the creator's close, however soon. */
+RT_CASE(test_ownership_ends_with_the_close_even_right_after_creation)
+{
+    /* A reaper slow to start (a loaded machine) makes the window wide. */
+    ect__region_test_flags = ECT__REGION_TEST_SLOW_REAPER;
+    for (int round = 0; round < 3; round++) {
+        char name[64], path[256];
+        ect_test_unique_name(name, sizeof(name), "ectt_");
+        rt_path(path, sizeof(path), RT_SHM, name);
+        ect_region_params_t owner, joiner;
+        rt_params(&owner, name, NULL, 4);
+        owner.flags = ECT_REGION_OWNER;
+        rt_params(&joiner, name, NULL, 4);
+        ect_region_t *a = NULL, *b = NULL, *c = NULL;
+        CHECK_OK(ect_region_open(&owner, &a));
+        CHECK(ect_region_is_creator(a));
+        CHECK_OK(ect_region_open(&joiner, &b));
+        ect_region_close(a);
+        CHECK_MSG(ect_region_open(&owner, &c) == ECT_OK, "round %d: %s", round, ect_last_error());
+        ect_region_close(c);
+        ect_region_close(b);
+        CHECK(!rt_exists(path));
+    }
+    ect__region_test_flags = 0;
+    rt_check_no_leftovers();
+}
+
 /* ---- closing ----------------------------------------------------------------------- */
 
 RT_CASE(test_only_the_last_close_removes_the_file)
@@ -823,6 +852,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_symlink_or_fifo_under_the_name_is_refused_without_hanging),
     ECT_CASE(test_exclusively_held_file_gives_busy_then_joins),
     ECT_CASE(test_second_owner_in_one_process_is_refused_joiners_are_not),
+    ECT_CASE(test_ownership_ends_with_the_close_even_right_after_creation),
     ECT_CASE(test_only_the_last_close_removes_the_file),
     ECT_CASE(test_close_and_accessors_accept_null),
     ECT_CASE(test_readonly_open_sees_data_and_keeps_region_alive),
