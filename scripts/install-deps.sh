@@ -12,7 +12,7 @@ pkgs=(gcc make cmake pkg-config libc6-dev
       libcjson-dev libssl-dev
       libzmq3-dev libucx-dev ucx-utils libmsgpack-dev
       python3 python3-zmq python3-msgpack procps iproute2
-      python3-pytest python3-torch python3-pip python3-venv)
+      python3-pytest python3-torch python3-pip python3-venv g++)
 if [ "${1:-}" = "--fuzz" ]; then
     pkgs+=(clang libclang-rt-14-dev)
 fi
