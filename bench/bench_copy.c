@@ -135,11 +135,11 @@ engine_copy(struct copy_bench *b, ect_copy_dir_t dir, const struct config *c)
                                c->payload) != ECT_OK)
             return fail("plan");
         ect_copy_batch_t batch = {.dir = dir, .ops = b->plan.ops, .n_ops = b->plan.n_ops};
-        if (ect_copy_submit(b->engine, &batch, &tickets[j]) != ECT_OK)
+        if (ect_copy_engine_submit(b->engine, &batch, &tickets[j]) != ECT_OK)
             return fail("submit");
     }
     for (unsigned j = 0; j < c->entries; j++)
-        if (ect_copy_wait(b->engine, tickets[j]) != ECT_OK)
+        if (ect_copy_engine_wait(b->engine, tickets[j]) != ECT_OK)
             return fail("wait");
     return 0;
 }

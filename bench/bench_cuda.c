@@ -139,7 +139,7 @@ time_engine(struct ctx *c, ect_copy_dir_t dir, size_t n, int gated, float *ms_p)
     ect_copy_batch_t b = {dir, c->ops, n, c->s};
     uint64_t t;
     void *queue = NULL;
-    ect_status_t st = ect_copy_submit(c->e, &b, &t);
+    ect_status_t st = ect_copy_engine_submit(c->e, &b, &t);
     if (st == ECT_OK)
         st = ect__copy_cuda_queue_stream(c->e, t, &queue);
     if (st == ECT_OK && cudaEventRecord(c->t1, (cudaStream_t)queue) != cudaSuccess)
@@ -151,7 +151,7 @@ time_engine(struct ctx *c, ect_copy_dir_t dir, size_t n, int gated, float *ms_p)
         cudaStreamSynchronize(c->s);
         return -1;
     }
-    if (ect_copy_wait(c->e, t) != ECT_OK) {
+    if (ect_copy_engine_wait(c->e, t) != ECT_OK) {
         fprintf(stderr, "bench cuda: wait: %s\n", ect_last_error());
         return -1;
     }
@@ -403,14 +403,14 @@ time_compute(struct ctx *c, uint32_t iters, int with_save, float *ms_p, float *s
     if (with_save) {
         ect_copy_batch_t b = {ECT_COPY_SAVE, c->ops, MAX_OPS, c->side};
         void *end;
-        if (ect_copy_submit(c->e, &b, &t) != ECT_OK ||
+        if (ect_copy_engine_submit(c->e, &b, &t) != ECT_OK ||
             ect__copy_cuda_end_event(c->e, t, &end) != ECT_OK) {
             fprintf(stderr, "bench cuda: overlap submit: %s\n", ect_last_error());
             return -1;
         }
         CK(cudaStreamWaitEvent(c->side, (cudaEvent_t)end, 0));
         CK(cudaEventRecord(c->t2, c->side));
-        if (ect_copy_wait(c->e, t) != ECT_OK) {
+        if (ect_copy_engine_wait(c->e, t) != ECT_OK) {
             fprintf(stderr, "bench cuda: overlap wait: %s\n", ect_last_error());
             return -1;
         }
@@ -494,7 +494,7 @@ run_all(struct ctx *c)
     printf("  device %s, %d SMs; region %zu MiB in /dev/shm, blocks of %u bytes; "
            "medians of event-timed runs\n",
            prop.name, c->sm_count, c->region_len >> 20, BLOCK);
-    if (ect_copy_register_host(c->e, c->region, c->region_len) != ECT_OK)
+    if (ect_copy_engine_register_host(c->e, c->region, c->region_len) != ECT_OK)
         return -1;
     struct ect__cuda_copy_stats st;
     if (ect__copy_cuda_stats(c->e, &st) != ECT_OK || st.reg_chunks == 0) {

@@ -129,7 +129,7 @@ ship_meta(struct step_bench *b, ect_step_meta_t **meta_p, struct stamps *s)
 static int
 ship_report(struct step_bench *b, struct stamps *s)
 {
-    ect_worker_report_t *r = NULL;
+    ect_step_report_t *r = NULL;
     size_t len = 0;
     if (ect_worker_wait(b->worker) != ECT_OK)
         return fail("worker wait");
@@ -137,12 +137,12 @@ ship_report(struct step_bench *b, struct stamps *s)
     ect_worker_clear_metadata(b->worker);
     if (ect_worker_take_report(b->worker, &r) != ECT_OK || r == NULL)
         return fail("take_report");
-    int rc = grow(b, ect_worker_report_encoded_size(r)) != 0 ||
-             ect_worker_report_encode(r, b->buf, b->buf_cap, &len) != ECT_OK;
+    int rc = grow(b, ect_step_report_encoded_size(r)) != 0 ||
+             ect_step_report_encode(r, b->buf, b->buf_cap, &len) != ECT_OK;
     s->t[REPORT + 1] = ect__now_ns();
     rc = rc || ect_scheduler_update_connector_output(b->sched, b->buf, len) != ECT_OK;
     s->t[APPLY + 1] = ect__now_ns();
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     return rc ? fail("apply the report") : 0;
 }
 

@@ -6,7 +6,7 @@
  * *worker* processes (tensor-parallel ranks).  They exchange, over pipes,
  * exactly what a real engine ships between its processes: the scheduler's
  * encoded step metadata (ect_step_meta_encode) and each worker's encoded
- * report (ect_worker_report_encode).  The region in /dev/shm is shared by
+ * report (ect_step_report_encode).  The region in /dev/shm is shared by
  * all of them; ectier creates it and removes it when the last one closes.
  *
  * Each step the scheduler admits a few requests, each with media items
@@ -311,7 +311,10 @@ worker_main(unsigned rank, int fd_in, int fd_out, const struct ect_loop_workload
             goto done;
         /* 5. The model reads loaded entries only after they landed (a CUDA
          *    engine orders this on its compute stream instead of waiting). */
-        ect_worker_wait(worker);
+        if (ect_worker_wait(worker) != ECT_OK) {
+            fprintf(stderr, "engine_loop: worker %u: wait: %s\n", rank, ect_last_error());
+            goto done;
+        }
         const ect_step_meta_t *meta = ect_worker_metadata(worker);
         for (size_t i = 0; i < ect_step_meta_n_loads(meta); i++) {
             unsigned id;
@@ -325,19 +328,25 @@ worker_main(unsigned rank, int fd_in, int fd_out, const struct ect_loop_workload
                 mismatches++;
         }
         /* 6. Report what landed; the scheduler marks saves ready, unpins loads. */
-        ect_worker_report_t *report = NULL;
+        ect_step_report_t *report = NULL;
         if (ect_worker_take_report(worker, &report) != ECT_OK)
             goto done;
         out.len = 0;
         size_t rlen = 0;
         if (report != NULL) {
-            size_t cap = ect_worker_report_encoded_size(report);
+            size_t cap = ect_step_report_encoded_size(report);
             uint8_t *rb = malloc(cap);
-            ect_worker_report_encode(report, rb, cap, &rlen);
+            if (rb == NULL || ect_step_report_encode(report, rb, cap, &rlen) != ECT_OK) {
+                fprintf(stderr, "engine_loop: worker %u: report: %s\n", rank,
+                        rb == NULL ? "out of memory" : ect_last_error());
+                free(rb);
+                ect_step_report_destroy(report);
+                goto done;
+            }
             msg_u32(&out, (uint32_t)rlen);
             msg_put(&out, rb, rlen);
             free(rb);
-            ect_worker_report_destroy(report);
+            ect_step_report_destroy(report);
         } else {
             msg_u32(&out, 0);
         }
@@ -553,7 +562,10 @@ ect_loop_run(const struct ect_loop_workload *wl, struct ect_loop_summary *summar
                 }
             }
             char *params = NULL;
-            ect_scheduler_request_finished(sched, &req, &params);
+            if (ect_scheduler_request_finished(sched, &req, &params) != ECT_OK) {
+                fprintf(stderr, "engine_loop: %s\n", ect_last_error());
+                goto stop_workers;
+            }
             ect_free(params);
         }
         /* End of scheduling: the step's metadata goes to every worker. */
@@ -611,7 +623,10 @@ ect_loop_run(const struct ect_loop_workload *wl, struct ect_loop_summary *summar
     }
     summary->wall_ns = now_ns() - t_start;
     ect_metrics_t m;
-    ect_scheduler_metrics(sched, &m);
+    if (ect_scheduler_metrics(sched, &m) != ECT_OK) {
+        fprintf(stderr, "engine_loop: %s\n", ect_last_error());
+        goto stop_workers;
+    }
     summary->evictions = m.cache.evicted_entries;
     summary->saves = m.saves_completed;
     summary->save_bytes = m.save_bytes;

@@ -26,18 +26,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(buf);
         ect_step_meta_destroy(m);
     }
-    ect_worker_report_t *r = NULL;
-    if (ect_worker_report_decode(data, size, &r) == ECT_OK) {
-        size_t cap = ect_worker_report_encoded_size(r), len;
+    ect_step_report_t *r = NULL;
+    if (ect_step_report_decode(data, size, &r) == ECT_OK) {
+        size_t cap = ect_step_report_encoded_size(r), len;
         void *buf = malloc(cap);
-        ect_worker_report_t *again = NULL;
-        if (buf == NULL || ect_worker_report_encode(r, buf, cap, &len) != ECT_OK ||
-            ect_worker_report_decode(buf, len, &again) != ECT_OK ||
-            ect_worker_report_n_loads(again) != ect_worker_report_n_loads(r))
+        ect_step_report_t *again = NULL;
+        if (buf == NULL || ect_step_report_encode(r, buf, cap, &len) != ECT_OK ||
+            ect_step_report_decode(buf, len, &again) != ECT_OK ||
+            ect_step_report_n_loads(again) != ect_step_report_n_loads(r))
             abort();
-        ect_worker_report_destroy(again);
+        ect_step_report_destroy(again);
         free(buf);
-        ect_worker_report_destroy(r);
+        ect_step_report_destroy(r);
     }
     return 0;
 }

@@ -136,7 +136,7 @@ sh_cached(ect_scheduler_t *s, const char *key)
 {
     ect_cache_entry_t e;
     return ect_cache_get(ect__scheduler_cache(s), key, &e) == ECT_OK &&
-           e.state != ECT_ENTRY_NOT_READY;
+           e.state != ECT_CACHE_ENTRY_NOT_READY;
 }
 
 /* update_state_after_alloc for a one-item request. */
@@ -190,18 +190,18 @@ sh_encode_meta(const ect_step_meta_t *m, size_t *len_p)
 }
 
 static inline void *
-sh_encode_report(const ect_worker_report_t *r, size_t *len_p)
+sh_encode_report(const ect_step_report_t *r, size_t *len_p)
 {
-    size_t cap = ect_worker_report_encoded_size(r);
+    size_t cap = ect_step_report_encoded_size(r);
     void *buf = malloc(cap);
     CHECK(buf != NULL);
-    CHECK_OK(ect_worker_report_encode(r, buf, cap, len_p));
+    CHECK_OK(ect_step_report_encode(r, buf, cap, len_p));
     return buf;
 }
 
 /* Send a report to the scheduler as encoded bytes. */
 static inline void
-sh_send_report(ect_scheduler_t *s, const ect_worker_report_t *r)
+sh_send_report(ect_scheduler_t *s, const ect_step_report_t *r)
 {
     size_t len;
     void *buf = sh_encode_report(r, &len);
@@ -214,24 +214,24 @@ enum sh_report_kind { SH_SAVED, SH_FAILED };
 static inline void
 sh_report_save(ect_scheduler_t *s, const char *key, enum sh_report_kind kind)
 {
-    ect_worker_report_t *r;
-    CHECK_OK(ect_worker_report_create(&r));
+    ect_step_report_t *r;
+    CHECK_OK(ect_step_report_create(&r));
     if (kind == SH_SAVED)
-        CHECK_OK(ect_worker_report_add_save(r, key));
+        CHECK_OK(ect_step_report_add_save(r, key));
     else
-        CHECK_OK(ect_worker_report_add_failed_save(r, key));
+        CHECK_OK(ect_step_report_add_failed_save(r, key));
     sh_send_report(s, r);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
 }
 
 static inline void
 sh_report_load(ect_scheduler_t *s, uint64_t tid)
 {
-    ect_worker_report_t *r;
-    CHECK_OK(ect_worker_report_create(&r));
-    CHECK_OK(ect_worker_report_add_load(r, tid));
+    ect_step_report_t *r;
+    CHECK_OK(ect_step_report_create(&r));
+    CHECK_OK(ect_step_report_add_load(r, tid));
     sh_send_report(s, r);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
 }
 
 static inline ect_metrics_t

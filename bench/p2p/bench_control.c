@@ -221,15 +221,15 @@ choose_cpus(cpu_set_t *saved)
 
 /* The 218-byte request of ceilings.md §5: two 64-hex hashes and a UUID. */
 static int
-make_request(ect_wire_buf_t *buf)
+make_request(ect__wire_buf_t *buf)
 {
     ect_xfer_req_t req = {
         .mm_hash = "3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a",
         .compatibility_hash = "e5aa20f73125bdda9864ed0f48a40ab5c1c964812da6acc351d581f1c8b00dd1",
         .session_id = "0d5e8a4c-1b7f-4e29-9c3a-6f2d8b1e7a90",
     };
-    ect_wire_buf_init(buf);
-    return ect_wire_encode_req(&req, buf) == ECT_OK ? 0 : -1;
+    ect__wire_buf_init(buf);
+    return ect__wire_encode_req(&req, buf) == ECT_OK ? 0 : -1;
 }
 
 int
@@ -237,7 +237,7 @@ ect_bench_control(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    ect_wire_buf_t msg;
+    ect__wire_buf_t msg;
     if (make_request(&msg) != 0) {
         fprintf(stderr, "bench control: cannot encode the request\n");
         return 1;
@@ -291,6 +291,6 @@ ect_bench_control(int argc, char **argv)
     }
     free(samples[0]);
     free(samples[1]);
-    ect_wire_buf_cleanup(&msg);
+    ect__wire_buf_cleanup(&msg);
     return rc;
 }

@@ -57,9 +57,9 @@ client_main(void *arg)
             c->rtt_ns[i] = ect__now_ns() - t0;
         if (n > 0 && !c->echo) {
             ect_xfer_ack_t ack;
-            if (ect_wire_decode_ack(buf, (size_t)n, &ack) == ECT_OK) {
+            if (ect__wire_decode_ack(buf, (size_t)n, &ack) == ECT_OK) {
                 c->ok += ack.status == ECT_XFER_OK;
-                ect_xfer_ack_cleanup(&ack);
+                ect__xfer_ack_cleanup(&ack);
             }
         } else if (n == (int)c->req_len) {
             c->ok++;
@@ -116,7 +116,7 @@ dealer_to(void *ctx, unsigned port)
 }
 
 static uint64_t
-one_round_trip(void *d, const ect_wire_buf_t *req, uint8_t *buf, size_t cap)
+one_round_trip(void *d, const ect__wire_buf_t *req, uint8_t *buf, size_t cap)
 {
     uint64_t t0 = ect__now_ns();
     zmq_send(d, "", 0, ZMQ_SNDMORE);
@@ -129,8 +129,8 @@ one_round_trip(void *d, const ect_wire_buf_t *req, uint8_t *buf, size_t cap)
 /* Round trips to a and b taken in turns, one each, so whatever else the
  * machine does at a moment lands on both alike; p50 and p99 of each. */
 static void
-rtt_pair(unsigned port_a, const ect_wire_buf_t *req_a, unsigned port_b, const ect_wire_buf_t *req_b,
-         double out[4])
+rtt_pair(unsigned port_a, const ect__wire_buf_t *req_a, unsigned port_b,
+         const ect__wire_buf_t *req_b, double out[4])
 {
     void *ctx = zmq_ctx_new();
     void *a = dealer_to(ctx, port_a), *b = dealer_to(ctx, port_b);
@@ -159,7 +159,7 @@ rtt_pair(unsigned port_a, const ect_wire_buf_t *req_a, unsigned port_b, const ec
 
 /* The ack's size for req (one more request, outside the timing). */
 static size_t
-ack_bytes(unsigned port, const ect_wire_buf_t *req)
+ack_bytes(unsigned port, const ect__wire_buf_t *req)
 {
     void *ctx = zmq_ctx_new();
     void *d = zmq_socket(ctx, ZMQ_DEALER);
@@ -211,12 +211,15 @@ ect_bench_session(int argc, char **argv)
     ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = tokens};
     ect_request_t r = {.request_id = hash, .features = &f, .n_features = 1};
     char *params = NULL;
-    ect_scheduler_request_finished(p.sched, &r, &params);
+    if (ect_scheduler_request_finished(p.sched, &r, &params) != ECT_OK) {
+        fprintf(stderr, "bench session: %s\n", ect_last_error());
+        goto out;
+    }
     const char *at = params ? strstr(params, "\"peer_port\":") : NULL;
     unsigned port = at ? (unsigned)strtoul(at + 12, NULL, 10) : 0;
     ect_free(params);
     char compat[65];
-    ect_compat_hash("0.11.0", "m", "torch.bfloat16", p.geom.block_size_bytes, compat);
+    ect__compat_hash("0.11.0", "m", "torch.bfloat16", p.geom.block_size_bytes, compat);
     /* As an ectier consumer asks: for the entry's runs. */
     ect_xfer_req_t req = {.mm_hash = hash,
                           .compatibility_hash = compat,
@@ -224,9 +227,9 @@ ect_bench_session(int argc, char **argv)
                           .connector_version = 1,
                           .has_connector_version = true,
                           .accepts_runs = true};
-    ect_wire_buf_t rb;
-    ect_wire_buf_init(&rb);
-    ect_wire_encode_req(&req, &rb);
+    ect__wire_buf_t rb;
+    ect__wire_buf_init(&rb);
+    ect__wire_encode_req(&req, &rb);
 
     struct echo e = {.ctx = zmq_ctx_new()};
     e.router = zmq_socket(e.ctx, ZMQ_ROUTER);
@@ -271,22 +274,22 @@ ect_bench_session(int argc, char **argv)
         }
         double p50[2];
         size_t abytes[2];
-        ect_wire_buf_t kb[2];
+        ect__wire_buf_t kb[2];
         for (int runs = 0; runs < 2; runs++) {
             ect_xfer_req_t kr = req;
             kr.mm_hash = h;
             kr.session_id = runs ? "size-runs" : "size-indices";
             kr.accepts_runs = runs;
-            ect_wire_buf_init(&kb[runs]);
-            ect_wire_encode_req(&kr, &kb[runs]);
+            ect__wire_buf_init(&kb[runs]);
+            ect__wire_encode_req(&kr, &kb[runs]);
             abytes[runs] = ack_bytes(port, &kb[runs]);
         }
         double q[4];
         rtt_pair(port, &kb[0], port, &kb[1], q);
         p50[0] = q[0];
         p50[1] = q[2];
-        ect_wire_buf_cleanup(&kb[0]);
-        ect_wire_buf_cleanup(&kb[1]);
+        ect__wire_buf_cleanup(&kb[0]);
+        ect__wire_buf_cleanup(&kb[1]);
         printf("  ack for %2u MiB (%llu blocks): block indices %7zu bytes, p50 %6.1f us; runs %4zu "
                "bytes, p50 %6.1f us (%.1fx faster)\n",
                mib[k], (unsigned long long)tok, abytes[0], p50[0], abytes[1], p50[1],
@@ -295,13 +298,13 @@ ect_bench_session(int argc, char **argv)
 
     struct client cl[CLIENTS];
     pthread_t th[CLIENTS];
-    ect_wire_buf_t creq[CLIENTS];
+    ect__wire_buf_t creq[CLIENTS];
     for (int i = 0; i < CLIENTS; i++) {
         char session[64];
         snprintf(session, sizeof(session), "0d5e8a4c-1b7f-4e29-9c3a-6f2d8b1e7a9%d", i);
         req.session_id = session;
-        ect_wire_buf_init(&creq[i]);
-        ect_wire_encode_req(&req, &creq[i]);
+        ect__wire_buf_init(&creq[i]);
+        ect__wire_encode_req(&req, &creq[i]);
     }
     uint64_t t0 = ect__now_ns();
     for (int i = 0; i < CLIENTS; i++) {
@@ -318,13 +321,13 @@ ect_bench_session(int argc, char **argv)
            CLIENTS, (double)ok / secs, ok, CLIENTS * PER_CLIENT);
     rc = ok == (size_t)CLIENTS * PER_CLIENT ? 0 : 1;
     for (int i = 0; i < CLIENTS; i++)
-        ect_wire_buf_cleanup(&creq[i]);
+        ect__wire_buf_cleanup(&creq[i]);
 out_echo:
     zmq_ctx_shutdown(e.ctx);
     pthread_join(e.thread, NULL);
     zmq_close(e.router);
     zmq_ctx_term(e.ctx);
-    ect_wire_buf_cleanup(&rb);
+    ect__wire_buf_cleanup(&rb);
 out:
     free(payload);
     ect_cli_instance_close(&p);

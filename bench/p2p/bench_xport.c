@@ -696,14 +696,10 @@ perftest(const char *test, size_t bytes, int error_handling, unsigned outstandin
                 unsetenv("UCX_TCP_TX_SEG_SIZE");
             return -1;
         }
-        char *client_argv[] = {perftest_path, "127.0.0.1",
-                               "-p",          port_s,
-                               "-t",          (char *)test,
-                               "-s",          size_s,
-                               "-n",          iters_s,
-                               "-w",          warm_s,
-                               "-O",          outstanding_s,
-                               "-v",          error_handling ? "-e" : NULL,
+        char *client_argv[] = {perftest_path, "127.0.0.1",   "-p", port_s,
+                               "-t",          (char *)test,  "-s", size_s,
+                               "-n",          iters_s,       "-w", warm_s,
+                               "-O",          outstanding_s, "-v", error_handling ? "-e" : NULL,
                                NULL};
         pid_t client = spawn(client_argv, out[1]);
         if (set_seg)

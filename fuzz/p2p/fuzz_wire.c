@@ -32,14 +32,14 @@ static void
 check_req(const uint8_t *data, size_t size)
 {
     ect_xfer_req_t a, b;
-    if (ect_wire_decode_req(data, size, &a) != ECT_OK)
+    if (ect__wire_decode_req(data, size, &a) != ECT_OK)
         return;
-    ect_wire_buf_t e1, e2;
-    ect_wire_buf_init(&e1);
-    ect_wire_buf_init(&e2);
-    if (ect_wire_encode_req(&a, &e1) != ECT_OK)
+    ect__wire_buf_t e1, e2;
+    ect__wire_buf_init(&e1);
+    ect__wire_buf_init(&e2);
+    if (ect__wire_encode_req(&a, &e1) != ECT_OK)
         fail("a decoded req does not encode");
-    if (ect_wire_decode_req(e1.data, e1.len, &b) != ECT_OK)
+    if (ect__wire_decode_req(e1.data, e1.len, &b) != ECT_OK)
         fail("an encoded req does not decode");
     if (strcmp(a.mm_hash, b.mm_hash) != 0 ||
         strcmp(a.compatibility_hash, b.compatibility_hash) != 0 ||
@@ -47,29 +47,29 @@ check_req(const uint8_t *data, size_t size)
         a.has_connector_version != b.has_connector_version ||
         a.connector_version != b.connector_version)
         fail("req changed across encode/decode");
-    if (ect_wire_encode_req(&b, &e2) != ECT_OK || !same_bytes(e1.data, e1.len, e2.data, e2.len))
+    if (ect__wire_encode_req(&b, &e2) != ECT_OK || !same_bytes(e1.data, e1.len, e2.data, e2.len))
         fail("req re-encodes differently");
-    ect_wire_type_t type;
-    if (ect_wire_peek_type(data, size, &type) != ECT_OK || type != ECT_WIRE_REQ)
+    ect__wire_type_t type;
+    if (ect__wire_peek_type(data, size, &type) != ECT_OK || type != ECT_WIRE_REQ)
         fail("peek disagrees with the req decoder");
-    ect_xfer_req_cleanup(&a);
-    ect_xfer_req_cleanup(&b);
-    ect_wire_buf_cleanup(&e1);
-    ect_wire_buf_cleanup(&e2);
+    ect__xfer_req_cleanup(&a);
+    ect__xfer_req_cleanup(&b);
+    ect__wire_buf_cleanup(&e1);
+    ect__wire_buf_cleanup(&e2);
 }
 
 static void
 check_ack(const uint8_t *data, size_t size)
 {
     ect_xfer_ack_t a, b;
-    if (ect_wire_decode_ack(data, size, &a) != ECT_OK)
+    if (ect__wire_decode_ack(data, size, &a) != ECT_OK)
         return;
-    ect_wire_buf_t e1, e2;
-    ect_wire_buf_init(&e1);
-    ect_wire_buf_init(&e2);
-    if (ect_wire_encode_ack(&a, &e1) != ECT_OK)
+    ect__wire_buf_t e1, e2;
+    ect__wire_buf_init(&e1);
+    ect__wire_buf_init(&e2);
+    if (ect__wire_encode_ack(&a, &e1) != ECT_OK)
         fail("a decoded ack does not encode");
-    if (ect_wire_decode_ack(e1.data, e1.len, &b) != ECT_OK)
+    if (ect__wire_decode_ack(e1.data, e1.len, &b) != ECT_OK)
         fail("an encoded ack does not decode");
     if (strcmp(a.mm_hash, b.mm_hash) != 0 || a.status != b.status ||
         strcmp(a.session_id, b.session_id) != 0 ||
@@ -79,15 +79,15 @@ check_ack(const uint8_t *data, size_t size)
                     b.agent_metadata_len) ||
         !same_bytes(a.mem_descriptor, a.mem_descriptor_len, b.mem_descriptor, b.mem_descriptor_len))
         fail("ack changed across encode/decode");
-    if (ect_wire_encode_ack(&b, &e2) != ECT_OK || !same_bytes(e1.data, e1.len, e2.data, e2.len))
+    if (ect__wire_encode_ack(&b, &e2) != ECT_OK || !same_bytes(e1.data, e1.len, e2.data, e2.len))
         fail("ack re-encodes differently");
-    ect_wire_type_t type;
-    if (ect_wire_peek_type(data, size, &type) != ECT_OK || type != ECT_WIRE_ACK)
+    ect__wire_type_t type;
+    if (ect__wire_peek_type(data, size, &type) != ECT_OK || type != ECT_WIRE_ACK)
         fail("peek disagrees with the ack decoder");
-    ect_xfer_ack_cleanup(&a);
-    ect_xfer_ack_cleanup(&b);
-    ect_wire_buf_cleanup(&e1);
-    ect_wire_buf_cleanup(&e2);
+    ect__xfer_ack_cleanup(&a);
+    ect__xfer_ack_cleanup(&b);
+    ect__wire_buf_cleanup(&e1);
+    ect__wire_buf_cleanup(&e2);
 }
 
 int
@@ -95,7 +95,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     check_req(data, size);
     check_ack(data, size);
-    ect_wire_type_t type;
-    (void)ect_wire_peek_type(data, size, &type);
+    ect__wire_type_t type;
+    (void)ect__wire_peek_type(data, size, &type);
     return 0;
 }

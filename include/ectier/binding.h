@@ -78,7 +78,7 @@ extern "C" {
 /* The version of this binding interface.  It changes whenever a function
  * here, or one a binding calls through ctypes, changes its parameters or
  * meaning; a binding refuses a library whose version differs from its own. */
-#define ECT_ABI_VERSION 1
+#define ECT_ABI_VERSION 2
 
 /* ECT_ABI_VERSION of the loaded library.  Thread safety: safe. */
 ECT_API unsigned ect_abi_version(void);
@@ -95,7 +95,8 @@ ECT_API unsigned ect_abi_version(void);
  * and ports as integers, timeouts as numbers, flags as booleans, words and
  * names as strings.  Returns ECT_OK, the statuses of ect_config_parse,
  * ECT_ERR_INVALID_ARG, ECT_ERR_NO_MEMORY. */
-ECT_API ect_status_t ect_config_check_json(const char *json, size_t len, char **resolved_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_config_check_json(const char *json, size_t len,
+                                                          char **resolved_p);
 
 /* Compute a block geometry.  spec: a JSON object with cpu_bytes (an integer
  * or a size text such as "8GiB"), one of hidden_dim / hf_config /
@@ -107,20 +108,21 @@ ECT_API ect_status_t ect_config_check_json(const char *json, size_t len, char **
  * mistyped or contradicting field; a model config without the fields the
  * width rule needs), ECT_ERR_INVALID_ARG (unknown dtype), ECT_ERR_OVERFLOW,
  * ECT_ERR_NOT_FOUND / ECT_ERR_IO (model config file), ECT_ERR_NO_MEMORY. */
-ECT_API ect_status_t ect_geometry_json(const char *spec, size_t len, char **geometry_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_geometry_json(const char *spec, size_t len,
+                                                      char **geometry_p);
 
 /* What ect_region_list sees in dir (NULL: /dev/shm), as a JSON array with an
  * object per file (name, path, kind: region|bad|foreign|temp, problem,
  * file_size, age_s, holders, holder_pids, waiters, waiter_pids, orphaned,
  * and for regions the header's geometry, creator_pid, created_unix_ns,
  * instance_id).  Returns the statuses of ect_region_list. */
-ECT_API ect_status_t ect_region_list_json(const char *dir, char **json_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_region_list_json(const char *dir, char **json_p);
 
 /* ect_region_gc on dir (NULL: /dev/shm): *json_p gets a JSON array with an
  * object per orphan as in ect_region_list_json plus "removed" (true if it
  * was removed, or would be in a dry run) and, when not, "error".  Returns
  * the statuses of ect_region_gc. */
-ECT_API ect_status_t ect_region_gc_json(const char *dir, int dry_run, char **json_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_region_gc_json(const char *dir, int dry_run, char **json_p);
 
 /* ---- scheduler side ---------------------------------------------------- */
 
@@ -129,50 +131,53 @@ ECT_API ect_status_t ect_region_gc_json(const char *dir, int dry_run, char **jso
  * ECT_ERR_CONFIG (a bad key or value in either; the message names it), and
  * the statuses of ect_geometry_json and ect_scheduler_create.  Nothing is
  * left behind on error.  Destroy with ect_scheduler_destroy. */
-ECT_API ect_status_t ect_scheduler_create_json(const char *config_json, size_t config_len,
-                                               const char *engine_json, size_t engine_len,
-                                               ect_scheduler_t **scheduler_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_create_json(const char *config_json,
+                                                              size_t config_len,
+                                                              const char *engine_json,
+                                                              size_t engine_len,
+                                                              ect_scheduler_t **scheduler_p);
 
 /* The geometry of an engine description under an ec_transfer_config, as
  * ect_geometry_json writes it, plus "role" (the ec_role word) and
  * "p2p_enabled": what the binding needs to size tensors.  Statuses as
  * ect_scheduler_create_json before it opens anything. */
-ECT_API ect_status_t ect_engine_describe_json(const char *config_json, size_t config_len,
-                                              const char *engine_json, size_t engine_len,
-                                              char **json_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_engine_describe_json(const char *config_json,
+                                                             size_t config_len,
+                                                             const char *engine_json,
+                                                             size_t engine_len, char **json_p);
 
 /* ect_scheduler_ensure_cache_available / update_state_after_alloc /
  * request_finished with the request as JSON text (above).  A malformed
  * request is ECT_ERR_PARSE or ECT_ERR_CONFIG with a message naming the
  * field, and changes nothing.  request_finished: *params_json_p gets the
  * request's ec_transfer_params (a JSON object text) or NULL. */
-ECT_API ect_status_t ect_scheduler_ensure_cache_available_json(ect_scheduler_t *scheduler,
-                                                               const char *request_json, size_t len,
-                                                               int *available_p);
-ECT_API ect_status_t ect_scheduler_update_state_after_alloc_json(ect_scheduler_t *scheduler,
-                                                                 const char *request_json,
-                                                                 size_t len, size_t index);
-ECT_API ect_status_t ect_scheduler_request_finished_json(ect_scheduler_t *scheduler,
-                                                         const char *request_json, size_t len,
-                                                         char **params_json_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_ensure_cache_available_json(
+    ect_scheduler_t *scheduler, const char *request_json, size_t len, int *available_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_update_state_after_alloc_json(
+    ect_scheduler_t *scheduler, const char *request_json, size_t len, size_t index);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_request_finished_json(ect_scheduler_t *scheduler,
+                                                                        const char *request_json,
+                                                                        size_t len,
+                                                                        char **params_json_p);
 
 /* ect_scheduler_build_connector_meta, encoded: *bytes_p (ect_free) and
  * *len_p get the step's metadata in ect_step_meta_encode's encoding, for
  * every worker.  Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NO_MEMORY. */
-ECT_API ect_status_t ect_scheduler_build_connector_meta_bytes(ect_scheduler_t *scheduler,
-                                                              void **bytes_p, size_t *len_p);
+ECT_API ECT_MUST_CHECK ect_status_t
+ect_scheduler_build_connector_meta_bytes(ect_scheduler_t *scheduler, void **bytes_p, size_t *len_p);
 
 /* ect_scheduler_take_unavailable_requests, all of them: *ids_json_p gets a
  * JSON array of request id strings (possibly empty), removed from the
  * scheduler.  Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NO_MEMORY (the
  * ids stay taken: they are logged). */
-ECT_API ect_status_t ect_scheduler_take_unavailable_json(ect_scheduler_t *scheduler,
-                                                         char **ids_json_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_take_unavailable_json(ect_scheduler_t *scheduler,
+                                                                        char **ids_json_p);
 
 /* ect_scheduler_metrics rendered by ect_metrics_format_prometheus:
  * *text_p gets the Prometheus text.  Returns ECT_OK, ECT_ERR_INVALID_ARG,
  * ECT_ERR_NO_MEMORY. */
-ECT_API ect_status_t ect_scheduler_metrics_prometheus(ect_scheduler_t *scheduler, char **text_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_metrics_prometheus(ect_scheduler_t *scheduler,
+                                                                     char **text_p);
 
 /* ---- worker side --------------------------------------------------------- */
 
@@ -180,13 +185,16 @@ ECT_API ect_status_t ect_scheduler_metrics_prometheus(ect_scheduler_t *scheduler
  * description (tp_rank, pcp_rank, memory and cuda_device apply here).
  * Statuses as ect_scheduler_create_json and ect_worker_create.  Destroy with
  * ect_worker_destroy. */
-ECT_API ect_status_t ect_worker_create_json(const char *config_json, size_t config_len,
-                                            const char *engine_json, size_t engine_len,
-                                            ect_worker_t **worker_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_worker_create_json(const char *config_json,
+                                                           size_t config_len,
+                                                           const char *engine_json,
+                                                           size_t engine_len,
+                                                           ect_worker_t **worker_p);
 
 /* The bound step metadata as ect_step_meta_json writes it.  Returns ECT_OK,
  * ECT_ERR_INVALID_ARG, ECT_ERR_STATE (nothing bound), ECT_ERR_NO_MEMORY. */
-ECT_API ect_status_t ect_worker_metadata_json(const ect_worker_t *worker, char **json_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_worker_metadata_json(const ect_worker_t *worker,
+                                                             char **json_p);
 
 /* ect_worker_start_load with the destinations as flat arrays: load keys[i]
  * of the bound step goes to the n_bytes[i] bytes of engine memory at
@@ -199,20 +207,23 @@ ECT_API ect_status_t ect_worker_metadata_json(const ect_worker_t *worker, char *
  * anything is copied, and then nothing is started, so clear_metadata still
  * reports the loads); the statuses of ect_worker_start_load (after which
  * every load is reported, as there). */
-ECT_API ect_status_t ect_worker_start_load_arrays(ect_worker_t *worker, size_t n,
-                                                  const char *const *keys, const uint64_t *addrs,
-                                                  const uint64_t *n_bytes, uint64_t compute_stream);
+ECT_API ECT_MUST_CHECK ect_status_t ect_worker_start_load_arrays(ect_worker_t *worker, size_t n,
+                                                                 const char *const *keys,
+                                                                 const uint64_t *addrs,
+                                                                 const uint64_t *n_bytes,
+                                                                 uint64_t compute_stream);
 
 /* ect_worker_take_report, encoded.  *bytes_p (ect_free) and *len_p get the
- * report in ect_worker_report_encode's encoding, or NULL and 0 when nothing
+ * report in ect_step_report_encode's encoding, or NULL and 0 when nothing
  * finished.  *copy_status_p (may be NULL) gets ECT_OK, or the error of a copy
  * batch that failed (its saves are in the report as failed, its loads as
  * done: the engine must not use those entries).  Returns ECT_OK (also after
  * a failed copy: the report must still reach the scheduler),
  * ECT_ERR_INVALID_ARG, ECT_ERR_NO_MEMORY (the completions stay for the next
  * call). */
-ECT_API ect_status_t ect_worker_take_report_bytes(ect_worker_t *worker, void **bytes_p,
-                                                  size_t *len_p, ect_status_t *copy_status_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_worker_take_report_bytes(ect_worker_t *worker,
+                                                                 void **bytes_p, size_t *len_p,
+                                                                 ect_status_t *copy_status_p);
 
 /* ---- decoding for bindings and tests --------------------------------------- */
 
@@ -220,14 +231,15 @@ ECT_API ect_status_t ect_worker_take_report_bytes(ect_worker_t *worker, void **b
  * num_blocks) into JSON: {"saves": [{"key", "n_blocks", "runs": [[first,
  * count], ...]}], "loads": [{"key", "transfer_id", "n_blocks", "runs"}]}.
  * Returns ECT_OK, the statuses of ect_step_meta_decode, ECT_ERR_NO_MEMORY. */
-ECT_API ect_status_t ect_step_meta_json(const void *bytes, size_t len, uint64_t num_blocks,
-                                        char **json_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_step_meta_json(const void *bytes, size_t len,
+                                                       uint64_t num_blocks, char **json_p);
 
 /* Decode one or more concatenated worker reports into JSON: {"saves":
  * [keys], "failed_saves": [keys], "loads": [transfer ids], "stats":
  * {"save_bytes", "save_ns", "save_batches", "load_bytes", "load_ns",
  * "load_batches"}}.  Returns ECT_OK, ECT_ERR_PARSE, ECT_ERR_NO_MEMORY. */
-ECT_API ect_status_t ect_worker_report_json(const void *bytes, size_t len, char **json_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_step_report_json(const void *bytes, size_t len,
+                                                         char **json_p);
 
 #ifdef __cplusplus
 }

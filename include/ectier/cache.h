@@ -39,6 +39,7 @@
 #define ECTIER_CACHE_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <ectier/status.h>
@@ -56,15 +57,15 @@ extern "C" {
 
 typedef struct ect_cache ect_cache_t;
 
-typedef enum ect_entry_state {
-    ECT_ENTRY_NOT_READY = 0,
-    ECT_ENTRY_READY = 1,
-    ECT_ENTRY_PINNED = 2,
-} ect_entry_state_t;
+typedef enum ect_cache_entry_state {
+    ECT_CACHE_ENTRY_NOT_READY = 0,
+    ECT_CACHE_ENTRY_READY = 1,
+    ECT_CACHE_ENTRY_PINNED = 2,
+} ect_cache_entry_state_t;
 
 /* A snapshot of one entry (copied out; nothing in it points into the cache). */
 typedef struct ect_cache_entry {
-    ect_entry_state_t state;
+    ect_cache_entry_state_t state;
     uint64_t pin_count;     /* explicit pins + active holds */
     uint64_t holds_active;  /* holds that pin the entry now */
     uint64_t holds_pending; /* holds waiting for mark_ready */
@@ -96,7 +97,7 @@ typedef struct ect_cache_event {
  * deadlocking.  Copy the key if it is needed later. */
 typedef void (*ect_cache_listener_fn)(const ect_cache_event_t *event, void *user);
 
-typedef struct ect_cache_stats {
+typedef struct { /* no tag: C++ would see it hide ect_cache_stats() */
     uint64_t num_blocks;
     uint64_t free_blocks;
     uint64_t used_blocks;      /* num_blocks - free_blocks */
@@ -123,7 +124,7 @@ typedef struct ect_cache_stats {
 /* Create a cache over num_blocks blocks (ids 0 .. num_blocks - 1), all free.
  * Returns ECT_OK, ECT_ERR_INVALID_ARG (cache_p NULL, num_blocks 0 or above
  * ECT_CACHE_MAX_BLOCKS), ECT_ERR_NO_MEMORY. */
-ECT_API ect_status_t ect_cache_create(uint64_t num_blocks, ect_cache_t **cache_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_create(uint64_t num_blocks, ect_cache_t **cache_p);
 
 /* Free the cache, its entries and holds.  No events are sent.  NULL is a
  * no-op.  Must not race with any other call on the cache. */
@@ -132,8 +133,8 @@ ECT_API void ect_cache_destroy(ect_cache_t *cache);
 /* Route events to fn (NULL stops them).  user is borrowed and passed back.
  * Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_STATE (called from the
  * listener). */
-ECT_API ect_status_t ect_cache_set_listener(ect_cache_t *cache, ect_cache_listener_fn fn,
-                                            void *user);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_set_listener(ect_cache_t *cache,
+                                                           ect_cache_listener_fn fn, void *user);
 
 /* Allocate a not-ready entry of n_blocks blocks under key (borrowed, copied;
  * a NUL-terminated string of 1 .. ECT_KEY_MAX bytes).  n_blocks may be
@@ -148,52 +149,55 @@ ECT_API ect_status_t ect_cache_set_listener(ect_cache_t *cache, ect_cache_listen
  * num_blocks), ECT_ERR_NO_SPACE (free + evictable < n_blocks; nothing
  * changed), ECT_ERR_NO_MEMORY (if it happens after evictions, those stand:
  * the cache stays consistent), ECT_ERR_STATE (called from the listener). */
-ECT_API ect_status_t ect_cache_alloc(ect_cache_t *cache, const char *key, uint64_t n_blocks);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_alloc(ect_cache_t *cache, const char *key,
+                                                    uint64_t n_blocks);
 
 /* Copy out a snapshot of the entry under key.
  * Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND, ECT_ERR_STATE. */
-ECT_API ect_status_t ect_cache_get(ect_cache_t *cache, const char *key, ect_cache_entry_t *info_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_get(ect_cache_t *cache, const char *key,
+                                                  ect_cache_entry_t *info_p);
 
 /* Copy the entry's runs (ascending by first id) into runs[0 .. cap) and set
  * *n_runs_p to their number.  With runs NULL and cap 0 it only reports the
  * number.  Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND,
  * ECT_ERR_STATE, ECT_ERR_OVERFLOW (cap is smaller than the number of runs;
  * nothing is written and the message says how many are needed). */
-ECT_API ect_status_t ect_cache_get_runs(ect_cache_t *cache, const char *key, ect_run_t *runs,
-                                        size_t cap, size_t *n_runs_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_get_runs(ect_cache_t *cache, const char *key,
+                                                       ect_run_t *runs, size_t cap,
+                                                       size_t *n_runs_p);
 
 /* A not-ready entry becomes ready: evictable at the FIFO tail, or pinned by
  * its pending holds, which become active.  Sends ECT_CACHE_EVENT_STORED.
  * Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND, ECT_ERR_STATE
  * (already ready). */
-ECT_API ect_status_t ect_cache_mark_ready(ect_cache_t *cache, const char *key);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_mark_ready(ect_cache_t *cache, const char *key);
 
 /* Pin a ready entry once more (pins nest); it leaves the FIFO list.
  * Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND, ECT_ERR_STATE
  * (not ready). */
-ECT_API ect_status_t ect_cache_pin(ect_cache_t *cache, const char *key);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_pin(ect_cache_t *cache, const char *key);
 
 /* Drop one explicit pin.  When no pin or hold remains, the entry goes to the
  * FIFO tail.  Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND,
  * ECT_ERR_STATE (no explicit pin: a hold is never dropped by unpin). */
-ECT_API ect_status_t ect_cache_unpin(ect_cache_t *cache, const char *key);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_unpin(ect_cache_t *cache, const char *key);
 
 /* Atomically: absent -> *result_p = ECT_PIN_ABSENT; not ready ->
  * ECT_PIN_NOT_READY (not pinned); ready -> pinned once more, ECT_PIN_PINNED.
  * Returns ECT_OK (any of the three), ECT_ERR_INVALID_ARG, ECT_ERR_STATE
  * (called from the listener). */
-ECT_API ect_status_t ect_cache_pin_if_ready(ect_cache_t *cache, const char *key,
-                                            ect_pin_result_t *result_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_pin_if_ready(ect_cache_t *cache, const char *key,
+                                                           ect_pin_result_t *result_p);
 
 /* Free a not-ready entry and drop its pending holds.  Sends
  * ECT_CACHE_EVENT_DISCARDED.  Returns ECT_OK, ECT_ERR_INVALID_ARG,
  * ECT_ERR_NOT_FOUND, ECT_ERR_STATE (ready or pinned: ready entries leave
  * only by eviction). */
-ECT_API ect_status_t ect_cache_discard(ect_cache_t *cache, const char *key);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_discard(ect_cache_t *cache, const char *key);
 
-/* 1 while any entry is not ready or pinned (O(1)), else 0 (also for a NULL
+/* true while any entry is not ready or pinned (O(1)), else false (also for a NULL
  * cache).  Works from the listener too (that thread already holds the lock). */
-ECT_API int ect_cache_has_held_entries(ect_cache_t *cache);
+ECT_API bool ect_cache_has_held_entries(ect_cache_t *cache);
 
 /* Take one hold on the entry under key, with a lease that lapses at
  * lease_deadline_ns (CLOCK_MONOTONIC nanoseconds; one already past lapses at
@@ -202,26 +206,27 @@ ECT_API int ect_cache_has_held_entries(ect_cache_t *cache);
  * hold's id (unique per cache, never 0).  Returns ECT_OK,
  * ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND, ECT_ERR_NO_MEMORY, ECT_ERR_STATE,
  * ECT_ERR_OVERFLOW (2^32 - 1 holds already on the entry). */
-ECT_API ect_status_t ect_cache_hold(ect_cache_t *cache, const char *key, uint64_t lease_deadline_ns,
-                                    uint64_t *hold_id_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_hold(ect_cache_t *cache, const char *key,
+                                                   uint64_t lease_deadline_ns, uint64_t *hold_id_p);
 
 /* End a hold (the read it protected was served, or it is withdrawn).  An
  * active hold drops its pin; a pending one just goes.  Returns ECT_OK,
  * ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND (unknown id: already released,
  * expired or dropped with its entry; nothing changes), ECT_ERR_STATE. */
-ECT_API ect_status_t ect_cache_release_hold(ect_cache_t *cache, uint64_t hold_id);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_release_hold(ect_cache_t *cache, uint64_t hold_id);
 
 /* End every hold whose lease deadline is <= now_ns, as ect_cache_release_hold
  * would.  *expired_p (may be NULL) gets how many ended.
  * Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_STATE. */
-ECT_API ect_status_t ect_cache_expire_holds(ect_cache_t *cache, uint64_t now_ns, size_t *expired_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_expire_holds(ect_cache_t *cache, uint64_t now_ns,
+                                                           size_t *expired_p);
 
 /* Copy out the counters (a consistent snapshot).
  * Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_STATE. */
-ECT_API ect_status_t ect_cache_stats(ect_cache_t *cache, ect_cache_stats_t *stats_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_stats(ect_cache_t *cache, ect_cache_stats_t *stats_p);
 
 /* Text for an entry state ("not-ready", "ready", "pinned"). */
-ECT_API const char *ect_entry_state_str(ect_entry_state_t state);
+ECT_API const char *ect_cache_entry_state_str(ect_cache_entry_state_t state);
 
 #ifdef __cplusplus
 }

@@ -109,9 +109,9 @@ typedef struct ect_config {
 ECT_API const char *ect_role_str(ect_role_t role);
 
 /* Whether the role saves encodings (producer, both) / loads them (consumer,
- * both).  0 for a value outside the enum. */
-ECT_API int ect_role_produces(ect_role_t role);
-ECT_API int ect_role_consumes(ect_role_t role);
+ * both).  false for a value outside the enum. */
+ECT_API bool ect_role_produces(ect_role_t role);
+ECT_API bool ect_role_consumes(ect_role_t role);
 
 /* "auto", "tcp", "same_host"; "?" for a value outside the enum. */
 ECT_API const char *ect_transport_str(ect_transport_t transport);
@@ -119,7 +119,7 @@ ECT_API const char *ect_transport_str(ect_transport_t transport);
 /* Fill *cfg with the defaults (role ECT_ROLE_PRODUCER and cpu_bytes 0 as
  * placeholders for the required values).
  * Returns ECT_OK, or ECT_ERR_INVALID_ARG if cfg is NULL. */
-ECT_API ect_status_t ect_config_init(ect_config_t *cfg);
+ECT_API ECT_MUST_CHECK ect_status_t ect_config_init(ect_config_t *cfg);
 
 /*
  * Parse the engine's ec_transfer_config JSON (len bytes at json; need not be
@@ -139,7 +139,8 @@ ECT_API ect_status_t ect_config_init(ect_config_t *cfg);
  * stream) is asked for in a build without it; ECT_ERR_INVALID_ARG for NULL
  * pointers.  Thread safety: safe (reads the environment).
  */
-ECT_API ect_status_t ect_config_parse(const char *json, size_t len, ect_config_t *cfg_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_config_parse(const char *json, size_t len,
+                                                     ect_config_t *cfg_p);
 
 /*
  * Check a config built or edited by hand with the same rules as
@@ -147,7 +148,7 @@ ECT_API ect_status_t ect_config_parse(const char *json, size_t len, ect_config_t
  * in).  Returns ECT_OK, ECT_ERR_CONFIG (message names field and value),
  * ECT_ERR_UNSUPPORTED or ECT_ERR_INVALID_ARG.  Thread safety: safe.
  */
-ECT_API ect_status_t ect_config_validate(const ect_config_t *cfg);
+ECT_API ECT_MUST_CHECK ect_status_t ect_config_validate(const ect_config_t *cfg);
 
 /*
  * Write the resolved values as text, one "key = value" line per setting (the
@@ -158,15 +159,16 @@ ECT_API ect_status_t ect_config_validate(const ect_config_t *cfg);
  * ECT_OK, ECT_ERR_NO_SPACE if cap is too small (nothing useful in buf; the
  * message gives the size needed), ECT_ERR_INVALID_ARG.  Thread safety: safe.
  */
-ECT_API ect_status_t ect_config_format(const ect_config_t *cfg, char *buf, size_t cap,
-                                       size_t *len_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_config_format(const ect_config_t *cfg, char *buf,
+                                                      size_t cap, size_t *len_p);
 
 /*
  * The README's settings section in Markdown (top-level keys, extra-config
  * keys and environment variables: key, type, default, meaning), generated
  * from the settings table.  Buffer contract as ect_config_format.
  */
-ECT_API ect_status_t ect_config_settings_markdown(char *buf, size_t cap, size_t *len_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_config_settings_markdown(char *buf, size_t cap,
+                                                                 size_t *len_p);
 
 /*
  * Parse a byte size: a decimal integer with an optional suffix, optionally
@@ -177,7 +179,7 @@ ECT_API ect_status_t ect_config_settings_markdown(char *buf, size_t cap, size_t 
  * a fraction, an unknown suffix or trailing text; ECT_ERR_OVERFLOW above
  * 2^64 - 1; ECT_ERR_INVALID_ARG for NULL.  Thread safety: safe.
  */
-ECT_API ect_status_t ect_size_parse(const char *text, uint64_t *bytes_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_size_parse(const char *text, uint64_t *bytes_p);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
  * and the shared region.
  *
  * A batch is a list of (dst, src, len) operations submitted together; the
- * engine returns a ticket, and the batch has landed once ect_copy_query()
+ * engine returns a ticket, and the batch has landed once ect_copy_engine_query()
  * reports ECT_OK for that ticket.  Two engines exist behind this interface:
  *
  *   cpu  - always built.  Engine memory is host memory; a small pool of
@@ -62,7 +62,7 @@ typedef struct ect_copy_batch {
 typedef struct ect_copy_cpu_params {
     unsigned threads; /* copy threads; 0 picks a default (2) */
     /* The most bytes one copier claims at once: larger batches are cut into
-     * pieces that several threads (and a caller in ect_copy_wait) share;
+     * pieces that several threads (and a caller in ect_copy_engine_wait) share;
      * batches of 256 KiB and more are cut in any case, into about two pieces
      * per copier that can run at once.  0 picks 1 MiB; at least 4096. */
     size_t split_bytes;
@@ -87,14 +87,14 @@ typedef struct ect_copy_cuda_params {
 
 /* Create the CPU engine.  params may be NULL for defaults.
  * Returns ECT_OK, ECT_ERR_NO_MEMORY, ECT_ERR_IO (thread creation). */
-ECT_API ect_status_t ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params,
-                                                ect_copy_engine_t **engine_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params,
+                                                               ect_copy_engine_t **engine_p);
 
 /* Create the CUDA engine.  Returns ECT_ERR_UNSUPPORTED in a build without
  * CUDA or where no device is usable (the message says which), ECT_ERR_CUDA
  * on a CUDA failure. */
-ECT_API ect_status_t ect_copy_engine_create_cuda(const ect_copy_cuda_params_t *params,
-                                                 ect_copy_engine_t **engine_p);
+ECT_API ECT_MUST_CHECK ect_status_t
+ect_copy_engine_create_cuda(const ect_copy_cuda_params_t *params, ect_copy_engine_t **engine_p);
 
 /* "cpu" or "cuda". */
 ECT_API const char *ect_copy_engine_kind(const ect_copy_engine_t *engine);
@@ -103,26 +103,31 @@ ECT_API const char *ect_copy_engine_kind(const ect_copy_engine_t *engine);
  * CUDA engine page-locks it with the driver once, in chunks; failure only
  * warns (copies then take a slower, still correct path) and returns ECT_OK.
  * The CPU engine does nothing.  base/len are borrowed until
- * ect_copy_unregister_host or destroy. */
-ECT_API ect_status_t ect_copy_register_host(ect_copy_engine_t *engine, void *base, size_t len);
+ * ect_copy_engine_unregister_host or destroy. */
+ECT_API ECT_MUST_CHECK ect_status_t ect_copy_engine_register_host(ect_copy_engine_t *engine,
+                                                                  void *base, size_t len);
 
-/* Undo ect_copy_register_host for base.  ECT_ERR_NOT_FOUND if not registered. */
-ECT_API ect_status_t ect_copy_unregister_host(ect_copy_engine_t *engine, void *base);
+/* Undo ect_copy_engine_register_host for base.  ECT_ERR_NOT_FOUND if not registered. */
+ECT_API ECT_MUST_CHECK ect_status_t ect_copy_engine_unregister_host(ect_copy_engine_t *engine,
+                                                                    void *base);
 
 /* Submit a batch.  On ECT_OK *ticket_p identifies it (tickets are unique and
  * increasing per engine).  An empty batch is allowed and lands at once.
  * Returns ECT_ERR_INVALID_ARG (NULL pointer with a non-zero length, bad
  * direction), ECT_ERR_SHUTDOWN, ECT_ERR_CUDA. */
-ECT_API ect_status_t ect_copy_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch,
-                                     uint64_t *ticket_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_copy_engine_submit(ect_copy_engine_t *engine,
+                                                           const ect_copy_batch_t *batch,
+                                                           uint64_t *ticket_p);
 
 /* Has the batch landed?  ECT_OK: yes, and the ticket is retired (a later
  * query of it returns ECT_ERR_NOT_FOUND); ECT_ERR_BUSY: still in flight; any
  * other status: the batch failed (message set) and the ticket is retired. */
-ECT_API ect_status_t ect_copy_query(ect_copy_engine_t *engine, uint64_t ticket);
+ECT_API ECT_MUST_CHECK ect_status_t ect_copy_engine_query(ect_copy_engine_t *engine,
+                                                          uint64_t ticket);
 
 /* Block until the batch has landed; same results as query, never BUSY. */
-ECT_API ect_status_t ect_copy_wait(ect_copy_engine_t *engine, uint64_t ticket);
+ECT_API ECT_MUST_CHECK ect_status_t ect_copy_engine_wait(ect_copy_engine_t *engine,
+                                                         uint64_t ticket);
 
 /* Wait for every batch, release threads, streams and registrations.
  * NULL is a no-op. */

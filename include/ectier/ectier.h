@@ -8,6 +8,8 @@
 #ifndef ECTIER_ECTIER_H
 #define ECTIER_ECTIER_H
 
+#include <stdbool.h>
+
 #include <ectier/status.h>
 #include <ectier/log.h>
 #include <ectier/types.h>
@@ -30,10 +32,10 @@ extern "C" {
 ECT_API const char *ect_version(void);
 
 /* Whether this build has peer-to-peer transfer (ZeroMQ, msgpack-c). */
-ECT_API int ect_has_p2p(void);
+ECT_API bool ect_has_p2p(void);
 
 /* Whether this build has the CUDA copy engine. */
-ECT_API int ect_has_cuda(void);
+ECT_API bool ect_has_cuda(void);
 
 #ifdef __cplusplus
 }

@@ -61,7 +61,7 @@ typedef enum ect_dtype {
  * name: borrowed, NUL-terminated.  dtype_p: out, written only on success.
  * Returns ECT_OK, or ECT_ERR_INVALID_ARG (NULL argument, or an unknown name:
  * the message quotes it and lists the accepted names). */
-ECT_API ect_status_t ect_dtype_parse(const char *name, ect_dtype_t *dtype_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_dtype_parse(const char *name, ect_dtype_t *dtype_p);
 
 /* Bytes per element (2 for bfloat16), or 0 if dtype is not a valid value. */
 ECT_API size_t ect_dtype_size(ect_dtype_t dtype);
@@ -91,8 +91,9 @@ typedef struct ect_geometry {
  *                        be specified in ec_connector_extra_config") or smaller
  *                        than one block (the message gives cpu_bytes, the
  *                        block size and the minimum needed). */
-ECT_API ect_status_t ect_geometry_init(uint64_t hidden_dim, ect_dtype_t dtype, uint64_t cpu_bytes,
-                                       ect_geometry_t *geometry_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_geometry_init(uint64_t hidden_dim, ect_dtype_t dtype,
+                                                      uint64_t cpu_bytes,
+                                                      ect_geometry_t *geometry_p);
 
 /* Blocks needed for a payload of payload_bytes: ceil(payload / block size),
  * so a final partial block counts.  0 for an empty payload, or if geometry is
@@ -103,8 +104,9 @@ ECT_API uint64_t ect_geometry_entry_blocks(const ect_geometry_t *geometry, uint6
  * geometry: borrowed.  bytes_p: out, written only on success.
  * Returns ECT_OK, ECT_ERR_INVALID_ARG (NULL argument or zero block size) or
  * ECT_ERR_OVERFLOW (the product does not fit in 64 bits). */
-ECT_API ect_status_t ect_geometry_payload_bytes(const ect_geometry_t *geometry, uint64_t n_tokens,
-                                                uint64_t *bytes_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_geometry_payload_bytes(const ect_geometry_t *geometry,
+                                                               uint64_t n_tokens,
+                                                               uint64_t *bytes_p);
 
 /* ---- HuggingFace config.json ------------------------------------------- */
 
@@ -183,7 +185,8 @@ typedef struct ect_hf_model {
  *   ECT_ERR_NO_MEMORY.
  * Thread safety: safe; note that cJSON's parser records its last error
  * position in a process-wide variable that ectier never reads. */
-ECT_API ect_status_t ect_hf_config_parse(const char *json, size_t len, ect_hf_model_t *model_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_hf_config_parse(const char *json, size_t len,
+                                                        ect_hf_model_t *model_p);
 
 /* Like ect_hf_config_parse, reading the file at path; if path is a directory
  * (a model snapshot), its config.json is read.  Error messages and logged
@@ -194,7 +197,7 @@ ECT_API ect_status_t ect_hf_config_parse(const char *json, size_t len, ect_hf_mo
  *   ECT_ERR_IO         it cannot be opened or read;
  *   ECT_ERR_OVERFLOW   it is larger than ECT_HF_CONFIG_MAX_BYTES.
  * Thread safety: safe. */
-ECT_API ect_status_t ect_hf_config_load(const char *path, ect_hf_model_t *model_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_hf_config_load(const char *path, ect_hf_model_t *model_p);
 
 #ifdef __cplusplus
 }

@@ -41,7 +41,7 @@ ECT_API ect_log_level_t ect_log_get_level(void);
 
 /* Parse "error|warn|info|debug|trace" (case-insensitive) into *level_p.
  * Returns ECT_OK or ECT_ERR_INVALID_ARG (with a message naming the text). */
-ECT_API ect_status_t ect_log_level_parse(const char *text, ect_log_level_t *level_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_log_level_parse(const char *text, ect_log_level_t *level_p);
 
 /* Lower-case name of a level ("warn"). */
 ECT_API const char *ect_log_level_str(ect_log_level_t level);

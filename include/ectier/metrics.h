@@ -100,8 +100,9 @@ ECT_API double ect_latency_hist_quantile(const ect_latency_hist_t *hist, double 
 /* Render metrics as Prometheus text exposition (names prefixed "ectier_").
  * Writes at most cap bytes (NUL-terminated) and sets *len_p to the full
  * length; ECT_ERR_OVERFLOW if it did not fit (call again with *len_p + 1). */
-ECT_API ect_status_t ect_metrics_format_prometheus(const ect_metrics_t *metrics, char *buf,
-                                                   size_t cap, size_t *len_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_metrics_format_prometheus(const ect_metrics_t *metrics,
+                                                                  char *buf, size_t cap,
+                                                                  size_t *len_p);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@
 #define ECTIER_REGION_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <ectier/status.h>
@@ -124,7 +125,8 @@ typedef struct ect_region_params {
  *   ECT_ERR_IO, ECT_ERR_NO_MEMORY.
  * Thread safety: safe; concurrent opens of one name in several threads or
  * processes give one creator and joiners. */
-ECT_API ect_status_t ect_region_open(const ect_region_params_t *params, ect_region_t **region_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_region_open(const ect_region_params_t *params,
+                                                    ect_region_t **region_p);
 
 /* Map an existing region read-only (for inspection and for the same-host
  * transport): validates its header, takes a shared lock (so the region
@@ -134,8 +136,9 @@ ECT_API ect_status_t ect_region_open(const ect_region_params_t *params, ect_regi
  * Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND (no such file),
  * ECT_ERR_INCOMPATIBLE (not a valid ectier region), ECT_ERR_BUSY, ECT_ERR_IO,
  * ECT_ERR_NO_MEMORY.  Thread safety: safe. */
-ECT_API ect_status_t ect_region_open_readonly(const char *path_or_name, const char *dir,
-                                              ect_region_t **region_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_region_open_readonly(const char *path_or_name,
+                                                             const char *dir,
+                                                             ect_region_t **region_p);
 
 /* Unmap the region and release this hold.  If nothing else holds the
  * region, the file is unlinked before this returns.  Holds are counted per
@@ -169,10 +172,10 @@ ECT_API uint64_t ect_region_file_size(const ect_region_t *region);
  * valid until close. */
 ECT_API const char *ect_region_path(const ect_region_t *region);
 ECT_API const char *ect_region_name(const ect_region_t *region);
-/* 1 if this open created the file, else 0. */
-ECT_API int ect_region_is_creator(const ect_region_t *region);
-/* 1 if opened with ect_region_open_readonly(). */
-ECT_API int ect_region_is_readonly(const ect_region_t *region);
+/* true if this open created the file (false for a NULL region). */
+ECT_API bool ect_region_is_creator(const ect_region_t *region);
+/* true if opened with ect_region_open_readonly() (false for a NULL region). */
+ECT_API bool ect_region_is_readonly(const ect_region_t *region);
 /* The open file descriptor (O_CLOEXEC; read-write unless read-only).
  * Borrowed: do not close it; it carries this process's shared lock.  Valid
  * until close; -1 for a NULL region. */
@@ -242,7 +245,8 @@ typedef int (*ect_region_list_fn)(const ect_region_info_t *info, void *user);
  * no locks and changes nothing.  user is passed through.
  * Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND (no such directory),
  * ECT_ERR_IO, ECT_ERR_NO_MEMORY.  Thread safety: safe. */
-ECT_API ect_status_t ect_region_list(const char *dir, ect_region_list_fn fn, void *user);
+ECT_API ECT_MUST_CHECK ect_status_t ect_region_list(const char *dir, ect_region_list_fn fn,
+                                                    void *user);
 
 /* Called by ect_region_gc() for each orphan: outcome ECT_OK if it was removed
  * (or would be, in a dry run), ECT_ERR_IO if the unlink failed; and for each
@@ -262,8 +266,8 @@ typedef void (*ect_region_gc_fn)(const ect_region_info_t *info, ect_status_t out
  * removed.  Returns ECT_OK (even if some unlink failed: see the callback),
  * ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND, ECT_ERR_IO, ECT_ERR_NO_MEMORY.
  * Thread safety: safe. */
-ECT_API ect_status_t ect_region_gc(const char *dir, int dry_run, ect_region_gc_fn fn, void *user,
-                                   unsigned *removed_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_region_gc(const char *dir, int dry_run, ect_region_gc_fn fn,
+                                                  void *user, unsigned *removed_p);
 
 #ifdef __cplusplus
 }

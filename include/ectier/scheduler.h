@@ -24,6 +24,7 @@
 #define ECTIER_SCHEDULER_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <ectier/config.h>
@@ -82,19 +83,19 @@ typedef struct ect_scheduler_params {
  * region and the owner's pid), ECT_ERR_NO_SPACE, ECT_ERR_IO,
  * ECT_ERR_UNSUPPORTED (P2P requested in a build without it),
  * ECT_ERR_NO_MEMORY.  Nothing is left behind on error. */
-ECT_API ect_status_t ect_scheduler_create(const ect_scheduler_params_t *params,
-                                          ect_scheduler_t **scheduler_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_create(const ect_scheduler_params_t *params,
+                                                         ect_scheduler_t **scheduler_p);
 
 /* Shut down (if not yet) and free.  NULL is a no-op. */
 ECT_API void ect_scheduler_destroy(ect_scheduler_t *scheduler);
 
-/* Consumer: 1 if identifier has a ready entry in the CPU tier (the engine
- * loads it instead of encoding), else 0.  Counts a hit or a miss.  0 for a
+/* Consumer: true if identifier has a ready entry in the CPU tier (the engine
+ * loads it instead of encoding), else false.  Counts a hit or a miss.  false for a
  * producer-only instance or after shutdown.  A hit pins the entry until the
  * next ect_scheduler_build_connector_meta, so that no save queued in the
  * same step (for an item the engine allocates earlier) can evict it before
  * update_state_after_alloc queues its load. */
-ECT_API int ect_scheduler_has_cache_item(ect_scheduler_t *scheduler, const char *identifier);
+ECT_API bool ect_scheduler_has_cache_item(ect_scheduler_t *scheduler, const char *identifier);
 
 /* Consumer: may the request be admitted this step?  *available_p = 1 when
  * every item not yet computed is either ready locally or to be computed
@@ -103,9 +104,8 @@ ECT_API int ect_scheduler_has_cache_item(ect_scheduler_t *scheduler, const char 
  * malformed request.  A request whose ec_transfer_params cannot be honoured
  * (wrong size_bytes, an encoding lost when the media is gone) is reported
  * through ect_scheduler_take_unavailable_requests, not as an error here. */
-ECT_API ect_status_t ect_scheduler_ensure_cache_available(ect_scheduler_t *scheduler,
-                                                          const ect_request_t *request,
-                                                          int *available_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_ensure_cache_available(
+    ect_scheduler_t *scheduler, const ect_request_t *request, int *available_p);
 
 /* The engine has allocated GPU cache space for request->features[index].
  * Producer: if the item is not cached, allocate blocks and queue a save
@@ -113,41 +113,40 @@ ECT_API ect_status_t ect_scheduler_ensure_cache_available(ect_scheduler_t *sched
  * if the item's entry is ready and not already loading this step, pin it and
  * queue a load under a new transfer id.  Returns ECT_OK,
  * ECT_ERR_INVALID_ARG, or an internal failure (ECT_ERR_NO_MEMORY). */
-ECT_API ect_status_t ect_scheduler_update_state_after_alloc(ect_scheduler_t *scheduler,
-                                                            const ect_request_t *request,
-                                                            size_t index);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_update_state_after_alloc(
+    ect_scheduler_t *scheduler, const ect_request_t *request, size_t index);
 
 /* End of the step's scheduling: hand over the step's saves and loads (owned
  * by the caller, destroy with ect_step_meta_destroy; encode it for worker
  * processes) and start a new, empty step.  Also expires lapsed holds and
  * drives P2P work.  Returns ECT_OK or ECT_ERR_NO_MEMORY. */
-ECT_API ect_status_t ect_scheduler_build_connector_meta(ect_scheduler_t *scheduler,
-                                                        ect_step_meta_t **meta_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_build_connector_meta(ect_scheduler_t *scheduler,
+                                                                       ect_step_meta_t **meta_p);
 
 /* Apply the workers' reports: bytes = the encoded reports of every rank,
  * concatenated (len 0 is fine).  A completed save marks its entry ready; a
  * failed one discards it; a load's pin is released once every reporting rank
  * has reported its transfer id.  Unknown, late or replayed reports are
  * logged and ignored.  Malformed bytes: ECT_ERR_PARSE and nothing applied. */
-ECT_API ect_status_t ect_scheduler_update_connector_output(ect_scheduler_t *scheduler,
-                                                           const void *bytes, size_t len);
+ECT_API ECT_MUST_CHECK ect_status_t
+ect_scheduler_update_connector_output(ect_scheduler_t *scheduler, const void *bytes, size_t len);
 
 /* The same with an already decoded (merged) report. */
-ECT_API ect_status_t ect_scheduler_apply_report(ect_scheduler_t *scheduler,
-                                                const ect_worker_report_t *report);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_apply_report(ect_scheduler_t *scheduler,
+                                                               const ect_step_report_t *report);
 
 /* A request ended.  Producer with P2P: *params_json_p gets its
  * ec_transfer_params (a JSON object text, caller frees with ect_free) and
  * each announced entry takes a hold with the announce lease; otherwise
  * *params_json_p is NULL.  Consumer: forgets the request's defer budgets.
  * Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NO_MEMORY. */
-ECT_API ect_status_t ect_scheduler_request_finished(ect_scheduler_t *scheduler,
-                                                    const ect_request_t *request,
-                                                    char **params_json_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_request_finished(ect_scheduler_t *scheduler,
+                                                                   const ect_request_t *request,
+                                                                   char **params_json_p);
 
-/* 1 while saves or loads are queued or in flight (and, with P2P, while
- * reads, grants or holds are outstanding); 0 when the instance is idle. */
-ECT_API int ect_scheduler_has_pending_push_work(ect_scheduler_t *scheduler);
+/* true while saves or loads are queued or in flight (and, with P2P, while
+ * reads, grants or holds are outstanding); false when the instance is idle. */
+ECT_API bool ect_scheduler_has_pending_push_work(ect_scheduler_t *scheduler);
 
 /* Requests that must fail (an announced encoding that cannot be fetched and
  * cannot be computed locally).  Writes up to cap request ids (caller frees
@@ -160,10 +159,8 @@ ECT_API size_t ect_scheduler_take_unavailable_requests(ect_scheduler_t *schedule
 ECT_API void ect_scheduler_shutdown(ect_scheduler_t *scheduler);
 
 /* Copy out the counters (including the cache's). */
-ECT_API ect_status_t ect_scheduler_metrics(ect_scheduler_t *scheduler, ect_metrics_t *metrics_p);
-
-/* Free memory that ectier handed to the caller (JSON texts, request ids). */
-ECT_API void ect_free(void *ptr);
+ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_metrics(ect_scheduler_t *scheduler,
+                                                          ect_metrics_t *metrics_p);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,15 @@ extern "C" {
 #define ECT_API
 #endif
 
+/* Marks every public function that returns an ect_status_t: a caller that
+ * ignores the status gets a compiler warning (a failed call changes nothing,
+ * so an unchecked one hides a lost save, load or setting). */
+#if defined(__GNUC__)
+#define ECT_MUST_CHECK __attribute__((warn_unused_result))
+#else
+#define ECT_MUST_CHECK
+#endif
+
 typedef enum ect_status {
     ECT_OK = 0,
     ECT_ERR_INVALID_ARG = -1,  /* a caller passed a bad argument */

@@ -12,6 +12,13 @@
 extern "C" {
 #endif
 
+/* Free memory that ectier handed to the caller: the texts and byte buffers
+ * of the *_json and *_bytes functions, request ids, error details.  Only
+ * for pointers ectier documents as "caller frees with ect_free" (they may
+ * come from another allocator than the caller's free()).  NULL is a no-op.
+ * Thread safety: safe. */
+ECT_API void ect_free(void *ptr);
+
 /* Longest identifier the engine hands in (feature identifier = cache key,
  * mm_hash, request id), in bytes without the NUL.  The one limit: the
  * scheduler refuses anything longer where it enters, with a message naming

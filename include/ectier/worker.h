@@ -23,6 +23,7 @@
 #define ECTIER_WORKER_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <ectier/config.h>
@@ -63,21 +64,23 @@ typedef struct ect_worker_params {
 /* Join (or create) the region and register it with the copy engine.
  * Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_CONFIG, ECT_ERR_INCOMPATIBLE,
  * ECT_ERR_IO, ECT_ERR_NO_MEMORY.  Nothing is left behind on error. */
-ECT_API ect_status_t ect_worker_create(const ect_worker_params_t *params, ect_worker_t **worker_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_worker_create(const ect_worker_params_t *params,
+                                                      ect_worker_t **worker_p);
 
 /* Wait for every copy in flight, then release the region and the engine
  * (if owned).  NULL is a no-op. */
 ECT_API void ect_worker_destroy(ect_worker_t *worker);
 
-/* 1 if this rank saves (tp_rank == 0 and pcp_rank == 0). */
-ECT_API int ect_worker_is_save_rank(const ect_worker_t *worker);
+/* true if this rank saves (tp_rank == 0 and pcp_rank == 0); false for NULL. */
+ECT_API bool ect_worker_is_save_rank(const ect_worker_t *worker);
 
 /* Bind this step's metadata (the bytes of ect_step_meta_encode).  Every load
  * it names will be reported exactly once by this worker, and (on the save
  * rank) every save it names, as saved or as failed.  Returns ECT_OK,
  * ECT_ERR_STATE (metadata already bound), ECT_ERR_PARSE / ECT_ERR_OVERFLOW
  * (malformed bytes, blocks outside the region: nothing is bound). */
-ECT_API ect_status_t ect_worker_bind_metadata(ect_worker_t *worker, const void *bytes, size_t len);
+ECT_API ECT_MUST_CHECK ect_status_t ect_worker_bind_metadata(ect_worker_t *worker,
+                                                             const void *bytes, size_t len);
 
 /* The bound metadata (borrowed until clear), or NULL. */
 ECT_API const ect_step_meta_t *ect_worker_metadata(const ect_worker_t *worker);
@@ -102,8 +105,9 @@ typedef ect_status_t (*ect_load_target_fn)(void *user, const char *key, uint64_t
  * bound, or loads already started), the target's status, or a copy engine
  * error.  Even on error every load's transfer id is reported, so the
  * scheduler releases its pins. */
-ECT_API ect_status_t ect_worker_start_load(ect_worker_t *worker, ect_load_target_fn target,
-                                           void *user, void *compute_stream);
+ECT_API ECT_MUST_CHECK ect_status_t ect_worker_start_load(ect_worker_t *worker,
+                                                          ect_load_target_fn target, void *user,
+                                                          void *compute_stream);
 
 /* The engine encoded key into src (nbytes bytes of engine memory).  If this
  * is the save rank and the step saves key, queue the copy (it is submitted
@@ -112,23 +116,25 @@ ECT_API ect_status_t ect_worker_start_load(ect_worker_t *worker, ect_load_target
  * waits for the work queued on it (CUDA).  Returns ECT_OK, ECT_ERR_OVERFLOW
  * (nbytes exceeds the entry's blocks: an error, never a truncation),
  * ECT_ERR_EXISTS (key already saved this step), ECT_ERR_INVALID_ARG. */
-ECT_API ect_status_t ect_worker_save(ect_worker_t *worker, const char *key, const void *src,
-                                     size_t nbytes, void *compute_stream, int *queued_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_worker_save(ect_worker_t *worker, const char *key,
+                                                    const void *src, size_t nbytes,
+                                                    void *compute_stream, int *queued_p);
 
 /* End of the step's model run: submit the queued saves as one batch.
  * Returns ECT_OK or a copy engine error (the saves are then reported as
  * failed). */
-ECT_API ect_status_t ect_worker_get_finished(ect_worker_t *worker);
+ECT_API ECT_MUST_CHECK ect_status_t ect_worker_get_finished(ect_worker_t *worker);
 
 /* Collect the copies that have landed since the last call into a new report
  * (*report_p; NULL when nothing finished).  Encode it for the scheduler.
  * Returns ECT_OK, ECT_ERR_NO_MEMORY, or the error of a failed copy batch
  * (its saves are in the report as failed, its loads as done: the engine must
  * not use those entries). */
-ECT_API ect_status_t ect_worker_take_report(ect_worker_t *worker, ect_worker_report_t **report_p);
+ECT_API ECT_MUST_CHECK ect_status_t ect_worker_take_report(ect_worker_t *worker,
+                                                           ect_step_report_t **report_p);
 
 /* Block until every submitted copy has landed. */
-ECT_API ect_status_t ect_worker_wait(ect_worker_t *worker);
+ECT_API ECT_MUST_CHECK ect_status_t ect_worker_wait(ect_worker_t *worker);
 
 /* Copies submitted and not yet reported (batches). */
 ECT_API size_t ect_worker_in_flight(const ect_worker_t *worker);

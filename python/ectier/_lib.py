@@ -34,7 +34,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from .errors import LibraryError, error_for
 
 #: The ABI version this package speaks (ECT_ABI_VERSION in binding.h).
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 #: Names of the discovery steps, in order.
 STRATEGIES = ("ECTIER_LIBRARY", "beside the package", "pkg-config", "loader search path")
@@ -44,6 +44,7 @@ _vp = ctypes.c_void_p
 _sz = ctypes.c_size_t
 _u64 = ctypes.c_uint64
 _int = ctypes.c_int
+_bool = ctypes.c_bool
 _st = ctypes.c_int  # ect_status_t
 _str = ctypes.c_char_p
 _out = ctypes.POINTER(ctypes.c_void_p)
@@ -53,8 +54,8 @@ _outsz = ctypes.POINTER(ctypes.c_size_t)
 _PROTOTYPES = {
     "ect_abi_version": (ctypes.c_uint, []),
     "ect_version": (_str, []),
-    "ect_has_p2p": (_int, []),
-    "ect_has_cuda": (_int, []),
+    "ect_has_p2p": (_bool, []),
+    "ect_has_cuda": (_bool, []),
     "ect_last_error": (_str, []),
     "ect_status_str": (_str, [_int]),
     "ect_free": (None, [_vp]),
@@ -66,18 +67,18 @@ _PROTOTYPES = {
     "ect_scheduler_create_json": (_st, [_str, _sz, _str, _sz, _out]),
     "ect_scheduler_destroy": (None, [_vp]),
     "ect_scheduler_shutdown": (None, [_vp]),
-    "ect_scheduler_has_cache_item": (_int, [_vp, _str]),
+    "ect_scheduler_has_cache_item": (_bool, [_vp, _str]),
     "ect_scheduler_ensure_cache_available_json": (_st, [_vp, _str, _sz, ctypes.POINTER(_int)]),
     "ect_scheduler_update_state_after_alloc_json": (_st, [_vp, _str, _sz, _sz]),
     "ect_scheduler_request_finished_json": (_st, [_vp, _str, _sz, _out]),
     "ect_scheduler_build_connector_meta_bytes": (_st, [_vp, _out, _outsz]),
     "ect_scheduler_update_connector_output": (_st, [_vp, _vp, _sz]),
-    "ect_scheduler_has_pending_push_work": (_int, [_vp]),
+    "ect_scheduler_has_pending_push_work": (_bool, [_vp]),
     "ect_scheduler_take_unavailable_json": (_st, [_vp, _out]),
     "ect_scheduler_metrics_prometheus": (_st, [_vp, _out]),
     "ect_worker_create_json": (_st, [_str, _sz, _str, _sz, _out]),
     "ect_worker_destroy": (None, [_vp]),
-    "ect_worker_is_save_rank": (_int, [_vp]),
+    "ect_worker_is_save_rank": (_bool, [_vp]),
     "ect_worker_bind_metadata": (_st, [_vp, _vp, _sz]),
     "ect_worker_metadata_json": (_st, [_vp, _out]),
     "ect_worker_clear_metadata": (None, [_vp]),
@@ -91,7 +92,7 @@ _PROTOTYPES = {
     "ect_worker_wait": (_st, [_vp]),
     "ect_worker_in_flight": (_sz, [_vp]),
     "ect_step_meta_json": (_st, [_vp, _sz, _u64, _out]),
-    "ect_worker_report_json": (_st, [_vp, _sz, _out]),
+    "ect_step_report_json": (_st, [_vp, _sz, _out]),
 }
 
 _lock = threading.Lock()

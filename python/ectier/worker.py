@@ -301,4 +301,4 @@ def decode_report(data: bytes) -> Dict[str, Any]:
         InvalidInputError: bytes that do not decode.
     """
     data = bytes(data)
-    return json.loads(_lib.call_text(_lib.lib().ect_worker_report_json, data, len(data)) or "{}")
+    return json.loads(_lib.call_text(_lib.lib().ect_step_report_json, data, len(data)) or "{}")

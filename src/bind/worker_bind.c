@@ -86,8 +86,8 @@ ect_worker_metadata_json(const ect_worker_t *worker, char **json_p)
 }
 
 static cJSON *
-keys_json(const ect_worker_report_t *r, size_t n,
-          const char *(*get)(const ect_worker_report_t *, size_t))
+keys_json(const ect_step_report_t *r, size_t n,
+          const char *(*get)(const ect_step_report_t *, size_t))
 {
     cJSON *arr = cJSON_CreateArray();
     for (size_t i = 0; arr != NULL && i < n; i++)
@@ -96,12 +96,12 @@ keys_json(const ect_worker_report_t *r, size_t n,
 }
 
 ect_status_t
-ect_worker_report_json(const void *bytes, size_t len, char **json_p)
+ect_step_report_json(const void *bytes, size_t len, char **json_p)
 {
     if (json_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report json: NULL argument");
-    ect_worker_report_t *r;
-    ect_status_t s = ect_worker_report_decode(bytes, len, &r);
+    ect_step_report_t *r;
+    ect_status_t s = ect_step_report_decode(bytes, len, &r);
     if (s != ECT_OK)
         return s;
     cJSON *root = cJSON_CreateObject(), *loads = cJSON_CreateArray(), *stats = cJSON_CreateObject();
@@ -109,18 +109,18 @@ ect_worker_report_json(const void *bytes, size_t len, char **json_p)
         cJSON_Delete(loads);
         cJSON_Delete(stats);
         cJSON_Delete(root);
-        ect_worker_report_destroy(r);
+        ect_step_report_destroy(r);
         return ect__error(ECT_ERR_NO_MEMORY, "worker report json: out of memory");
     }
     cJSON_AddItemToObject(root, "saves",
-                          keys_json(r, ect_worker_report_n_saves(r), ect_worker_report_save));
+                          keys_json(r, ect_step_report_n_saves(r), ect_step_report_save));
     cJSON_AddItemToObject(
         root, "failed_saves",
-        keys_json(r, ect_worker_report_n_failed_saves(r), ect_worker_report_failed_save));
-    for (size_t i = 0; i < ect_worker_report_n_loads(r); i++)
-        cJSON_AddItemToArray(loads, cJSON_CreateNumber((double)ect_worker_report_load(r, i)));
+        keys_json(r, ect_step_report_n_failed_saves(r), ect_step_report_failed_save));
+    for (size_t i = 0; i < ect_step_report_n_loads(r); i++)
+        cJSON_AddItemToArray(loads, cJSON_CreateNumber((double)ect_step_report_load(r, i)));
     cJSON_AddItemToObject(root, "loads", loads);
-    const ect_copy_stats_t *cs = ect_worker_report_stats(r);
+    const ect_step_copy_stats_t *cs = ect_step_report_stats(r);
     cJSON_AddNumberToObject(stats, "save_bytes", (double)cs->save_bytes);
     cJSON_AddNumberToObject(stats, "save_ns", (double)cs->save_ns);
     cJSON_AddNumberToObject(stats, "save_batches", (double)cs->save_batches);
@@ -128,7 +128,7 @@ ect_worker_report_json(const void *bytes, size_t len, char **json_p)
     cJSON_AddNumberToObject(stats, "load_ns", (double)cs->load_ns);
     cJSON_AddNumberToObject(stats, "load_batches", (double)cs->load_batches);
     cJSON_AddItemToObject(root, "stats", stats);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     return ect__bind_hand_over(root, "worker report json", json_p);
 }
 
@@ -210,20 +210,20 @@ ect_worker_take_report_bytes(ect_worker_t *worker, void **bytes_p, size_t *len_p
 {
     if (worker == NULL || bytes_p == NULL || len_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker take_report: NULL argument");
-    ect_worker_report_t *r = NULL;
+    ect_step_report_t *r = NULL;
     ect_status_t copy = ect_worker_take_report(worker, &r);
     if (r == NULL && (copy == ECT_ERR_NO_MEMORY || copy == ECT_ERR_INVALID_ARG))
         return copy; /* nothing taken: the completions wait for the next call */
     void *buf = NULL;
     size_t len = 0;
     if (r != NULL) {
-        size_t cap = ect_worker_report_encoded_size(r);
+        size_t cap = ect_step_report_encoded_size(r);
         ect_status_t s = ECT_OK;
         if ((buf = malloc(cap)) == NULL)
             s = ect__error(ECT_ERR_NO_MEMORY, "worker take_report: out of memory (%zu bytes)", cap);
-        else if ((s = ect_worker_report_encode(r, buf, cap, &len)) != ECT_OK)
+        else if ((s = ect_step_report_encode(r, buf, cap, &len)) != ECT_OK)
             free(buf);
-        ect_worker_report_destroy(r);
+        ect_step_report_destroy(r);
         if (s != ECT_OK) {
             /* The report is lost: its saves stay not ready and its loads
              * pinned on the scheduler, which only shutdown releases. */

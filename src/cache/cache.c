@@ -99,23 +99,23 @@ run_bucket(size_t n_runs)
     return 6;
 }
 
-static ect_entry_state_t
+static ect_cache_entry_state_t
 state_of(const struct ect__entry *e)
 {
     if (!e->ready)
-        return ECT_ENTRY_NOT_READY;
-    return e->pins + e->holds_active > 0 ? ECT_ENTRY_PINNED : ECT_ENTRY_READY;
+        return ECT_CACHE_ENTRY_NOT_READY;
+    return e->pins + e->holds_active > 0 ? ECT_CACHE_ENTRY_PINNED : ECT_CACHE_ENTRY_READY;
 }
 
 const char *
-ect_entry_state_str(ect_entry_state_t state)
+ect_cache_entry_state_str(ect_cache_entry_state_t state)
 {
     switch (state) {
-    case ECT_ENTRY_NOT_READY:
+    case ECT_CACHE_ENTRY_NOT_READY:
         return "not-ready";
-    case ECT_ENTRY_READY:
+    case ECT_CACHE_ENTRY_READY:
         return "ready";
-    case ECT_ENTRY_PINNED:
+    case ECT_CACHE_ENTRY_PINNED:
         return "pinned";
     }
     return "unknown";
@@ -462,7 +462,7 @@ ect_cache_get_runs(ect_cache_t *cache, const char *key, ect_run_t *runs, size_t 
     return s;
 }
 
-int
+bool
 ect_cache_has_held_entries(ect_cache_t *cache)
 {
     if (cache == NULL)
@@ -546,7 +546,8 @@ ect_cache_unpin(ect_cache_t *cache, const char *key)
         s = ect__error(ECT_ERR_STATE,
                        "cache unpin: entry " KEY_FMT " is %s with no pin to drop (%llu holds "
                        "active; holds end with release_hold)",
-                       key, ect_entry_state_str(state_of(e)), (unsigned long long)e->holds_active);
+                       key, ect_cache_entry_state_str(state_of(e)),
+                       (unsigned long long)e->holds_active);
     } else {
         e->pins--;
         cache->pins--;
@@ -596,7 +597,7 @@ ect_cache_discard(ect_cache_t *cache, const char *key)
         s = ect__error(ECT_ERR_STATE,
                        "cache discard: entry " KEY_FMT " is %s; only not-ready entries can be "
                        "discarded",
-                       key, ect_entry_state_str(state_of(e)));
+                       key, ect_cache_entry_state_str(state_of(e)));
     } else {
         ect__holds_drop_locked(cache, e);
         cache->entries_not_ready--;

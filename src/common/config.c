@@ -42,7 +42,7 @@ static const struct {
 };
 
 #define P2P_HOW_TO                                                                                 \
-    "install libzmq3-dev libmsgpack-dev (scripts/install-deps.sh) and rebuild with "    \
+    "install libzmq3-dev libmsgpack-dev (scripts/install-deps.sh) and rebuild with "               \
     "-DECT_WITH_P2P=ON"
 
 const char *
@@ -59,13 +59,13 @@ ect_role_str(ect_role_t role)
     return "?";
 }
 
-int
+bool
 ect_role_produces(ect_role_t role)
 {
     return role == ECT_ROLE_PRODUCER || role == ECT_ROLE_BOTH;
 }
 
-int
+bool
 ect_role_consumes(ect_role_t role)
 {
     return role == ECT_ROLE_CONSUMER || role == ECT_ROLE_BOTH;

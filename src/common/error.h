@@ -48,4 +48,15 @@ void ect__log_init_once(void);
 /* Log the current last-error message at level with a prefix ("region: ..."). */
 void ect__log_last_error(ect_log_level_t level, const char *what);
 
+/* For a call on a path that cannot report a failure to its caller (cleanup,
+ * giving back what a failed operation took): if status is not ECT_OK, log
+ * the last error at ERROR with the prefix what.  Every such call goes
+ * through here, so none drops a status unseen. */
+static inline void
+ect__log_failure(ect_status_t status, const char *what)
+{
+    if (status != ECT_OK)
+        ect__log_last_error(ECT_LOG_ERROR, what);
+}
+
 #endif /* ECT_COMMON_ERROR_H */

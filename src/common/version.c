@@ -9,13 +9,13 @@ ect_version(void)
     return ECT_VERSION_STRING;
 }
 
-int
+bool
 ect_has_p2p(void)
 {
     return ECT_HAVE_P2P;
 }
 
-int
+bool
 ect_has_cuda(void)
 {
     return ECT_HAVE_CUDA;

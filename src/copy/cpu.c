@@ -17,7 +17,7 @@
  *   - a batch of at most inline_bytes is copied by submit itself, on the
  *     calling thread (unless the engine is held), and has landed when
  *     submit returns;
- *   - a thread in ect_copy_wait claims pieces of its own batch before it
+ *   - a thread in ect_copy_engine_wait claims pieces of its own batch before it
  *     waits, so a waiting caller never idles while its copy sits in the
  *     queue;
  *   - a copy thread that runs out of work polls the queue for spin_ns before

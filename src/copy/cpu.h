@@ -26,7 +26,7 @@ ect_status_t ect__copy_cpu_shutdown(ect_copy_engine_t *engine);
 
 /*
  * hold true: copy threads stop claiming new pieces (pieces already claimed
- * finish); batches then land only through ect_copy_wait, whose caller copies
+ * finish); batches then land only through ect_copy_engine_wait, whose caller copies
  * its own batch, or after hold false.  Shutdown and destroy ignore the hold,
  * so every batch still lands.  Returns ECT_OK, or ECT_ERR_INVALID_ARG if
  * engine is not a CPU engine.  Thread safety: safe.
@@ -45,7 +45,7 @@ struct ect__copy_cpu_stats {
     uint64_t batches;           /* submitted with ECT_OK */
     uint64_t batches_inline;    /* of which copied inside submit, on the caller */
     uint64_t pieces_by_threads; /* pieces copied by copy threads */
-    uint64_t pieces_by_waiters; /* pieces copied by threads in ect_copy_wait */
+    uint64_t pieces_by_waiters; /* pieces copied by threads in ect_copy_engine_wait */
     uint64_t wakeups;           /* copy threads signalled to wake for work */
     uint64_t polls_found_work;  /* a copy thread polled and work came */
     uint64_t polls_timed_out;   /* ... and none came within spin_us */

@@ -12,7 +12,7 @@ ect_copy_engine_kind(const ect_copy_engine_t *engine)
 }
 
 ect_status_t
-ect_copy_register_host(ect_copy_engine_t *engine, void *base, size_t len)
+ect_copy_engine_register_host(ect_copy_engine_t *engine, void *base, size_t len)
 {
     if (engine == NULL || base == NULL || len == 0)
         return ect__error(ECT_ERR_INVALID_ARG, "copy register: NULL engine or empty range");
@@ -20,7 +20,7 @@ ect_copy_register_host(ect_copy_engine_t *engine, void *base, size_t len)
 }
 
 ect_status_t
-ect_copy_unregister_host(ect_copy_engine_t *engine, void *base)
+ect_copy_engine_unregister_host(ect_copy_engine_t *engine, void *base)
 {
     if (engine == NULL || base == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "copy unregister: NULL argument");
@@ -28,7 +28,7 @@ ect_copy_unregister_host(ect_copy_engine_t *engine, void *base)
 }
 
 ect_status_t
-ect_copy_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *ticket_p)
+ect_copy_engine_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *ticket_p)
 {
     if (engine == NULL || batch == NULL || ticket_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "copy submit: NULL argument");
@@ -47,7 +47,7 @@ ect_copy_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64
 }
 
 ect_status_t
-ect_copy_query(ect_copy_engine_t *engine, uint64_t ticket)
+ect_copy_engine_query(ect_copy_engine_t *engine, uint64_t ticket)
 {
     if (engine == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "copy query: NULL engine");
@@ -55,7 +55,7 @@ ect_copy_query(ect_copy_engine_t *engine, uint64_t ticket)
 }
 
 ect_status_t
-ect_copy_wait(ect_copy_engine_t *engine, uint64_t ticket)
+ect_copy_engine_wait(ect_copy_engine_t *engine, uint64_t ticket)
 {
     if (engine == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "copy wait: NULL engine");

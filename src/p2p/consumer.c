@@ -74,7 +74,7 @@ struct ect_consumer {
     size_t n_reading;
     ect_metrics_t m; /* only the p2p fields are used */
 
-    ect_wire_buf_t out; /* session thread only */
+    ect__wire_buf_t out; /* session thread only */
 };
 
 /* ---- helpers (lock held) ------------------------------------------------- */
@@ -115,7 +115,7 @@ send_request(ect_consumer_t *c, struct xfer *x)
                           .has_connector_version = true,
                           .accepts_runs = true};
     c->out.len = 0;
-    ect_status_t st = ect_wire_encode_req(&req, &c->out);
+    ect_status_t st = ect__wire_encode_req(&req, &c->out);
     if (st == ECT_OK)
         st = ect__ctl_client_send(c->ctl, x->host, x->port, c->out.data, c->out.len);
     if (st == ECT_ERR_TRANSPORT) {
@@ -133,7 +133,7 @@ send_done(ect_consumer_t *c, const struct xfer *x)
 {
     ect_xfer_done_t done = {.mm_hash = x->mm_hash, .session_id = c->session_id};
     c->out.len = 0;
-    if (ect_wire_encode_done(&done, &c->out) != ECT_OK ||
+    if (ect__wire_encode_done(&done, &c->out) != ECT_OK ||
         ect__ctl_client_send(c->ctl, x->host, x->port, c->out.data, c->out.len) != ECT_OK)
         ECT_LOG_I("consumer: could not tell %s:%u that '%s' was read (its lease will end it)",
                   x->host, (unsigned)x->port, x->mm_hash);
@@ -210,7 +210,7 @@ static void
 handle_ack(ect_consumer_t *c, const char *host, uint16_t port, const void *payload, size_t len)
 {
     ect_xfer_ack_t ack;
-    if (ect_wire_decode_ack(payload, len, &ack) != ECT_OK) {
+    if (ect__wire_decode_ack(payload, len, &ack) != ECT_OK) {
         ECT_LOG_I("consumer: dropping a reply from %s:%u: %s", host, (unsigned)port,
                   ect_last_error());
         pthread_mutex_lock(&c->lock);
@@ -226,12 +226,12 @@ handle_ack(ect_consumer_t *c, const char *host, uint16_t port, const void *paylo
     if (x == NULL || (ack.session_id[0] != '\0' && strcmp(ack.session_id, c->session_id) != 0)) {
         /* Late (after a timeout), repeated, or not ours: ignore. */
         pthread_mutex_unlock(&c->lock);
-        ect_xfer_ack_cleanup(&ack);
+        ect__xfer_ack_cleanup(&ack);
         return;
     }
     if (ack.status == ECT_XFER_OK) {
         start_read_locked(c, x, &ack);
-    } else if (ect_wire_status_is_retryable(ack.status)) {
+    } else if (ect__wire_status_is_retryable(ack.status)) {
         /* Announced but not saved yet: ask again soon, keeping the blocks. */
         x->state = X_RETRY;
         x->ack_due_ns = 0; /* answered: the next request starts a new wait */
@@ -243,7 +243,7 @@ handle_ack(ect_consumer_t *c, const char *host, uint16_t port, const void *paylo
         fail_locked(c, x, "%s", ect_xfer_status_str(ack.status));
     }
     pthread_mutex_unlock(&c->lock);
-    ect_xfer_ack_cleanup(&ack);
+    ect__xfer_ack_cleanup(&ack);
 }
 
 /* ---- the session thread ---------------------------------------------------- */
@@ -348,7 +348,7 @@ step_locked(ect_consumer_t *c)
         ect__xport_read_release(c->xport, x->read);
         x->read = NULL;
         c->n_reading--;
-        ect_cache_discard(c->cache, x->key);
+        ect__log_failure(ect_cache_discard(c->cache, x->key), "consumer");
         /* Its failure was reported when it was quarantined (or it was
          * cancelled); now only the blocks come back. */
         if (x->cancelled || x->reason[0] == '\0')
@@ -440,7 +440,7 @@ ect__consumer_fetch(ect_consumer_t *c, const char *key, const char *mm_hash, con
     if (x == NULL || (x->key = strdup(key)) == NULL || (x->mm_hash = strdup(mm_hash)) == NULL) {
         if (x != NULL)
             xfer_free(x);
-        ect_cache_discard(c->cache, key);
+        ect__log_failure(ect_cache_discard(c->cache, key), "consumer");
         st = ect__error(ECT_ERR_NO_MEMORY, "consumer: out of memory");
         goto out;
     }
@@ -453,7 +453,7 @@ ect__consumer_fetch(ect_consumer_t *c, const char *key, const char *mm_hash, con
     x->deadline_ns = x->t_start_ns + c->ack_timeout_ns;
     if ((st = ect__strmap_put(&c->xfers, key, x, NULL)) != ECT_OK) {
         xfer_free(x);
-        ect_cache_discard(c->cache, key);
+        ect__log_failure(ect_cache_discard(c->cache, key), "consumer");
         goto out;
     }
     /* The DEALER belongs to the session thread; the request is sent from
@@ -523,7 +523,7 @@ ect__consumer_cancel(ect_consumer_t *c, const char *key)
             x->deadline_ns = ect__now_ns() + c->quarantine_ns;
         } else if (x->state != X_QUARANTINED) {
             if (x->state != X_FAILED)
-                ect_cache_discard(c->cache, x->key);
+                ect__log_failure(ect_cache_discard(c->cache, x->key), "consumer");
             xfer_forget_locked(c, x);
         } else {
             x->cancelled = 1;
@@ -595,7 +595,7 @@ ect__consumer_start(const ect_consumer_params_t *params, ect_consumer_t **consum
     for (size_t i = 0; i < sizeof(rnd); i++)
         snprintf(c->session_id + 2 * i, 3, "%02x", rnd[i]);
     ect__strmap_init(&c->xfers);
-    ect_wire_buf_init(&c->out);
+    ect__wire_buf_init(&c->out);
     ect_status_t st;
     if (pthread_mutex_init(&c->lock, NULL) != 0) {
         st = ect__error(ECT_ERR_INTERNAL, "consumer: cannot create its mutex");
@@ -627,7 +627,7 @@ err_ctl:
 err_mutex:
     pthread_mutex_destroy(&c->lock);
 err_free:
-    ect_wire_buf_cleanup(&c->out);
+    ect__wire_buf_cleanup(&c->out);
     free(c);
     return st;
 }
@@ -640,7 +640,7 @@ drop_xfer(ect_strmap_node_t *node, void *user)
     if (x->read != NULL)
         ect__xport_read_release(c->xport, x->read);
     if (x->state != X_FAILED)
-        ect_cache_discard(c->cache, x->key);
+        ect__log_failure(ect_cache_discard(c->cache, x->key), "consumer");
     xfer_free(x);
 }
 
@@ -661,6 +661,6 @@ ect__consumer_stop(ect_consumer_t *c)
     ect__xport_client_destroy(c->xport);
     ect__ctl_client_destroy(c->ctl);
     pthread_mutex_destroy(&c->lock);
-    ect_wire_buf_cleanup(&c->out);
+    ect__wire_buf_cleanup(&c->out);
     free(c);
 }

@@ -67,9 +67,9 @@ ect__p2p_create(const ect__p2p_params_t *params, struct ect__p2p **p2p_p)
     ect__strmap_init(&p->items);
     char compat[65];
     ect_status_t st =
-        ect_compat_hash(params->engine_version ? params->engine_version : "",
-                        params->model_name ? params->model_name : "",
-                        ect_dtype_torch_name(p->geom.dtype), p->geom.block_size_bytes, compat);
+        ect__compat_hash(params->engine_version ? params->engine_version : "",
+                         params->model_name ? params->model_name : "",
+                         ect_dtype_torch_name(p->geom.dtype), p->geom.block_size_bytes, compat);
     if (st != ECT_OK)
         goto err_free;
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
@@ -219,7 +219,7 @@ decide_item_locked(struct ect__p2p *p, const ect_request_t *r, const ect_mm_feat
         return ITEM_LOCAL;
     ect_cache_entry_t e;
     int exists = ect_cache_get(p->cache, f->identifier, &e) == ECT_OK;
-    if (exists && e.state != ECT_ENTRY_NOT_READY)
+    if (exists && e.state != ECT_CACHE_ENTRY_NOT_READY)
         return ITEM_READY;
     char reason[160];
     switch (ect__consumer_state(p->consumer, f->identifier)) {

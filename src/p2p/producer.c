@@ -100,7 +100,7 @@ struct ect_producer {
     size_t blocks_cap;
     ect_run_t *runs;
     size_t runs_cap;
-    ect_wire_buf_t out;
+    ect__wire_buf_t out;
     uint8_t *desc_buf; /* a grant's mem_descriptor */
     size_t desc_cap;
     char gkey[GRANT_KEY_MAX];
@@ -319,6 +319,16 @@ announcement_get_locked(ect_producer_t *p, const char *mm_hash, const char *cach
     return a;
 }
 
+/* End an announcement's hold.  ECT_ERR_NOT_FOUND is no fault: the hold's
+ * lease ran out, or it went with its entry. */
+static void
+release_hold(ect_producer_t *p, uint64_t hold_id)
+{
+    ect_status_t st = ect_cache_release_hold(p->cache, hold_id);
+    if (st != ECT_ERR_NOT_FOUND)
+        ect__log_failure(st, "producer");
+}
+
 static void
 announcement_free(struct announcement *a)
 {
@@ -375,7 +385,7 @@ prune_announcement(ect_strmap_node_t *node, void *user)
 static void
 announcements_sweep_locked(ect_producer_t *p, uint64_t now)
 {
-    ect_cache_expire_holds(p->cache, now, NULL);
+    ect__log_failure(ect_cache_expire_holds(p->cache, now, NULL), "producer");
     struct prune_ctx c = {.now = now};
     ect__strmap_each(&p->announced, prune_announcement, &c);
     for (size_t i = 0; i < c.empty.n; i++) {
@@ -392,7 +402,7 @@ static void
 send_ack(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_ack_t *ack)
 {
     p->out.len = 0;
-    if (ect_wire_encode_ack(ack, &p->out) != ECT_OK) {
+    if (ect__wire_encode_ack(ack, &p->out) != ECT_OK) {
         ect__log_last_error(ECT_LOG_ERROR, "producer: encoding an ack");
         return;
     }
@@ -408,7 +418,7 @@ send_nack(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *r
           ect_xfer_status_t status)
 {
     ect_xfer_ack_t ack = {.mm_hash = req->mm_hash, .status = status, .session_id = req->session_id};
-    if (ect_wire_status_is_expected(status))
+    if (ect__wire_status_is_expected(status))
         ECT_LOG_I("producer: %s for '%s'", ect_xfer_status_str(status), req->mm_hash);
     else
         ECT_LOG_W("producer: %s for '%s'", ect_xfer_status_str(status), req->mm_hash);
@@ -607,7 +617,7 @@ internal:
         free(g->runs);
         free(g);
     }
-    ect_cache_unpin(p->cache, key);
+    ect__log_failure(ect_cache_unpin(p->cache, key), "producer");
     send_nack(p, peer, req, ECT_XFER_NACK_INTERNAL);
 }
 
@@ -635,21 +645,21 @@ handle_done(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_done_t
 static void
 handle_message(ect_producer_t *p, const ect_ctl_peer_t *peer, const void *payload, size_t len)
 {
-    ect_wire_type_t type;
-    if (ect_wire_peek_type(payload, len, &type) != ECT_OK) {
+    ect__wire_type_t type;
+    if (ect__wire_peek_type(payload, len, &type) != ECT_OK) {
         /* Not even a tag: fall through to the drop below. */
     } else if (type == ECT_WIRE_REQ) {
         ect_xfer_req_t req;
-        if (ect_wire_decode_req(payload, len, &req) == ECT_OK) {
+        if (ect__wire_decode_req(payload, len, &req) == ECT_OK) {
             handle_req(p, peer, &req);
-            ect_xfer_req_cleanup(&req);
+            ect__xfer_req_cleanup(&req);
             return;
         }
     } else if (type == ECT_WIRE_DONE) {
         ect_xfer_done_t done;
-        if (ect_wire_decode_done(payload, len, &done) == ECT_OK) {
+        if (ect__wire_decode_done(payload, len, &done) == ECT_OK) {
             handle_done(p, peer, &done);
-            ect_xfer_done_cleanup(&done);
+            ect__xfer_done_cleanup(&done);
             return;
         }
     } else {
@@ -717,7 +727,7 @@ ect__producer_start(const ect_producer_params_t *params, ect_producer_t **produc
     ect__strmap_init(&p->grants);
     ect__strmap_init(&p->peer_grants);
     ect__strmap_init(&p->announced);
-    ect_wire_buf_init(&p->out);
+    ect__wire_buf_init(&p->out);
     ect_status_t st;
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
         st = ect__error(ECT_ERR_INTERNAL, "producer: cannot create its mutex");
@@ -761,7 +771,7 @@ err_ctl:
 err_mutex:
     pthread_mutex_destroy(&p->lock);
 err_free:
-    ect_wire_buf_cleanup(&p->out);
+    ect__wire_buf_cleanup(&p->out);
     free(p);
     return st;
 }
@@ -772,7 +782,7 @@ free_announcement_node(ect_strmap_node_t *node, void *user)
     ect_producer_t *p = user;
     struct announcement *a = node->value;
     for (size_t i = 0; i < a->n; i++)
-        ect_cache_release_hold(p->cache, a->holds[i].id);
+        release_hold(p, a->holds[i].id);
     announcement_free(a);
 }
 
@@ -796,7 +806,7 @@ ect__producer_stop(ect_producer_t *p)
     pthread_mutex_unlock(&p->lock);
     ect__ctl_server_close(p->ctl);
     pthread_mutex_destroy(&p->lock);
-    ect_wire_buf_cleanup(&p->out);
+    ect__wire_buf_cleanup(&p->out);
     free(p->blocks);
     free(p->runs);
     free(p->desc_buf);
@@ -849,7 +859,7 @@ ect__producer_announce(ect_producer_t *p, const ect_request_t *req, char **param
             if (a->n < a->cap)
                 a->holds[a->n++] = (struct hold_ref){hold_id, now + p->announce_lease_ns};
             else
-                ect_cache_release_hold(p->cache, hold_id);
+                release_hold(p, hold_id);
         }
         p->announcements++;
         pthread_mutex_unlock(&p->lock);

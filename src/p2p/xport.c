@@ -770,7 +770,7 @@ waiter_main(void *arg)
         if (c->wq_head == NULL)
             c->wq_tail = NULL;
         pthread_mutex_unlock(&c->wlock);
-        ect_status_t st = ect_copy_wait(c->copy, r->ticket);
+        ect_status_t st = ect_copy_engine_wait(c->copy, r->ticket);
         r->copy_status = st;
         snprintf(r->copy_why, sizeof(r->copy_why), "%s", st == ECT_OK ? "" : ect_last_error());
         __atomic_store_n(&r->copy_done, 1, __ATOMIC_RELEASE);

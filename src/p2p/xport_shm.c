@@ -193,7 +193,7 @@ ect__xport_shm_post(ect_copy_engine_t *engine, const ect_xport_shm_peer_t *peer,
         ops[i] = (ect_copy_op_t){
             .dst = segs[i].local, .src = peer->data + segs[i].remote_off, .len = segs[i].len};
     ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = ops, .n_ops = n_segs};
-    ect_status_t st = ect_copy_submit(engine, &batch, ticket_p);
+    ect_status_t st = ect_copy_engine_submit(engine, &batch, ticket_p);
     free(ops);
     return st;
 }

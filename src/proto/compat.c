@@ -25,7 +25,7 @@ static const char hex_digits[] = "0123456789abcdef";
 
 /* One UTF-16 code unit as \uXXXX (Python writes lowercase hex). */
 static ect_status_t
-append_escape_u(ect_wire_buf_t *out, uint32_t unit)
+append_escape_u(ect__wire_buf_t *out, uint32_t unit)
 {
     char esc[6] = {'\\',
                    'u',
@@ -39,7 +39,7 @@ append_escape_u(ect_wire_buf_t *out, uint32_t unit)
 /* Append s as a JSON string literal the way Python's ensure_ascii encoder
  * writes it. */
 static ect_status_t
-append_json_str(ect_wire_buf_t *out, const char *what, const char *s)
+append_json_str(ect__wire_buf_t *out, const char *what, const char *s)
 {
     const uint8_t *p = (const uint8_t *)s;
     size_t n = strlen(s);
@@ -100,7 +100,7 @@ append_json_str(ect_wire_buf_t *out, const char *what, const char *s)
 
 ect_status_t
 ect__compat_text(const char *engine_version, const char *model, const char *dtype_torch_name,
-                 uint64_t block_size_bytes, ect_wire_buf_t *out)
+                 uint64_t block_size_bytes, ect__wire_buf_t *out)
 {
     if (engine_version == NULL || model == NULL || dtype_torch_name == NULL || out == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "compat hash: NULL argument");
@@ -128,13 +128,13 @@ ect__compat_text(const char *engine_version, const char *model, const char *dtyp
 }
 
 ect_status_t
-ect_compat_hash(const char *engine_version, const char *model, const char *dtype_torch_name,
-                uint64_t block_size_bytes, char hex_p[65])
+ect__compat_hash(const char *engine_version, const char *model, const char *dtype_torch_name,
+                 uint64_t block_size_bytes, char hex_p[65])
 {
     if (hex_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "compat hash: NULL output");
-    ect_wire_buf_t text;
-    ect_wire_buf_init(&text);
+    ect__wire_buf_t text;
+    ect__wire_buf_init(&text);
     ect_status_t st =
         ect__compat_text(engine_version, model, dtype_torch_name, block_size_bytes, &text);
     if (st != ECT_OK)
@@ -152,6 +152,6 @@ ect_compat_hash(const char *engine_version, const char *model, const char *dtype
     }
     hex_p[64] = '\0';
 free_text:
-    ect_wire_buf_cleanup(&text);
+    ect__wire_buf_cleanup(&text);
     return st;
 }

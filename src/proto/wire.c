@@ -22,19 +22,19 @@
 /* ---- status classification --------------------------------------------- */
 
 bool
-ect_wire_status_valid(int64_t value)
+ect__wire_status_valid(int64_t value)
 {
     return value >= 0 && value < ECT_XFER_STATUS_COUNT;
 }
 
 bool
-ect_wire_status_is_retryable(ect_xfer_status_t status)
+ect__wire_status_is_retryable(ect_xfer_status_t status)
 {
     return status == ECT_XFER_NACK_NOT_READY;
 }
 
 bool
-ect_wire_status_is_expected(ect_xfer_status_t status)
+ect__wire_status_is_expected(ect_xfer_status_t status)
 {
     return status == ECT_XFER_NACK_NOT_READY || status == ECT_XFER_NACK_MISSING;
 }
@@ -42,7 +42,7 @@ ect_wire_status_is_expected(ect_xfer_status_t status)
 /* ---- buffers -------------------------------------------------------------- */
 
 void
-ect_wire_buf_init(ect_wire_buf_t *buf)
+ect__wire_buf_init(ect__wire_buf_t *buf)
 {
     buf->data = NULL;
     buf->len = 0;
@@ -50,16 +50,16 @@ ect_wire_buf_init(ect_wire_buf_t *buf)
 }
 
 void
-ect_wire_buf_cleanup(ect_wire_buf_t *buf)
+ect__wire_buf_cleanup(ect__wire_buf_t *buf)
 {
     if (buf == NULL)
         return;
     free(buf->data);
-    ect_wire_buf_init(buf);
+    ect__wire_buf_init(buf);
 }
 
 ect_status_t
-ect__wire_buf_append(ect_wire_buf_t *buf, const void *bytes, size_t n)
+ect__wire_buf_append(ect__wire_buf_t *buf, const void *bytes, size_t n)
 {
     if (n > SIZE_MAX - buf->len)
         return ect__error(ECT_ERR_NO_MEMORY, "wire buffer: %zu + %zu bytes overflows", buf->len, n);
@@ -131,7 +131,7 @@ ect__utf8_valid_nonul(const uint8_t *s, size_t n)
 
 /* ---- encoding ------------------------------------------------------------- */
 
-/* msgpack-c's write callback: append to an ect_wire_buf_t. */
+/* msgpack-c's write callback: append to an ect__wire_buf_t. */
 static int
 buf_write(void *data, const char *bytes, size_t n)
 {
@@ -208,7 +208,7 @@ pack_blocks_field(msgpack_packer *pk, const uint64_t *blocks, size_t n)
 
 /* Shared tail of both encoders: roll back a partial message. */
 static ect_status_t
-finish(const char *what, bool failed, ect_wire_buf_t *buf, size_t start)
+finish(const char *what, bool failed, ect__wire_buf_t *buf, size_t start)
 {
     if (!failed)
         return ECT_OK;
@@ -223,7 +223,7 @@ present(const char *s)
 }
 
 ect_status_t
-ect_wire_encode_req(const ect_xfer_req_t *req, ect_wire_buf_t *buf)
+ect__wire_encode_req(const ect_xfer_req_t *req, ect__wire_buf_t *buf)
 {
     if (req == NULL || buf == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "wire encode req: NULL argument");
@@ -251,7 +251,7 @@ ect_wire_encode_req(const ect_xfer_req_t *req, ect_wire_buf_t *buf)
 }
 
 ect_status_t
-ect_wire_encode_ack(const ect_xfer_ack_t *ack, ect_wire_buf_t *buf)
+ect__wire_encode_ack(const ect_xfer_ack_t *ack, ect__wire_buf_t *buf)
 {
     if (ack == NULL || buf == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "wire encode ack: NULL argument");
@@ -262,7 +262,7 @@ ect_wire_encode_ack(const ect_xfer_ack_t *ack, ect_wire_buf_t *buf)
             ECT_OK ||
         (st = check_blob("mem_descriptor", ack->mem_descriptor, ack->mem_descriptor_len)) != ECT_OK)
         return st;
-    if (!ect_wire_status_valid(ack->status))
+    if (!ect__wire_status_valid(ack->status))
         return ect__error(ECT_ERR_INVALID_ARG, "wire encode ack: status %d is not 0..%d",
                           (int)ack->status, ECT_XFER_STATUS_COUNT - 1);
     /* The count is checked before the array is touched, so a wrong count
@@ -299,7 +299,7 @@ ect_wire_encode_ack(const ect_xfer_ack_t *ack, ect_wire_buf_t *buf)
 }
 
 ect_status_t
-ect_wire_encode_done(const ect_xfer_done_t *done, ect_wire_buf_t *buf)
+ect__wire_encode_done(const ect_xfer_done_t *done, ect__wire_buf_t *buf)
 {
     if (done == NULL || buf == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "wire encode done: NULL argument");

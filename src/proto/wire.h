@@ -15,14 +15,14 @@
  * only they ever receive it.
  *
  * Ownership.  The message structs are used two ways:
- *   - built by a caller for ect_wire_encode_*: every pointer is borrowed and
+ *   - built by a caller for ect__wire_encode_*: every pointer is borrowed and
  *     only read during the call; arena_ stays NULL;
- *   - filled by ect_wire_decode_*: every string, blob and block array points
+ *   - filled by ect__wire_decode_*: every string, blob and block array points
  *     into one heap arena owned by the struct (arena_), so the decoded
  *     message does not depend on the input buffer, which may be freed at
  *     once (a ZeroMQ frame usually is).  Strings are NUL-terminated and
  *     contain no NUL byte (the decoder rejects one), so they are safe to use
- *     as C strings.  Release with ect_xfer_req_cleanup / ect_xfer_ack_cleanup;
+ *     as C strings.  Release with ect__xfer_req_cleanup / ect__xfer_ack_cleanup;
  *     cleanup on a caller-built struct (arena_ NULL) frees nothing.
  *
  * Limits.  Everything from the wire is checked before anything is
@@ -60,16 +60,16 @@
  * <ectier/types.h> (the metrics count acks by status too). */
 
 /* Which message a buffer holds. */
-typedef enum ect_wire_type {
+typedef enum ect__wire_type {
     ECT_WIRE_REQ = 1,
     ECT_WIRE_ACK = 2,
     ECT_WIRE_DONE = 3,
-} ect_wire_type_t;
+} ect__wire_type_t;
 
 /* Consumer -> producer: "I want to read mm_hash; pin it and tell me where". */
 typedef struct ect_xfer_req {
     const char *mm_hash;            /* required */
-    const char *compatibility_hash; /* required; 64 lowercase hex from ect_compat_hash */
+    const char *compatibility_hash; /* required; 64 lowercase hex from ect__compat_hash */
     const char *session_id;         /* "" (or NULL when encoding) = absent */
     /* Read by the encoder only when has_connector_version is true; ectier's
      * sender always sets it.  After decoding, has_connector_version says
@@ -108,32 +108,32 @@ typedef struct ect_xfer_done {
 } ect_xfer_done_t;
 
 /* A growable byte buffer that encoders append to. */
-typedef struct ect_wire_buf {
+typedef struct ect__wire_buf {
     uint8_t *data; /* owned; NULL until something is appended */
     size_t len;
     size_t cap;
-} ect_wire_buf_t;
+} ect__wire_buf_t;
 
 /* ---- status classification (the one place it is decided) ---------------- */
 
 /* True for a value that is a member of ect_xfer_status_t. */
-bool ect_wire_status_valid(int64_t value);
+bool ect__wire_status_valid(int64_t value);
 
 /* Only NACK_NOT_READY is worth retrying: the entry exists and will be
  * readable once its save lands. */
-bool ect_wire_status_is_retryable(ect_xfer_status_t status);
+bool ect__wire_status_is_retryable(ect_xfer_status_t status);
 
 /* NACKs that occur in normal operation (NOT_READY, MISSING): log them at
  * info, the others at warning. */
-bool ect_wire_status_is_expected(ect_xfer_status_t status);
+bool ect__wire_status_is_expected(ect_xfer_status_t status);
 
 /* ---- buffers ------------------------------------------------------------- */
 
 /* Initialise an empty buffer in caller storage (no allocation). */
-void ect_wire_buf_init(ect_wire_buf_t *buf);
+void ect__wire_buf_init(ect__wire_buf_t *buf);
 
 /* Free the buffer's storage and leave it empty; NULL is a no-op. */
-void ect_wire_buf_cleanup(ect_wire_buf_t *buf);
+void ect__wire_buf_cleanup(ect__wire_buf_t *buf);
 
 /* ---- encode ---------------------------------------------------------------- */
 
@@ -143,16 +143,16 @@ void ect_wire_buf_cleanup(ect_wire_buf_t *buf);
  * Returns ECT_OK; ECT_ERR_INVALID_ARG (NULL argument or field, bad UTF-8);
  * ECT_ERR_OVERFLOW (a field beyond its limit); ECT_ERR_NO_MEMORY.  On error
  * buf->len is what it was (its storage may have grown). */
-ect_status_t ect_wire_encode_req(const ect_xfer_req_t *req, ect_wire_buf_t *buf);
+ect_status_t ect__wire_encode_req(const ect_xfer_req_t *req, ect__wire_buf_t *buf);
 
-/* Append the msgpack encoding of ack to buf; as ect_wire_encode_req.  status
+/* Append the msgpack encoding of ack to buf; as ect__wire_encode_req.  status
  * must be a member of ect_xfer_status_t; block and blob pointers may be
  * NULL only when their count is 0; counts are checked against the limits
  * before the arrays are read. */
-ect_status_t ect_wire_encode_ack(const ect_xfer_ack_t *ack, ect_wire_buf_t *buf);
+ect_status_t ect__wire_encode_ack(const ect_xfer_ack_t *ack, ect__wire_buf_t *buf);
 
-/* Append the encoding of done to buf; as ect_wire_encode_req. */
-ect_status_t ect_wire_encode_done(const ect_xfer_done_t *done, ect_wire_buf_t *buf);
+/* Append the encoding of done to buf; as ect__wire_encode_req. */
+ect_status_t ect__wire_encode_done(const ect_xfer_done_t *done, ect__wire_buf_t *buf);
 
 /* ---- decode ---------------------------------------------------------------- */
 
@@ -163,28 +163,28 @@ ect_status_t ect_wire_encode_done(const ect_xfer_done_t *done, ect_wire_buf_t *b
  * limits, truncation or trailing bytes -> ECT_ERR_PARSE with a message that
  * names what was wrong.  ECT_ERR_NO_MEMORY if the arena cannot be allocated.
  * *req_p is written only on success and must then be released with
- * ect_xfer_req_cleanup. */
-ect_status_t ect_wire_decode_req(const void *data, size_t len, ect_xfer_req_t *req_p);
+ * ect__xfer_req_cleanup. */
+ect_status_t ect__wire_decode_req(const void *data, size_t len, ect_xfer_req_t *req_p);
 
-/* Decode one XferAck; as ect_wire_decode_req.  An unknown status or a
+/* Decode one XferAck; as ect__wire_decode_req.  An unknown status or a
  * negative block index is ECT_ERR_PARSE too.  Release with
- * ect_xfer_ack_cleanup. */
-ect_status_t ect_wire_decode_ack(const void *data, size_t len, ect_xfer_ack_t *ack_p);
+ * ect__xfer_ack_cleanup. */
+ect_status_t ect__wire_decode_ack(const void *data, size_t len, ect_xfer_ack_t *ack_p);
 
-/* Decode one "done" message; as ect_wire_decode_req.  Release with
- * ect_xfer_done_cleanup. */
-ect_status_t ect_wire_decode_done(const void *data, size_t len, ect_xfer_done_t *done_p);
+/* Decode one "done" message; as ect__wire_decode_req.  Release with
+ * ect__xfer_done_cleanup. */
+ect_status_t ect__wire_decode_done(const void *data, size_t len, ect_xfer_done_t *done_p);
 
 /* Read only the "type" tag of a message, without validating the rest
  * beyond what is needed to find it.  Returns ECT_OK, or ECT_ERR_PARSE when
  * the bytes are not a map or carry no "req"/"ack"/"done" tag. */
-ect_status_t ect_wire_peek_type(const void *data, size_t len, ect_wire_type_t *type_p);
+ect_status_t ect__wire_peek_type(const void *data, size_t len, ect__wire_type_t *type_p);
 
 /* Free a decoded message's arena and zero the struct.  NULL, a zeroed struct
  * or a caller-built one (arena_ NULL) frees nothing. */
-void ect_xfer_req_cleanup(ect_xfer_req_t *req);
-void ect_xfer_ack_cleanup(ect_xfer_ack_t *ack);
-void ect_xfer_done_cleanup(ect_xfer_done_t *done);
+void ect__xfer_req_cleanup(ect_xfer_req_t *req);
+void ect__xfer_ack_cleanup(ect_xfer_ack_t *ack);
+void ect__xfer_done_cleanup(ect_xfer_done_t *done);
 
 /* ---- compatibility hash ---------------------------------------------------- */
 
@@ -198,21 +198,21 @@ void ect_xfer_done_cleanup(ect_xfer_done_t *done);
  * Returns ECT_OK; ECT_ERR_INVALID_ARG for a NULL argument or invalid UTF-8
  * (overlong, surrogate, beyond U+10FFFF, truncated); ECT_ERR_NO_MEMORY;
  * ECT_ERR_INTERNAL if libcrypto fails. */
-ect_status_t ect_compat_hash(const char *engine_version, const char *model,
-                             const char *dtype_torch_name, uint64_t block_size_bytes,
-                             char hex_p[65]);
+ect_status_t ect__compat_hash(const char *engine_version, const char *model,
+                              const char *dtype_torch_name, uint64_t block_size_bytes,
+                              char hex_p[65]);
 
-/* The JSON text ect_compat_hash hashes, appended to out (for tests and
+/* The JSON text ect__compat_hash hashes, appended to out (for tests and
  * diagnostics).  Same arguments and statuses; out->len is unchanged on
  * error. */
 ect_status_t ect__compat_text(const char *engine_version, const char *model,
                               const char *dtype_torch_name, uint64_t block_size_bytes,
-                              ect_wire_buf_t *out);
+                              ect__wire_buf_t *out);
 
 /* ---- internal helpers shared by the proto files -------------------------- */
 
 /* Append n bytes to buf, growing it.  ECT_OK or ECT_ERR_NO_MEMORY. */
-ect_status_t ect__wire_buf_append(ect_wire_buf_t *buf, const void *bytes, size_t n);
+ect_status_t ect__wire_buf_append(ect__wire_buf_t *buf, const void *bytes, size_t n);
 
 /* Decode one UTF-8 sequence at s (n > 0 bytes available): the number of
  * bytes it takes, with the code point in *cp_p, or 0 if it is invalid

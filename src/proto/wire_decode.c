@@ -527,7 +527,7 @@ copy_bin(uint8_t **cursor, const slot_t *s)
 }
 
 ect_status_t
-ect_wire_decode_req(const void *data, size_t len, ect_xfer_req_t *req_p)
+ect__wire_decode_req(const void *data, size_t len, ect_xfer_req_t *req_p)
 {
     if (req_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "wire decode req: NULL output");
@@ -553,7 +553,7 @@ ect_wire_decode_req(const void *data, size_t len, ect_xfer_req_t *req_p)
 }
 
 ect_status_t
-ect_wire_decode_ack(const void *data, size_t len, ect_xfer_ack_t *ack_p)
+ect__wire_decode_ack(const void *data, size_t len, ect_xfer_ack_t *ack_p)
 {
     if (ack_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "wire decode ack: NULL output");
@@ -600,7 +600,7 @@ ect_wire_decode_ack(const void *data, size_t len, ect_xfer_ack_t *ack_p)
 }
 
 ect_status_t
-ect_wire_decode_done(const void *data, size_t len, ect_xfer_done_t *done_p)
+ect__wire_decode_done(const void *data, size_t len, ect_xfer_done_t *done_p)
 {
     if (done_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "wire decode done: NULL output");
@@ -624,7 +624,7 @@ ect_wire_decode_done(const void *data, size_t len, ect_xfer_done_t *done_p)
 }
 
 ect_status_t
-ect_wire_peek_type(const void *data, size_t len, ect_wire_type_t *type_p)
+ect__wire_peek_type(const void *data, size_t len, ect__wire_type_t *type_p)
 {
     if (type_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "wire peek: NULL output");
@@ -669,7 +669,7 @@ ect_wire_peek_type(const void *data, size_t len, ect_wire_type_t *type_p)
 }
 
 void
-ect_xfer_req_cleanup(ect_xfer_req_t *req)
+ect__xfer_req_cleanup(ect_xfer_req_t *req)
 {
     if (req == NULL)
         return;
@@ -678,7 +678,7 @@ ect_xfer_req_cleanup(ect_xfer_req_t *req)
 }
 
 void
-ect_xfer_ack_cleanup(ect_xfer_ack_t *ack)
+ect__xfer_ack_cleanup(ect_xfer_ack_t *ack)
 {
     if (ack == NULL)
         return;
@@ -687,7 +687,7 @@ ect_xfer_ack_cleanup(ect_xfer_ack_t *ack)
 }
 
 void
-ect_xfer_done_cleanup(ect_xfer_done_t *done)
+ect__xfer_done_cleanup(ect_xfer_done_t *done)
 {
     if (done == NULL)
         return;

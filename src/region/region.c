@@ -798,13 +798,13 @@ ect_region_name(const ect_region_t *region)
     return region != NULL ? region->name : NULL;
 }
 
-int
+bool
 ect_region_is_creator(const ect_region_t *region)
 {
     return region != NULL && region->creator;
 }
 
-int
+bool
 ect_region_is_readonly(const ect_region_t *region)
 {
     return region != NULL && region->readonly;

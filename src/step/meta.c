@@ -495,12 +495,12 @@ struct key_list {
     size_t n, cap;
 };
 
-struct ect_worker_report {
+struct ect_step_report {
     struct key_list saves;
     struct key_list failed;
     uint64_t *loads;
     size_t n_loads, cap_loads;
-    ect_copy_stats_t stats;
+    ect_step_copy_stats_t stats;
 };
 
 static void
@@ -536,11 +536,11 @@ key_list_add(struct key_list *l, const char *what, const char *key)
 }
 
 ect_status_t
-ect_worker_report_create(ect_worker_report_t **report_p)
+ect_step_report_create(ect_step_report_t **report_p)
 {
     if (report_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report: NULL output");
-    ect_worker_report_t *rep = calloc(1, sizeof(*rep));
+    ect_step_report_t *rep = calloc(1, sizeof(*rep));
     if (rep == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
     *report_p = rep;
@@ -548,7 +548,7 @@ ect_worker_report_create(ect_worker_report_t **report_p)
 }
 
 void
-ect_worker_report_destroy(ect_worker_report_t *report)
+ect_step_report_destroy(ect_step_report_t *report)
 {
     if (report == NULL)
         return;
@@ -559,7 +559,7 @@ ect_worker_report_destroy(ect_worker_report_t *report)
 }
 
 ect_status_t
-ect_worker_report_add_save(ect_worker_report_t *report, const char *key)
+ect_step_report_add_save(ect_step_report_t *report, const char *key)
 {
     if (report == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report save: NULL report");
@@ -567,7 +567,7 @@ ect_worker_report_add_save(ect_worker_report_t *report, const char *key)
 }
 
 ect_status_t
-ect_worker_report_add_failed_save(ect_worker_report_t *report, const char *key)
+ect_step_report_add_failed_save(ect_step_report_t *report, const char *key)
 {
     if (report == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report failed save: NULL report");
@@ -575,7 +575,7 @@ ect_worker_report_add_failed_save(ect_worker_report_t *report, const char *key)
 }
 
 ect_status_t
-ect_worker_report_add_load(ect_worker_report_t *report, uint64_t transfer_id)
+ect_step_report_add_load(ect_step_report_t *report, uint64_t transfer_id)
 {
     if (report == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report load: NULL report");
@@ -592,7 +592,7 @@ ect_worker_report_add_load(ect_worker_report_t *report, uint64_t transfer_id)
 }
 
 void
-ect_worker_report_add_stats(ect_worker_report_t *report, const ect_copy_stats_t *stats)
+ect_step_report_add_stats(ect_step_report_t *report, const ect_step_copy_stats_t *stats)
 {
     if (report == NULL || stats == NULL)
         return;
@@ -605,69 +605,90 @@ ect_worker_report_add_stats(ect_worker_report_t *report, const ect_copy_stats_t 
 }
 
 size_t
-ect_worker_report_n_saves(const ect_worker_report_t *report)
+ect_step_report_n_saves(const ect_step_report_t *report)
 {
     return report != NULL ? report->saves.n : 0;
 }
 
 size_t
-ect_worker_report_n_failed_saves(const ect_worker_report_t *report)
+ect_step_report_n_failed_saves(const ect_step_report_t *report)
 {
     return report != NULL ? report->failed.n : 0;
 }
 
 size_t
-ect_worker_report_n_loads(const ect_worker_report_t *report)
+ect_step_report_n_loads(const ect_step_report_t *report)
 {
     return report != NULL ? report->n_loads : 0;
 }
 
 const char *
-ect_worker_report_save(const ect_worker_report_t *report, size_t i)
+ect_step_report_save(const ect_step_report_t *report, size_t i)
 {
     return report != NULL && i < report->saves.n ? report->saves.keys[i] : NULL;
 }
 
 const char *
-ect_worker_report_failed_save(const ect_worker_report_t *report, size_t i)
+ect_step_report_failed_save(const ect_step_report_t *report, size_t i)
 {
     return report != NULL && i < report->failed.n ? report->failed.keys[i] : NULL;
 }
 
 uint64_t
-ect_worker_report_load(const ect_worker_report_t *report, size_t i)
+ect_step_report_load(const ect_step_report_t *report, size_t i)
 {
     return report != NULL && i < report->n_loads ? report->loads[i] : 0;
 }
 
-const ect_copy_stats_t *
-ect_worker_report_stats(const ect_worker_report_t *report)
+const ect_step_copy_stats_t *
+ect_step_report_stats(const ect_step_report_t *report)
 {
     return report != NULL ? &report->stats : NULL;
 }
 
+/* Drop everything added after the report held n_saves, n_failed and n_loads
+ * (undoing a partial merge). */
+static void
+report_truncate(ect_step_report_t *r, size_t n_saves, size_t n_failed, size_t n_loads)
+{
+    for (size_t i = n_saves; i < r->saves.n; i++)
+        free(r->saves.keys[i]);
+    for (size_t i = n_failed; i < r->failed.n; i++)
+        free(r->failed.keys[i]);
+    r->saves.n = n_saves;
+    r->failed.n = n_failed;
+    r->n_loads = n_loads;
+}
+
 ect_status_t
-ect_worker_report_merge(ect_worker_report_t *dst, const ect_worker_report_t *src)
+ect_step_report_merge(ect_step_report_t *dst, const ect_step_report_t *src)
 {
     if (dst == NULL || src == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report merge: NULL argument");
-    ect_status_t st;
-    for (size_t i = 0; i < src->saves.n; i++)
-        if ((st = ect_worker_report_add_save(dst, src->saves.keys[i])) != ECT_OK)
-            return st;
-    for (size_t i = 0; i < src->failed.n; i++)
-        if ((st = ect_worker_report_add_failed_save(dst, src->failed.keys[i])) != ECT_OK)
-            return st;
-    for (size_t i = 0; i < src->n_loads; i++)
-        if ((st = ect_worker_report_add_load(dst, src->loads[i])) != ECT_OK)
-            return st;
-    ect_worker_report_add_stats(dst, &src->stats);
+    /* The counts before: the undo point, and the bounds of src when src is
+     * dst (its lists grow as they are walked). */
+    size_t n_saves = dst->saves.n, n_failed = dst->failed.n, n_loads = dst->n_loads;
+    size_t src_saves = src->saves.n, src_failed = src->failed.n, src_loads = src->n_loads;
+    ect_status_t st = ECT_OK;
+    for (size_t i = 0; st == ECT_OK && i < src_saves; i++)
+        st = ect_step_report_add_save(dst, src->saves.keys[i]);
+    for (size_t i = 0; st == ECT_OK && i < src_failed; i++)
+        st = ect_step_report_add_failed_save(dst, src->failed.keys[i]);
+    for (size_t i = 0; st == ECT_OK && i < src_loads; i++)
+        st = ect_step_report_add_load(dst, src->loads[i]);
+    if (st != ECT_OK) {
+        report_truncate(dst, n_saves, n_failed, n_loads);
+        return st;
+    }
+    ect_step_report_add_stats(dst, &src->stats);
     return ECT_OK;
 }
 
 size_t
-ect_worker_report_encoded_size(const ect_worker_report_t *report)
+ect_step_report_encoded_size(const ect_step_report_t *report)
 {
+    if (report == NULL)
+        return 0;
     size_t total = FRAME_HEADER_BYTES + 12 + 6 * 8 + report->n_loads * 8;
     for (size_t i = 0; i < report->saves.n; i++)
         total += 4 + strlen(report->saves.keys[i]);
@@ -687,11 +708,11 @@ put_keys(ect_bytes_writer_t *w, const struct key_list *l)
 }
 
 ect_status_t
-ect_worker_report_encode(const ect_worker_report_t *report, void *buf, size_t cap, size_t *len_p)
+ect_step_report_encode(const ect_step_report_t *report, void *buf, size_t cap, size_t *len_p)
 {
     if (report == NULL || buf == NULL || len_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report encode: NULL argument");
-    size_t need = ect_worker_report_encoded_size(report);
+    size_t need = ect_step_report_encoded_size(report);
     if (cap < need)
         return ect__error(ECT_ERR_OVERFLOW, "worker report encode: need %zu bytes, have %zu", need,
                           cap);
@@ -700,7 +721,7 @@ ect_worker_report_encode(const ect_worker_report_t *report, void *buf, size_t ca
     ect__put_u32(&w, (uint32_t)report->saves.n);
     ect__put_u32(&w, (uint32_t)report->n_loads);
     ect__put_u32(&w, (uint32_t)report->failed.n);
-    const ect_copy_stats_t *s = &report->stats;
+    const ect_step_copy_stats_t *s = &report->stats;
     ect__put_u64(&w, s->save_bytes);
     ect__put_u64(&w, s->save_ns);
     ect__put_u64(&w, s->save_batches);
@@ -716,13 +737,13 @@ ect_worker_report_encode(const ect_worker_report_t *report, void *buf, size_t ca
 }
 
 static ect_status_t
-decode_one_report(ect_bytes_reader_t *body, ect_worker_report_t *rep)
+decode_one_report(ect_bytes_reader_t *body, ect_step_report_t *rep)
 {
     static const char what[] = "worker report decode";
     char key[ECT_KEY_MAX + 1];
     uint32_t n_saves = ect__get_u32(body), n_loads = ect__get_u32(body);
     uint32_t n_failed = ect__get_u32(body);
-    ect_copy_stats_t s;
+    ect_step_copy_stats_t s;
     s.save_bytes = ect__get_u64(body);
     s.save_ns = ect__get_u64(body);
     s.save_batches = ect__get_u64(body);
@@ -741,36 +762,36 @@ decode_one_report(ect_bytes_reader_t *body, ect_worker_report_t *rep)
     for (uint32_t i = 0; i < n_saves; i++) {
         if ((st = read_key(body, what, key)) != ECT_OK)
             return st;
-        if ((st = ect_worker_report_add_save(rep, key)) != ECT_OK)
+        if ((st = ect_step_report_add_save(rep, key)) != ECT_OK)
             return st;
     }
     for (uint32_t i = 0; i < n_loads; i++) {
         uint64_t tid = ect__get_u64(body);
         if (body->failed)
             return ect__error(ECT_ERR_PARSE, "%s: truncated load list", what);
-        if ((st = ect_worker_report_add_load(rep, tid)) != ECT_OK)
+        if ((st = ect_step_report_add_load(rep, tid)) != ECT_OK)
             return st;
     }
     for (uint32_t i = 0; i < n_failed; i++) {
         if ((st = read_key(body, what, key)) != ECT_OK)
             return st;
-        if ((st = ect_worker_report_add_failed_save(rep, key)) != ECT_OK)
+        if ((st = ect_step_report_add_failed_save(rep, key)) != ECT_OK)
             return st;
     }
     if (ect__remaining(body) != 0)
         return ect__error(ECT_ERR_PARSE, "%s: %zu unread bytes in the body", what,
                           ect__remaining(body));
-    ect_worker_report_add_stats(rep, &s);
+    ect_step_report_add_stats(rep, &s);
     return ECT_OK;
 }
 
 ect_status_t
-ect_worker_report_decode(const void *bytes, size_t len, ect_worker_report_t **report_p)
+ect_step_report_decode(const void *bytes, size_t len, ect_step_report_t **report_p)
 {
     if ((bytes == NULL && len > 0) || report_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report decode: NULL argument");
-    ect_worker_report_t *rep;
-    ect_status_t st = ect_worker_report_create(&rep);
+    ect_step_report_t *rep;
+    ect_status_t st = ect_step_report_create(&rep);
     if (st != ECT_OK)
         return st;
     ect_bytes_reader_t r = {bytes, (const uint8_t *)bytes + len, 0}, body;
@@ -784,6 +805,6 @@ ect_worker_report_decode(const void *bytes, size_t len, ect_worker_report_t **re
     return ECT_OK;
 
 err_destroy:
-    ect_worker_report_destroy(rep);
+    ect_step_report_destroy(rep);
     return st;
 }

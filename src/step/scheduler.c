@@ -80,12 +80,6 @@ struct ect_scheduler {
     struct ect__events *events; /* NULL unless config.events_endpoint */
 };
 
-void
-ect_free(void *ptr)
-{
-    free(ptr);
-}
-
 static void
 tid_key(uint64_t tid, char out[17])
 {
@@ -207,7 +201,7 @@ shutdown_locked(ect_scheduler_t *s)
     ect__strmap_cleanup(&s->loads_in_flight);
     ect__strmap_cleanup(&s->hit_pins);
     /* Keep the final counters readable after shutdown. */
-    ect_cache_stats(s->cache, &s->m.cache);
+    ect__log_failure(ect_cache_stats(s->cache, &s->m.cache), "scheduler");
     ect_cache_destroy(s->cache);
     s->cache = NULL;
     ect_region_close(s->region);
@@ -245,7 +239,7 @@ ect_scheduler_destroy(ect_scheduler_t *scheduler)
 static ect_status_t check_ident(const char *what, size_t index, const char *s, int may_be_null,
                                 int may_be_empty);
 
-int
+bool
 ect_scheduler_has_cache_item(ect_scheduler_t *s, const char *identifier)
 {
     /* An identifier no entry can have is a miss (the message says why). */
@@ -255,7 +249,8 @@ ect_scheduler_has_cache_item(ect_scheduler_t *s, const char *identifier)
     int hit = 0;
     if (s->consumer) {
         ect_cache_entry_t e;
-        hit = ect_cache_get(s->cache, identifier, &e) == ECT_OK && e.state != ECT_ENTRY_NOT_READY;
+        hit = ect_cache_get(s->cache, identifier, &e) == ECT_OK &&
+              e.state != ECT_CACHE_ENTRY_NOT_READY;
         /* The engine will load this item instead of encoding it, but it
          * allocates the step's items in its own order: pin the entry until
          * the step is built, so that a save queued for an earlier item of
@@ -265,7 +260,7 @@ ect_scheduler_has_cache_item(ect_scheduler_t *s, const char *identifier)
             if (ect_cache_pin(s->cache, identifier) != ECT_OK)
                 hit = 0;
             else if (ect__strmap_put(&s->hit_pins, identifier, NULL, NULL) != ECT_OK) {
-                ect_cache_unpin(s->cache, identifier);
+                ect__log_failure(ect_cache_unpin(s->cache, identifier), "scheduler");
                 hit = 0;
             }
         }
@@ -402,7 +397,7 @@ err_untrack:
 err_runs:
     free(runs);
 err_discard:
-    ect_cache_discard(s->cache, key);
+    ect__log_failure(ect_cache_discard(s->cache, key), "scheduler");
     return st;
 }
 
@@ -449,7 +444,7 @@ err_rec:
     if (rec != NULL)
         free(rec->key);
     free(rec);
-    ect_cache_unpin(s->cache, key);
+    ect__log_failure(ect_cache_unpin(s->cache, key), "scheduler");
     return st;
 }
 
@@ -512,10 +507,10 @@ ect_scheduler_build_connector_meta(ect_scheduler_t *s, ect_step_meta_t **meta_p)
 }
 
 static void
-apply_report_locked(ect_scheduler_t *s, const ect_worker_report_t *r)
+apply_report_locked(ect_scheduler_t *s, const ect_step_report_t *r)
 {
-    for (size_t i = 0; i < ect_worker_report_n_saves(r); i++) {
-        const char *key = ect_worker_report_save(r, i);
+    for (size_t i = 0; i < ect_step_report_n_saves(r); i++) {
+        const char *key = ect_step_report_save(r, i);
         if (!ect__strmap_remove(&s->saves_in_flight, key, NULL)) {
             s->m.reports_ignored++;
             ECT_LOG_I("scheduler: ignoring a save report for unknown key '%s'", key);
@@ -525,19 +520,19 @@ apply_report_locked(ect_scheduler_t *s, const ect_worker_report_t *r)
             ect__log_last_error(ECT_LOG_WARN, "scheduler: save report");
         s->m.saves_completed++;
     }
-    for (size_t i = 0; i < ect_worker_report_n_failed_saves(r); i++) {
-        const char *key = ect_worker_report_failed_save(r, i);
+    for (size_t i = 0; i < ect_step_report_n_failed_saves(r); i++) {
+        const char *key = ect_step_report_failed_save(r, i);
         if (!ect__strmap_remove(&s->saves_in_flight, key, NULL)) {
             s->m.reports_ignored++;
             continue;
         }
         ECT_LOG_W("scheduler: save of '%s' failed in a worker; its blocks are freed", key);
-        ect_cache_discard(s->cache, key);
+        ect__log_failure(ect_cache_discard(s->cache, key), "scheduler");
         s->m.saves_failed++;
     }
-    for (size_t i = 0; i < ect_worker_report_n_loads(r); i++) {
+    for (size_t i = 0; i < ect_step_report_n_loads(r); i++) {
         char tk[17];
-        tid_key(ect_worker_report_load(r, i), tk);
+        tid_key(ect_step_report_load(r, i), tk);
         ect_strmap_node_t *node = ect__strmap_find(&s->loads_in_flight, tk);
         if (node == NULL) {
             s->m.reports_ignored++;
@@ -555,7 +550,7 @@ apply_report_locked(ect_scheduler_t *s, const ect_worker_report_t *r)
         free(rec->key);
         free(rec);
     }
-    const ect_copy_stats_t *cs = ect_worker_report_stats(r);
+    const ect_step_copy_stats_t *cs = ect_step_report_stats(r);
     s->m.save_bytes += cs->save_bytes;
     s->m.save_ns += cs->save_ns;
     s->m.load_bytes += cs->load_bytes;
@@ -563,7 +558,7 @@ apply_report_locked(ect_scheduler_t *s, const ect_worker_report_t *r)
 }
 
 ect_status_t
-ect_scheduler_apply_report(ect_scheduler_t *s, const ect_worker_report_t *report)
+ect_scheduler_apply_report(ect_scheduler_t *s, const ect_step_report_t *report)
 {
     if (s == NULL || report == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "update_connector_output: NULL argument");
@@ -579,8 +574,8 @@ ect_scheduler_update_connector_output(ect_scheduler_t *s, const void *bytes, siz
 {
     if (s == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "update_connector_output: NULL scheduler");
-    ect_worker_report_t *r;
-    ect_status_t st = ect_worker_report_decode(bytes, len, &r);
+    ect_step_report_t *r;
+    ect_status_t st = ect_step_report_decode(bytes, len, &r);
     if (st != ECT_OK) {
         pthread_mutex_lock(&s->lock);
         s->m.reports_malformed++;
@@ -588,7 +583,7 @@ ect_scheduler_update_connector_output(ect_scheduler_t *s, const void *bytes, siz
         return st;
     }
     st = ect_scheduler_apply_report(s, r);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     return st;
 }
 
@@ -614,7 +609,7 @@ ect_scheduler_request_finished(ect_scheduler_t *s, const ect_request_t *request,
     return st;
 }
 
-int
+bool
 ect_scheduler_has_pending_push_work(ect_scheduler_t *s)
 {
     if (s == NULL)

@@ -58,7 +58,7 @@ struct ect_worker {
 
     struct batch *inflight;
     size_t n_inflight, cap_inflight;
-    ect_worker_report_t *carry;
+    ect_step_report_t *carry;
 };
 
 ect_status_t
@@ -77,7 +77,7 @@ ect_worker_create(const ect_worker_params_t *params, ect_worker_t **worker_p)
     ect__strmap_init(&w->saved_this_step);
     ect__copy_plan_init(&w->save_plan);
     ect__copy_plan_init(&w->load_plan);
-    if ((st = ect_worker_report_create(&w->carry)) != ECT_OK)
+    if ((st = ect_step_report_create(&w->carry)) != ECT_OK)
         goto err_free;
     st = ect__instance_region_open(params->config, &w->geom, params->instance_id, params->dp_rank,
                                    params->region_dir, 0, &w->region);
@@ -103,8 +103,8 @@ ect_worker_create(const ect_worker_params_t *params, ect_worker_t **worker_p)
                         (int)params->memory);
         goto err_region;
     }
-    st = ect_copy_register_host(w->engine, w->view.base,
-                                (size_t)(w->geom.num_blocks * w->geom.block_size_bytes));
+    st = ect_copy_engine_register_host(w->engine, w->view.base,
+                                       (size_t)(w->geom.num_blocks * w->geom.block_size_bytes));
     if (st != ECT_OK)
         goto err_engine;
     *worker_p = w;
@@ -116,13 +116,13 @@ err_engine:
 err_region:
     ect_region_close(w->region);
 err_carry:
-    ect_worker_report_destroy(w->carry);
+    ect_step_report_destroy(w->carry);
 err_free:
     free(w);
     return st;
 }
 
-int
+bool
 ect_worker_is_save_rank(const ect_worker_t *worker)
 {
     return worker != NULL && worker->save_rank;
@@ -177,7 +177,7 @@ static void
 fail_queued_saves(ect_worker_t *w)
 {
     for (size_t i = 0; i < w->n_save_keys; i++) {
-        if (ect_worker_report_add_failed_save(w->carry, w->save_keys[i]) != ECT_OK)
+        if (ect_step_report_add_failed_save(w->carry, w->save_keys[i]) != ECT_OK)
             ect__log_last_error(ECT_LOG_ERROR, "worker");
         free(w->save_keys[i]);
     }
@@ -204,13 +204,15 @@ ect_worker_clear_metadata(ect_worker_t *w)
         for (size_t i = 0; i < ect_step_meta_n_saves(w->meta); i++) {
             const char *key = ect_step_meta_save(w->meta, i)->key;
             if (ect__strmap_find(&w->saved_this_step, key) == NULL &&
-                ect_worker_report_add_failed_save(w->carry, key) != ECT_OK)
+                ect_step_report_add_failed_save(w->carry, key) != ECT_OK)
                 ect__log_last_error(ECT_LOG_ERROR, "worker");
         }
     /* Loads never started are still reported so their pins are released. */
     if (!w->loads_started)
         for (size_t i = 0; i < ect_step_meta_n_loads(w->meta); i++)
-            ect_worker_report_add_load(w->carry, ect_step_meta_load(w->meta, i)->transfer_id);
+            ect__log_failure(
+                ect_step_report_add_load(w->carry, ect_step_meta_load(w->meta, i)->transfer_id),
+                "worker");
     ect__strmap_cleanup(&w->saved_this_step);
     ect_step_meta_destroy(w->meta);
     w->meta = NULL;
@@ -288,11 +290,11 @@ ect_worker_start_load(ect_worker_t *w, ect_load_target_fn target, void *user, vo
                            .n_ops = w->load_plan.n_ops,
                            .compute_stream = compute_stream};
     b.t_submit_ns = ect__now_ns();
-    if ((st = ect_copy_submit(w->engine, &cb, &b.ticket)) != ECT_OK)
+    if ((st = ect_copy_engine_submit(w->engine, &cb, &b.ticket)) != ECT_OK)
         goto err_report;
     if ((st = push_batch(w, &b)) != ECT_OK) {
         /* The copy runs on; wait for it so nothing writes after we report. */
-        ect_copy_wait(w->engine, b.ticket);
+        ect__log_failure(ect_copy_engine_wait(w->engine, b.ticket), "worker");
         goto err_report;
     }
     free(items);
@@ -300,7 +302,9 @@ ect_worker_start_load(ect_worker_t *w, ect_load_target_fn target, void *user, vo
 
 err_report:
     for (size_t i = 0; i < n; i++)
-        ect_worker_report_add_load(w->carry, ect_step_meta_load(w->meta, i)->transfer_id);
+        ect__log_failure(
+            ect_step_report_add_load(w->carry, ect_step_meta_load(w->meta, i)->transfer_id),
+            "worker");
     free(b.tids);
     free(items);
     return st;
@@ -371,7 +375,7 @@ ect_worker_get_finished(ect_worker_t *w)
                            .n_ops = w->save_plan.n_ops,
                            .compute_stream = w->save_stream};
     b.t_submit_ns = ect__now_ns();
-    ect_status_t st = ect_copy_submit(w->engine, &cb, &b.ticket);
+    ect_status_t st = ect_copy_engine_submit(w->engine, &cb, &b.ticket);
     if (st != ECT_OK) {
         fail_queued_saves(w);
         return st;
@@ -379,7 +383,7 @@ ect_worker_get_finished(ect_worker_t *w)
     b.keys = w->save_keys;
     b.n_keys = w->n_save_keys;
     if ((st = push_batch(w, &b)) != ECT_OK) {
-        ect_copy_wait(w->engine, b.ticket);
+        ect__log_failure(ect_copy_engine_wait(w->engine, b.ticket), "worker");
         fail_queued_saves(w);
         return st;
     }
@@ -392,17 +396,17 @@ ect_worker_get_finished(ect_worker_t *w)
 }
 
 ect_status_t
-ect_worker_take_report(ect_worker_t *w, ect_worker_report_t **report_p)
+ect_worker_take_report(ect_worker_t *w, ect_step_report_t **report_p)
 {
     if (w == NULL || report_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker take_report: NULL argument");
     ect_status_t failure = ECT_OK;
-    ect_worker_report_t *rep = w->carry;
+    ect_step_report_t *rep = w->carry;
     size_t kept = 0;
     uint64_t now = ect__now_ns();
     for (size_t i = 0; i < w->n_inflight; i++) {
         struct batch *b = &w->inflight[i];
-        ect_status_t st = b->settled ? b->result : ect_copy_query(w->engine, b->ticket);
+        ect_status_t st = b->settled ? b->result : ect_copy_engine_query(w->engine, b->ticket);
         uint64_t landed = b->settled ? b->t_landed_ns : now;
         if (st == ECT_ERR_BUSY) {
             w->inflight[kept++] = *b;
@@ -413,15 +417,14 @@ ect_worker_take_report(ect_worker_t *w, ect_worker_report_t **report_p)
             ECT_LOG_E("worker: copy batch %llu failed: %s", (unsigned long long)b->ticket,
                       ect_last_error());
         }
-        ect_copy_stats_t cs = {0};
+        ect_step_copy_stats_t cs = {0};
         for (size_t k = 0; k < b->n_keys; k++) {
-            if (st == ECT_OK)
-                ect_worker_report_add_save(rep, b->keys[k]);
-            else
-                ect_worker_report_add_failed_save(rep, b->keys[k]);
+            ect__log_failure(st == ECT_OK ? ect_step_report_add_save(rep, b->keys[k])
+                                          : ect_step_report_add_failed_save(rep, b->keys[k]),
+                             "worker");
         }
         for (size_t k = 0; k < b->n_tids; k++)
-            ect_worker_report_add_load(rep, b->tids[k]);
+            ect__log_failure(ect_step_report_add_load(rep, b->tids[k]), "worker");
         if (st == ECT_OK) {
             if (b->dir == ECT_COPY_SAVE) {
                 cs.save_bytes = b->bytes;
@@ -432,19 +435,19 @@ ect_worker_take_report(ect_worker_t *w, ect_worker_report_t **report_p)
                 cs.load_ns = landed - b->t_submit_ns;
                 cs.load_batches = 1;
             }
-            ect_worker_report_add_stats(rep, &cs);
+            ect_step_report_add_stats(rep, &cs);
         }
         drop_batch(b);
     }
     w->n_inflight = kept;
-    if (ect_worker_report_n_saves(rep) + ect_worker_report_n_loads(rep) +
-            ect_worker_report_n_failed_saves(rep) ==
+    if (ect_step_report_n_saves(rep) + ect_step_report_n_loads(rep) +
+            ect_step_report_n_failed_saves(rep) ==
         0) {
         *report_p = NULL;
         return failure;
     }
-    ect_worker_report_t *fresh;
-    ect_status_t st = ect_worker_report_create(&fresh);
+    ect_step_report_t *fresh;
+    ect_status_t st = ect_step_report_create(&fresh);
     if (st != ECT_OK)
         return st; /* the completions stay in carry for the next call */
     w->carry = fresh;
@@ -462,7 +465,7 @@ ect_worker_wait(ect_worker_t *w)
         struct batch *b = &w->inflight[i];
         if (b->settled)
             continue;
-        b->result = ect_copy_wait(w->engine, b->ticket);
+        b->result = ect_copy_engine_wait(w->engine, b->ticket);
         b->t_landed_ns = ect__now_ns();
         b->settled = 1;
         if (b->result != ECT_OK)
@@ -476,7 +479,7 @@ ect_worker_destroy(ect_worker_t *w)
 {
     if (w == NULL)
         return;
-    ect_worker_wait(w);
+    ect__log_failure(ect_worker_wait(w), "worker");
     for (size_t i = 0; i < w->n_inflight; i++)
         drop_batch(&w->inflight[i]);
     free(w->inflight);
@@ -484,10 +487,10 @@ ect_worker_destroy(ect_worker_t *w)
     free_keys(w->save_keys, w->n_save_keys);
     ect__copy_plan_cleanup(&w->save_plan);
     ect__copy_plan_cleanup(&w->load_plan);
-    ect_copy_unregister_host(w->engine, w->view.base);
+    ect__log_failure(ect_copy_engine_unregister_host(w->engine, w->view.base), "worker");
     if (w->own_engine)
         ect_copy_engine_destroy(w->engine);
     ect_region_close(w->region);
-    ect_worker_report_destroy(w->carry);
+    ect_step_report_destroy(w->carry);
     free(w);
 }

@@ -159,9 +159,9 @@ ectt_run(ect_copy_engine_t *e, ect_copy_dir_t dir, const ect_copy_op_t *ops, siz
 {
     ect_copy_batch_t b = {.dir = dir, .ops = ops, .n_ops = n, .compute_stream = compute_stream};
     uint64_t t = 0;
-    CHECK_OK(ect_copy_submit(e, &b, &t));
-    CHECK_OK(ect_copy_wait(e, t));
-    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_NOT_FOUND);
+    CHECK_OK(ect_copy_engine_submit(e, &b, &t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
+    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_NOT_FOUND);
 }
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;

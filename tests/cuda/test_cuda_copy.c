@@ -1,6 +1,6 @@
 /*
  * The CUDA copy engine's data path on a real GPU: round trips through a real
- * /dev/shm region registered with ect_copy_register_host, both paths (DMA
+ * /dev/shm region registered with ect_copy_engine_register_host, both paths (DMA
  * copies and the gather/scatter kernel), ordering against the compute stream,
  * loads on several "rank" streams, and pool reuse.  Every case skips where
  * the build has no CUDA or the machine no usable GPU (the skip line carries
@@ -61,7 +61,7 @@ round_trip(const struct ect__cuda_plan_policy *policy, uint64_t want_kernel, uin
         CHECK_OK(ect__copy_cuda_set_policy(e, policy));
     const size_t n_blocks = 32, len = n_blocks * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
 
     static const size_t ids[3][4] = {{7, 2, 5, 0}, {11, 12, 13}, {20}};
     const size_t bytes[3] = {4 * ECTT_BLOCK, 2 * ECTT_BLOCK + 1000, 101};
@@ -109,7 +109,7 @@ round_trip(const struct ect__cuda_plan_policy *policy, uint64_t want_kernel, uin
         cudaFree(src[k]);
         cudaFree(dst[k]);
     }
-    CHECK_OK(ect_copy_unregister_host(e, region));
+    CHECK_OK(ect_copy_engine_unregister_host(e, region));
     ect_copy_engine_destroy(e);
     ectt_region_unmap(region, len);
 }
@@ -148,7 +148,7 @@ scattered_round_trip(size_t n, size_t n_blocks, uint64_t seed)
     ect_copy_engine_t *e = ectt_engine(NULL);
     const size_t len = n_blocks * ECTT_BLOCK, bytes = n * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     size_t *ids = malloc(n * sizeof(*ids));
     ect_copy_op_t *ops = malloc(n * sizeof(*ops));
     unsigned char *used = calloc(n_blocks, 1);
@@ -215,7 +215,7 @@ test_few_large_ops_take_dma_copies(void)
     const size_t per = 220, n_blocks = 4 * 256, len = n_blocks * ECTT_BLOCK;
     const size_t bytes = per * ECTT_BLOCK - 333;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     size_t ids[4][220];
     void *src[4], *dst[4];
     ect_copy_op_t ops[4 * 220];
@@ -259,7 +259,7 @@ test_contiguous_block_ids_coalesce_into_one_run(void)
     ect_copy_engine_t *e = ectt_engine(NULL);
     const size_t n_blocks = 256, len = n_blocks * ECTT_BLOCK, n = 64, bytes = n * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     size_t ids[64];
     for (size_t i = 0; i < n; i++)
         ids[i] = 100 + i;
@@ -296,7 +296,7 @@ misaligned_round_trip(const struct ect__cuda_plan_policy *policy)
     CHECK_OK(ect__copy_cuda_set_policy(e, policy));
     const size_t len = 300000, n = sizeof(odd_ops) / sizeof(odd_ops[0]);
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     void *dev = ectt_dev_alloc(len);
     ectt_dev_fill(dev, len, 77);
     unsigned char *dev_host = ectt_dev_read(dev, len);
@@ -396,7 +396,7 @@ test_loads_of_one_entry_on_several_rank_streams(void)
     enum { RANKS = 4 };
     const size_t n = 1024, n_blocks = 2048, len = n_blocks * ECTT_BLOCK, bytes = n * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     size_t *ids = malloc(n * sizeof(*ids));
     ect_copy_op_t *ops = malloc(n * sizeof(*ops));
     CHECK(ids != NULL && ops != NULL);
@@ -423,13 +423,13 @@ test_loads_of_one_entry_on_several_rank_streams(void)
     for (int r = 0; r < RANKS; r++) {
         ectt_entry_ops(ECT_COPY_LOAD, region, ids, dst[r], bytes, ops);
         ect_copy_batch_t b = {ECT_COPY_LOAD, ops, n, streams[r]};
-        CHECK_OK(ect_copy_submit(e, &b, &tickets[r]));
+        CHECK_OK(ect_copy_engine_submit(e, &b, &tickets[r]));
         CHECK_CUDA(cudaMemcpyAsync(seen[r], dst[r], bytes, cudaMemcpyDeviceToHost, streams[r]));
     }
     for (int r = 0; r < RANKS; r++) {
         CHECK_CUDA(cudaStreamSynchronize(streams[r]));
         ECTT_CHECK_PATTERN(seen[r], bytes, 44, 0);
-        CHECK_OK(ect_copy_wait(e, tickets[r]));
+        CHECK_OK(ect_copy_engine_wait(e, tickets[r]));
     }
     for (int r = 0; r < RANKS; r++) {
         cudaFreeHost(seen[r]);
@@ -452,8 +452,8 @@ warm_engine(ect_copy_engine_t *e, ect_copy_dir_t dir, const ect_copy_op_t *ops, 
 {
     ect_copy_batch_t warm = {dir, ops, n, NULL};
     uint64_t t;
-    CHECK_OK(ect_copy_submit(e, &warm, &t));
-    CHECK_OK(ect_copy_wait(e, t));
+    CHECK_OK(ect_copy_engine_submit(e, &warm, &t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
 }
 
 static void
@@ -463,7 +463,7 @@ save_after_compute(const struct ect__cuda_plan_policy *policy)
     CHECK_OK(ect__copy_cuda_set_policy(e, policy));
     const size_t n = 64, n_blocks = 256, len = n_blocks * ECTT_BLOCK, bytes = n * ECTT_BLOCK - 5;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     size_t ids[64];
     ectt_random_ids(ids, n, n_blocks, 8);
     void *src = ectt_dev_alloc(n * ECTT_BLOCK);
@@ -480,14 +480,14 @@ save_after_compute(const struct ect__cuda_plan_policy *policy)
     CHECK_CUDA(ectt_spin_then_fill(src, bytes, 123, SPIN_NS, compute));
     ect_copy_batch_t b = {ECT_COPY_SAVE, ops, n, compute};
     uint64_t t;
-    CHECK_OK(ect_copy_submit(e, &b, &t));
-    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_BUSY);
+    CHECK_OK(ect_copy_engine_submit(e, &b, &t));
+    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
     usleep(50 * 1000);
-    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_BUSY);
+    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
     ectt_check_block_untouched(region, ids[0]);
-    CHECK_OK(ect_copy_wait(e, t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
     ectt_check_saved(region, ids, bytes, 123);
-    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_NOT_FOUND);
     cudaStreamDestroy(compute);
     cudaFree(src);
     ect_copy_engine_destroy(e);
@@ -509,7 +509,7 @@ load_around_compute(const struct ect__cuda_plan_policy *policy)
     CHECK_OK(ect__copy_cuda_set_policy(e, policy));
     const size_t n = 64, n_blocks = 256, len = n_blocks * ECTT_BLOCK, bytes = n * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     size_t ids[64];
     ectt_random_ids(ids, n, n_blocks, 9);
     for (size_t k = 0; k < n; k++)
@@ -528,15 +528,15 @@ load_around_compute(const struct ect__cuda_plan_policy *policy)
     CHECK_CUDA(ectt_spin_then_fill(dst, bytes, 66, SPIN_NS, compute));
     ect_copy_batch_t b = {ECT_COPY_LOAD, ops, n, compute};
     uint64_t t;
-    CHECK_OK(ect_copy_submit(e, &b, &t));
-    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_BUSY);
+    CHECK_OK(ect_copy_engine_submit(e, &b, &t));
+    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
     /* Compute work queued after the submit must see the loaded bytes. */
     unsigned char *seen;
     CHECK_CUDA(cudaHostAlloc((void **)&seen, bytes, cudaHostAllocDefault));
     CHECK_CUDA(cudaMemcpyAsync(seen, dst, bytes, cudaMemcpyDeviceToHost, compute));
     CHECK_CUDA(cudaStreamSynchronize(compute));
     ECTT_CHECK_PATTERN(seen, bytes, 55, 0);
-    CHECK_OK(ect_copy_wait(e, t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
     cudaFreeHost(seen);
     cudaStreamDestroy(compute);
     cudaFree(dst);
@@ -558,7 +558,7 @@ test_pool_reused_across_1000_batches(void)
     ect_copy_engine_t *e = ectt_engine(NULL);
     const size_t n = 64, n_blocks = 256, len = n_blocks * ECTT_BLOCK, bytes = n * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     size_t scattered[64], contiguous[64];
     ectt_random_ids(scattered, n, 128, 10);
     for (size_t i = 0; i < n; i++)
@@ -607,7 +607,7 @@ test_pool_grows_only_to_peak_in_flight(void)
     enum { PEAK = 8 };
     const size_t n = 32, n_blocks = 128, len = n_blocks * ECTT_BLOCK, bytes = n * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     size_t ids[32];
     ectt_random_ids(ids, n, n_blocks, 12);
     for (size_t k = 0; k < n; k++)
@@ -623,15 +623,15 @@ test_pool_grows_only_to_peak_in_flight(void)
         uint64_t t[PEAK];
         for (int j = 0; j < PEAK; j++) {
             ect_copy_batch_t b = {ECT_COPY_LOAD, ops[j], n, NULL};
-            CHECK_OK(ect_copy_submit(e, &b, &t[j]));
+            CHECK_OK(ect_copy_engine_submit(e, &b, &t[j]));
         }
         /* Retire in an order unlike submission: even by wait, odd by query. */
         for (int j = PEAK - 1; j >= 0; j--) {
             if (j % 2 == 0) {
-                CHECK_OK(ect_copy_wait(e, t[j]));
+                CHECK_OK(ect_copy_engine_wait(e, t[j]));
             } else {
                 ect_status_t st;
-                while ((st = ect_copy_query(e, t[j])) == ECT_ERR_BUSY)
+                while ((st = ect_copy_engine_query(e, t[j])) == ECT_ERR_BUSY)
                     usleep(50);
                 CHECK_OK(st);
             }
@@ -660,21 +660,21 @@ test_empty_batch_lands_at_once_and_tickets_increase(void)
     ect_copy_engine_t *e = ectt_engine(NULL);
     ect_copy_batch_t empty = {ECT_COPY_SAVE, NULL, 0, NULL};
     uint64_t t1, t2, t3;
-    CHECK_OK(ect_copy_submit(e, &empty, &t1));
-    CHECK_OK(ect_copy_query(e, t1));
-    CHECK_STATUS(ect_copy_query(e, t1), ECT_ERR_NOT_FOUND);
+    CHECK_OK(ect_copy_engine_submit(e, &empty, &t1));
+    CHECK_OK(ect_copy_engine_query(e, t1));
+    CHECK_STATUS(ect_copy_engine_query(e, t1), ECT_ERR_NOT_FOUND);
     /* Zero-length ops (even with NULL pointers) move nothing. */
     ect_copy_op_t zero[3] = {{NULL, NULL, 0}, {NULL, NULL, 0}, {NULL, NULL, 0}};
     ect_copy_batch_t zeros = {ECT_COPY_LOAD, zero, 3, NULL};
-    CHECK_OK(ect_copy_submit(e, &zeros, &t2));
+    CHECK_OK(ect_copy_engine_submit(e, &zeros, &t2));
     CHECK(t2 > t1);
-    CHECK_OK(ect_copy_wait(e, t2));
-    CHECK_STATUS(ect_copy_wait(e, t2), ECT_ERR_NOT_FOUND);
+    CHECK_OK(ect_copy_engine_wait(e, t2));
+    CHECK_STATUS(ect_copy_engine_wait(e, t2), ECT_ERR_NOT_FOUND);
     CHECK_CONTAINS(ect_last_error(), "not in flight");
-    CHECK_OK(ect_copy_submit(e, &empty, &t3));
+    CHECK_OK(ect_copy_engine_submit(e, &empty, &t3));
     CHECK(t3 > t2);
-    CHECK_STATUS(ect_copy_wait(e, t3 + 1000), ECT_ERR_NOT_FOUND);
-    CHECK_OK(ect_copy_wait(e, t3));
+    CHECK_STATUS(ect_copy_engine_wait(e, t3 + 1000), ECT_ERR_NOT_FOUND);
+    CHECK_OK(ect_copy_engine_wait(e, t3));
     struct ect__cuda_copy_stats s = ectt_stats(e);
     CHECK_EQ_U64(s.batches, 0);
     CHECK_EQ_U64(s.slots_in_flight, 0);
@@ -690,7 +690,7 @@ test_device_pointers_and_streams_as_plain_integers(void)
     ect_copy_engine_t *e = ectt_engine(NULL);
     const size_t n = 16, n_blocks = 64, len = n_blocks * ECTT_BLOCK, bytes = n * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     cudaStream_t own;
     CHECK_CUDA(cudaStreamCreate(&own));
     const uint64_t stream_ints[3] = {(uint64_t)(uintptr_t)own, 0,

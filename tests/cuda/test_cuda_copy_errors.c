@@ -78,7 +78,7 @@ bad_pointers_with(const struct ect__cuda_plan_policy *policy)
     CHECK_OK(ect__copy_cuda_set_policy(e, policy));
     const size_t n_blocks = 16, len = n_blocks * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     void *good = ectt_dev_alloc(4 * ECTT_BLOCK);
     ectt_dev_fill(good, 4 * ECTT_BLOCK, 31);
     unsigned char *pageable = malloc(4 * ECTT_BLOCK);
@@ -102,7 +102,7 @@ bad_pointers_with(const struct ect__cuda_plan_policy *policy)
         else
             o[1].src = garbage;
         ect_copy_batch_t b = {ECT_COPY_SAVE, o, 4, NULL};
-        CHECK_STATUS(ect_copy_submit(e, &b, &t), ECT_ERR_CUDA);
+        CHECK_STATUS(ect_copy_engine_submit(e, &b, &t), ECT_ERR_CUDA);
         CHECK_CONTAINS(ect_last_error(), "not device, managed or registered host memory");
         if (v == 2)
             CHECK_CONTAINS(ect_last_error(), "run 1");
@@ -110,7 +110,7 @@ bad_pointers_with(const struct ect__cuda_plan_policy *policy)
     ect_copy_op_t lo[4];
     ectt_entry_ops(ECT_COPY_LOAD, region, ids, garbage, 4 * ECTT_BLOCK, lo);
     ect_copy_batch_t lb = {ECT_COPY_LOAD, lo, 4, NULL};
-    CHECK_STATUS(ect_copy_submit(e, &lb, &t), ECT_ERR_CUDA);
+    CHECK_STATUS(ect_copy_engine_submit(e, &lb, &t), ECT_ERR_CUDA);
 
     /* Nothing was queued or written, and the engine still works. */
     for (size_t b = 0; b < n_blocks; b++)
@@ -164,7 +164,7 @@ test_unregistered_host_memory_falls_back_to_dma_copies(void)
     CHECK_EQ_INT(count_in(ectt_log_captured(), "not registered"), 1);
 
     /* Registered in part: a batch touching the other part still falls back. */
-    CHECK_OK(ect_copy_register_host(e, region, len / 2));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len / 2));
     ectt_entry_ops(ECT_COPY_SAVE, region, ids, src, bytes, ops);
     ectt_run(e, ECT_COPY_SAVE, ops, n, NULL);
     s = ectt_stats(e);
@@ -186,13 +186,13 @@ test_register_failure_warns_and_copies_still_land(void)
     unsigned char *r = ectt_region_map(3 * page);
     CHECK(munmap(r + page, page) == 0);
     ectt_log_capture();
-    CHECK_OK(ect_copy_register_host(e, r, 3 * page));
+    CHECK_OK(ect_copy_engine_register_host(e, r, 3 * page));
     CHECK_CONTAINS(ectt_log_captured(), "cudaHostRegister");
     CHECK_CONTAINS(ectt_log_captured(), "slower pageable path");
     struct ect__cuda_copy_stats s = ectt_stats(e);
     CHECK_EQ_U64(s.reg_failures, 1);
     CHECK_EQ_U64(s.reg_chunks, 0);
-    CHECK_STATUS(ect_copy_unregister_host(e, r), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_copy_engine_unregister_host(e, r), ECT_ERR_NOT_FOUND);
 
     /* Eight 256-byte ops into the first page still land, by DMA copies. */
     void *dev = ectt_dev_alloc(8 * 256);
@@ -223,7 +223,7 @@ test_register_failure_midway_releases_chunks_already_pinned(void)
     CHECK(munmap(r + page, page) == 0);
     ectt_log_capture();
     /* Chunk 0 locks, chunk 1 (the hole) fails: chunk 0 must be let go. */
-    CHECK_OK(ect_copy_register_host(e, r, 3 * page));
+    CHECK_OK(ect_copy_engine_register_host(e, r, 3 * page));
     CHECK_CONTAINS(ectt_log_captured(), "chunk 1 of 3");
     CHECK_EQ_U64(ectt_stats(e).reg_chunks, 0);
     /* Were chunk 0 still locked, the driver would say "already registered". */
@@ -244,7 +244,7 @@ test_registration_is_chunked_and_runs_cross_chunk_boundaries(void)
      * does not divide 1 MiB some blocks straddle two chunks. */
     const size_t n = 200, n_blocks = 1200, len = n_blocks * ECTT_BLOCK, bytes = n * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     CHECK_EQ_U64(ectt_stats(e).reg_chunks, 9);
     size_t ids[200];
     ectt_random_ids(ids, n, n_blocks, 61);
@@ -263,9 +263,9 @@ test_registration_is_chunked_and_runs_cross_chunk_boundaries(void)
     CHECK_EQ_U64(s.batches_kernel, 2);
     CHECK_EQ_U64(s.batches_unmapped, 0);
 
-    CHECK_OK(ect_copy_unregister_host(e, region));
+    CHECK_OK(ect_copy_engine_unregister_host(e, region));
     CHECK_EQ_U64(ectt_stats(e).reg_chunks, 0);
-    CHECK_STATUS(ect_copy_unregister_host(e, region), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_copy_engine_unregister_host(e, region), ECT_ERR_NOT_FOUND);
     CHECK_CONTAINS(ect_last_error(), "not registered");
     /* Every chunk was released: the whole range locks again in one call. */
     CHECK_CUDA(cudaHostRegister(region, len, cudaHostRegisterDefault));
@@ -283,12 +283,12 @@ test_registering_one_base_twice_keeps_one_registration(void)
     const size_t len = 64 * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
     ectt_log_capture();
-    CHECK_OK(ect_copy_register_host(e, region, len));
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     CHECK_CONTAINS(ectt_log_captured(), "already registered");
     CHECK_EQ_U64(ectt_stats(e).reg_chunks, 1);
-    CHECK_OK(ect_copy_unregister_host(e, region));
-    CHECK_STATUS(ect_copy_unregister_host(e, region), ECT_ERR_NOT_FOUND);
+    CHECK_OK(ect_copy_engine_unregister_host(e, region));
+    CHECK_STATUS(ect_copy_engine_unregister_host(e, region), ECT_ERR_NOT_FOUND);
     ect_copy_engine_destroy(e);
     ectt_region_unmap(region, len);
 }
@@ -302,8 +302,8 @@ test_two_engines_share_one_registration(void)
     CHECK_OK(ect__copy_cuda_set_policy(e2, &force_kernel));
     const size_t n = 64, n_blocks = 256, len = n_blocks * ECTT_BLOCK, bytes = n * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e1, region, len));
-    CHECK_OK(ect_copy_register_host(e2, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e1, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e2, region, len));
     CHECK_EQ_U64(ectt_stats(e1).reg_chunks, 1);
     CHECK_EQ_U64(ectt_stats(e2).reg_chunks, 1);
     CHECK_EQ_U64(ectt_stats(e2).reg_failures, 0);
@@ -319,7 +319,7 @@ test_two_engines_share_one_registration(void)
     ectt_check_saved(region, ids, bytes, 72);
     CHECK_EQ_U64(ectt_stats(e2).batches_kernel, 1);
 
-    CHECK_OK(ect_copy_unregister_host(e2, region));
+    CHECK_OK(ect_copy_engine_unregister_host(e2, region));
     CHECK_CUDA(cudaHostRegister(region, len, cudaHostRegisterDefault));
     CHECK_CUDA(cudaHostUnregister(region));
     cudaFree(src);
@@ -348,15 +348,15 @@ worker_main(void *arg)
         ectt_entry_ops(ECT_COPY_SAVE, w->region, w->ids, w->src, bytes, ops);
         ect_copy_batch_t b = {ECT_COPY_SAVE, ops, PER, NULL};
         uint64_t t;
-        CHECK_OK(ect_copy_submit(w->e, &b, &t));
+        CHECK_OK(ect_copy_engine_submit(w->e, &b, &t));
         ect_status_t st;
-        while ((st = ect_copy_query(w->e, t)) == ECT_ERR_BUSY)
+        while ((st = ect_copy_engine_query(w->e, t)) == ECT_ERR_BUSY)
             usleep(20);
         CHECK_OK(st);
         ectt_entry_ops(ECT_COPY_LOAD, w->region, w->ids, w->dst, bytes, ops);
         b.dir = ECT_COPY_LOAD;
-        CHECK_OK(ect_copy_submit(w->e, &b, &t));
-        CHECK_OK(ect_copy_wait(w->e, t));
+        CHECK_OK(ect_copy_engine_submit(w->e, &b, &t));
+        CHECK_OK(ect_copy_engine_wait(w->e, t));
     }
     return NULL;
 }
@@ -367,7 +367,7 @@ test_concurrent_submit_wait_query_from_threads(void)
     ect_copy_engine_t *e = ectt_engine(NULL);
     const size_t n_blocks = THREADS * 64, len = n_blocks * ECTT_BLOCK, bytes = PER * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     size_t all[THREADS * PER];
     ectt_random_ids(all, THREADS * PER, n_blocks, 81);
     struct worker w[THREADS];
@@ -412,7 +412,7 @@ static void *
 waiter_main(void *arg)
 {
     struct waiter *w = arg;
-    w->status = ect_copy_wait(w->e, w->ticket);
+    w->status = ect_copy_engine_wait(w->e, w->ticket);
     return NULL;
 }
 
@@ -422,7 +422,7 @@ test_wait_and_query_race_on_one_ticket(void)
     ect_copy_engine_t *e = ectt_engine(NULL);
     const size_t n = 16, n_blocks = 64, len = n_blocks * ECTT_BLOCK, bytes = n * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     size_t ids[16];
     ectt_random_ids(ids, n, n_blocks, 91);
     void *dst = ectt_dev_alloc(bytes);
@@ -435,11 +435,11 @@ test_wait_and_query_race_on_one_ticket(void)
         CHECK_CUDA(ectt_spin_then_fill(dst, 0, 0, 3 * 1000 * 1000, compute));
         ect_copy_batch_t b = {ECT_COPY_LOAD, ops, n, compute};
         struct waiter w = {e, 0, ECT_ERR_INTERNAL};
-        CHECK_OK(ect_copy_submit(e, &b, &w.ticket));
+        CHECK_OK(ect_copy_engine_submit(e, &b, &w.ticket));
         pthread_t th;
         CHECK(pthread_create(&th, NULL, waiter_main, &w) == 0);
         ect_status_t q;
-        while ((q = ect_copy_query(e, w.ticket)) == ECT_ERR_BUSY)
+        while ((q = ect_copy_engine_query(e, w.ticket)) == ECT_ERR_BUSY)
             usleep(i % 7 * 100);
         pthread_join(th, NULL);
         /* Whoever saw the landing retired the ticket; the other saw either
@@ -447,7 +447,7 @@ test_wait_and_query_race_on_one_ticket(void)
         CHECK(q == ECT_OK || q == ECT_ERR_NOT_FOUND);
         CHECK(w.status == ECT_OK || w.status == ECT_ERR_NOT_FOUND);
         CHECK(q == ECT_OK || w.status == ECT_OK);
-        CHECK_STATUS(ect_copy_query(e, w.ticket), ECT_ERR_NOT_FOUND);
+        CHECK_STATUS(ect_copy_engine_query(e, w.ticket), ECT_ERR_NOT_FOUND);
     }
     CHECK_CUDA(cudaStreamSynchronize(compute));
     struct ect__cuda_copy_stats s = ectt_stats(e);
@@ -475,7 +475,7 @@ test_caller_current_device_is_restored(void)
     CHECK_EQ_INT(cur, 0);
     const size_t len = 16 * ECTT_BLOCK;
     unsigned char *region = ectt_region_map(len);
-    CHECK_OK(ect_copy_register_host(e, region, len));
+    CHECK_OK(ect_copy_engine_register_host(e, region, len));
     CHECK_CUDA(cudaSetDevice(1));
     void *src = ectt_dev_alloc(8 * ECTT_BLOCK);
     ectt_dev_fill(src, 8 * ECTT_BLOCK, 99);

@@ -40,11 +40,11 @@ finish_step(struct step_ctx *c)
 {
     CHECK_OK(ect_worker_get_finished(c->w));
     CHECK_OK(ect_worker_wait(c->w));
-    ect_worker_report_t *r = NULL;
+    ect_step_report_t *r = NULL;
     CHECK_OK(ect_worker_take_report(c->w, &r));
     CHECK(r != NULL);
     CHECK_OK(ect_scheduler_apply_report(c->s, r));
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     ect_worker_clear_metadata(c->w);
 }
 

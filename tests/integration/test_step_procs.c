@@ -140,17 +140,17 @@ worker_step(ect_worker_t *w, int down, int up, uint32_t flags, const void *meta,
         free(l.bufs[i]);
     }
     ect_worker_clear_metadata(w);
-    ect_worker_report_t *r = NULL;
+    ect_step_report_t *r = NULL;
     if (ect_worker_take_report(w, &r) != ECT_OK)
         return 9;
-    size_t cap = r ? ect_worker_report_encoded_size(r) : 0, rlen = 0;
+    size_t cap = r ? ect_step_report_encoded_size(r) : 0, rlen = 0;
     unsigned char *bytes = malloc(cap ? cap : 1);
-    if (r != NULL && ect_worker_report_encode(r, bytes, cap, &rlen) != ECT_OK)
+    if (r != NULL && ect_step_report_encode(r, bytes, cap, &rlen) != ECT_OK)
         return 10;
     uint32_t hdr = (uint32_t)rlen, tail[2] = {verified, mismatches};
     int rc = xwrite(up, &hdr, 4) || xwrite(up, bytes, rlen) || xwrite(up, tail, sizeof(tail));
     free(bytes);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     for (size_t i = 0; i < MAX_ITEMS; i++)
         free(srcs[i]);
     return rc ? 11 : 0;

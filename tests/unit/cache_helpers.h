@@ -34,7 +34,7 @@ entry_ids(ect_cache_t *c, const char *key, uint64_t *ids, size_t cap)
     return k;
 }
 
-static inline ect_entry_state_t
+static inline ect_cache_entry_state_t
 entry_state(ect_cache_t *c, const char *key)
 {
     ect_cache_entry_t info;

@@ -578,12 +578,12 @@ test_step_values_decode_to_json_and_bad_bytes_are_refused(void)
     memcpy(two, rep, rlen);
     memcpy(two + rlen, rep, rlen);
     char *rj = NULL;
-    CHECK_OK(ect_worker_report_json(two, 2 * rlen, &rj));
+    CHECK_OK(ect_step_report_json(two, 2 * rlen, &rj));
     cJSON *r = take_json(rj);
     CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "saves")), 2);
     CHECK_EQ_U64(num(cJSON_GetObjectItemCaseSensitive(r, "stats"), "save_bytes"), 256);
     cJSON_Delete(r);
-    CHECK_STATUS(ect_worker_report_json(rep, rlen - 3, &rj), ECT_ERR_PARSE);
+    CHECK_STATUS(ect_step_report_json(rep, rlen - 3, &rj), ECT_ERR_PARSE);
     /* Undecodable bytes on the scheduler: an error and nothing applied. */
     CHECK_STATUS(ect_scheduler_update_connector_output(s, rep, rlen - 3), ECT_ERR_PARSE);
     CHECK(ect_scheduler_has_pending_push_work(s));

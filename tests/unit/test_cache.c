@@ -99,7 +99,7 @@ test_alloc_starts_not_ready(void)
     CHECK_OK(ect_cache_alloc(c, "a", 2));
     ect_cache_entry_t info;
     CHECK_OK(ect_cache_get(c, "a", &info));
-    CHECK_EQ_INT(info.state, ECT_ENTRY_NOT_READY);
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_NOT_READY);
     CHECK_EQ_U64(info.pin_count, 0);
     ect_cache_destroy(c);
 }
@@ -175,7 +175,7 @@ test_get_returns_entry(void)
     CHECK_OK(ect_cache_pin(c, "a"));
     ect_cache_entry_t info;
     CHECK_OK(ect_cache_get(c, "a", &info));
-    CHECK_EQ_INT(info.state, ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_PINNED);
     CHECK_EQ_U64(info.pin_count, 1);
     CHECK_EQ_U64(info.n_blocks, 3);
     CHECK_EQ_U64(entry_runs(c, "a", r2), 1);
@@ -189,7 +189,7 @@ test_get_returns_not_ready_entry(void)
 {
     ect_cache_t *c = make_cache(8);
     CHECK_OK(ect_cache_alloc(c, "a", 3));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_NOT_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_NOT_READY);
     ect_cache_destroy(c);
 }
 
@@ -203,7 +203,7 @@ test_mark_ready_transitions(void)
     CHECK_OK(ect_cache_mark_ready(c, "a"));
     ect_cache_entry_t info;
     CHECK_OK(ect_cache_get(c, "a", &info));
-    CHECK_EQ_INT(info.state, ECT_ENTRY_READY);
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_READY);
     CHECK_EQ_U64(info.pin_count, 0);
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));
@@ -243,7 +243,7 @@ test_pin_not_ready_is_state_error(void)
     CHECK_OK(ect_cache_alloc(c, "a", 2));
     CHECK_STATUS(ect_cache_pin(c, "a"), ECT_ERR_STATE);
     CHECK_CONTAINS(ect_last_error(), "'a' is not ready");
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_NOT_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_NOT_READY);
     ect_cache_destroy(c);
 }
 
@@ -253,13 +253,13 @@ test_pin_unpin_basic(void)
     ect_cache_t *c = make_cache(8);
     alloc_ready(c, "a", 2);
     CHECK_OK(ect_cache_pin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.evictable_blocks, 0);
     CHECK_EQ_U64(st.pins, 1);
     CHECK_OK(ect_cache_unpin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.evictable_blocks, 2);
     CHECK_EQ_U64(st.pins, 0);
@@ -277,9 +277,9 @@ test_nested_pin(void)
     CHECK_OK(ect_cache_get(c, "a", &info));
     CHECK_EQ_U64(info.pin_count, 2);
     CHECK_OK(ect_cache_unpin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     CHECK_OK(ect_cache_unpin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_destroy(c);
 }
 
@@ -403,7 +403,7 @@ test_eviction_fail_fast_no_wasted_eviction(void)
     CHECK_OK(ect_cache_alloc(c, "held", 2));
     CHECK_STATUS(ect_cache_alloc(c, "c", 3), ECT_ERR_NO_SPACE);
     CHECK(entry_exists(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.evicted_entries, 0);
@@ -481,10 +481,10 @@ test_pin_if_ready_distinguishes_absent_not_ready_and_pinned(void)
     CHECK_OK(ect_cache_pin_if_ready(c, "a", &r));
     CHECK_EQ_INT(r, ECT_PIN_PINNED);
     CHECK_OK(ect_cache_get(c, "a", &info));
-    CHECK_EQ_INT(info.state, ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_PINNED);
     CHECK_EQ_U64(info.pin_count, 1);
     CHECK_OK(ect_cache_unpin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_destroy(c);
 }
 
@@ -515,7 +515,7 @@ test_discard_ready_or_pinned_is_state_error(void)
     CHECK_OK(ect_cache_pin(c, "a"));
     CHECK_STATUS(ect_cache_discard(c, "a"), ECT_ERR_STATE);
     CHECK_CONTAINS(ect_last_error(), "'a' is pinned");
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     CHECK_STATUS(ect_cache_discard(c, "missing"), ECT_ERR_NOT_FOUND);
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);
@@ -580,7 +580,7 @@ test_listener_calling_back_into_cache_gets_state_error_not_deadlock(void)
     CHECK_EQ_INT(r.alloc_status, ECT_ERR_STATE);
     CHECK_EQ_INT(r.held, 0); /* has_held_entries works from the listener */
     CHECK(!entry_exists(c, "from-listener"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     /* A second cache is not locked: the listener of one may use another. */
     ect_cache_t *other = make_cache(4);
     r.cache = other;

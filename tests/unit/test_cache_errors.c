@@ -111,7 +111,7 @@ test_null_outputs_are_invalid_arg(void)
     CHECK_STATUS(ect_cache_hold(c, "k", 1, NULL), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect_cache_stats(c, NULL), ECT_ERR_INVALID_ARG);
     /* None of those pinned or held anything. */
-    CHECK_EQ_INT(entry_state(c, "k"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "k"), ECT_CACHE_ENTRY_READY);
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);
 }
@@ -201,10 +201,10 @@ test_repeated_misuse_leaves_the_cache_consistent(void)
 static void
 test_entry_state_str_names_every_state(void)
 {
-    CHECK_STR_EQ(ect_entry_state_str(ECT_ENTRY_NOT_READY), "not-ready");
-    CHECK_STR_EQ(ect_entry_state_str(ECT_ENTRY_READY), "ready");
-    CHECK_STR_EQ(ect_entry_state_str(ECT_ENTRY_PINNED), "pinned");
-    CHECK_STR_EQ(ect_entry_state_str((ect_entry_state_t)42), "unknown");
+    CHECK_STR_EQ(ect_cache_entry_state_str(ECT_CACHE_ENTRY_NOT_READY), "not-ready");
+    CHECK_STR_EQ(ect_cache_entry_state_str(ECT_CACHE_ENTRY_READY), "ready");
+    CHECK_STR_EQ(ect_cache_entry_state_str(ECT_CACHE_ENTRY_PINNED), "pinned");
+    CHECK_STR_EQ(ect_cache_entry_state_str((ect_cache_entry_state_t)42), "unknown");
 }
 
 static const struct ect_test_case cases[] = {

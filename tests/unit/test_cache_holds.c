@@ -30,7 +30,7 @@ test_announced_encoding_is_not_evictable(void)
     CHECK(id != 0);
     ect_cache_entry_t info;
     CHECK_OK(ect_cache_get(c, "announced", &info));
-    CHECK_EQ_INT(info.state, ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_PINNED);
     CHECK_EQ_U64(info.holds_active, 1);
     /* The older entry is held, so the newer one is evicted instead... */
     CHECK_OK(ect_cache_alloc(c, "new", 2));
@@ -56,7 +56,7 @@ test_hold_is_released_once_the_read_lands(void)
     CHECK_OK(ect_cache_release_hold(c, id)); /* the consumer's read was served */
     ect_cache_entry_t info;
     CHECK_OK(ect_cache_get(c, "a", &info));
-    CHECK_EQ_INT(info.state, ECT_ENTRY_READY);
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_READY);
     CHECK_EQ_U64(info.pin_count, 0);
     /* Released after b became evictable, so a is now the younger one. */
     CHECK_OK(ect_cache_alloc(c, "c", 2));
@@ -76,14 +76,14 @@ test_hold_lapses_when_no_consumer_ever_reads(void)
     alloc_ready(c, "a", 2);
     uint64_t now = 1000 * SEC, id;
     CHECK_OK(ect_cache_hold(c, "a", now + 0, &id));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     size_t expired = 99;
     CHECK_OK(ect_cache_expire_holds(c, now - 1, &expired));
     CHECK_EQ_U64(expired, 0);
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     CHECK_OK(ect_cache_expire_holds(c, now, &expired));
     CHECK_EQ_U64(expired, 1);
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     CHECK_OK(ect_cache_alloc(c, "b", 2)); /* a can be evicted again */
     CHECK(!entry_exists(c, "a"));
     ect_cache_stats_t st;
@@ -103,17 +103,17 @@ test_hold_is_taken_when_a_late_save_lands(void)
     CHECK_OK(ect_cache_hold(c, "late", 30 * SEC, &id));
     ect_cache_entry_t info;
     CHECK_OK(ect_cache_get(c, "late", &info));
-    CHECK_EQ_INT(info.state, ECT_ENTRY_NOT_READY);
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_NOT_READY);
     CHECK_EQ_U64(info.holds_pending, 1);
     CHECK_EQ_U64(info.pin_count, 0);
     CHECK_OK(ect_cache_mark_ready(c, "late")); /* the save lands */
     CHECK_OK(ect_cache_get(c, "late", &info));
-    CHECK_EQ_INT(info.state, ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_PINNED);
     CHECK_EQ_U64(info.holds_pending, 0);
     CHECK_EQ_U64(info.holds_active, 1);
     CHECK_STATUS(ect_cache_alloc(c, "x", 3), ECT_ERR_NO_SPACE); /* not evictable */
     CHECK_OK(ect_cache_release_hold(c, id));
-    CHECK_EQ_INT(entry_state(c, "late"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "late"), ECT_CACHE_ENTRY_READY);
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);
 }
@@ -133,10 +133,10 @@ test_each_announcement_keeps_its_own_hold(void)
     size_t expired;
     CHECK_OK(ect_cache_expire_holds(c, 15 * SEC, &expired));
     CHECK_EQ_U64(expired, 1);
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_PINNED); /* the later lease still holds */
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED); /* the later lease still holds */
     CHECK_STATUS(ect_cache_release_hold(c, first), ECT_ERR_NOT_FOUND);
     CHECK_OK(ect_cache_release_hold(c, second));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_destroy(c);
 }
 
@@ -153,7 +153,7 @@ test_release_hold_twice_is_not_found_and_never_double_unpins(void)
     CHECK_CONTAINS(ect_last_error(), "no hold");
     ect_cache_entry_t info;
     CHECK_OK(ect_cache_get(c, "a", &info));
-    CHECK_EQ_INT(info.state, ECT_ENTRY_PINNED); /* the load's pin survives */
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_PINNED); /* the load's pin survives */
     CHECK_EQ_U64(info.pin_count, 1);
     CHECK_STATUS(ect_cache_release_hold(c, 0), ECT_ERR_NOT_FOUND);
     CHECK_STATUS(ect_cache_release_hold(c, 12345), ECT_ERR_NOT_FOUND);
@@ -170,9 +170,9 @@ test_unpin_never_drops_a_hold(void)
     CHECK_OK(ect_cache_hold(c, "a", 30 * SEC, &id));
     CHECK_STATUS(ect_cache_unpin(c, "a"), ECT_ERR_STATE);
     CHECK_CONTAINS(ect_last_error(), "1 holds active");
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     CHECK_OK(ect_cache_release_hold(c, id));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_destroy(c);
 }
 
@@ -192,7 +192,7 @@ test_discard_drops_pending_holds(void)
     CHECK_EQ_U64(st.holds_active, 0);
     /* A new entry under the same key does not inherit the dropped holds. */
     alloc_ready(c, "a", 2);
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     size_t expired;
     CHECK_OK(ect_cache_expire_holds(c, 100 * SEC, &expired));
     CHECK_EQ_U64(expired, 0);
@@ -211,7 +211,7 @@ test_expired_pending_hold_does_not_pin_at_mark_ready(void)
     CHECK_OK(ect_cache_expire_holds(c, 6 * SEC, &expired));
     CHECK_EQ_U64(expired, 1);
     CHECK_OK(ect_cache_mark_ready(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_destroy(c);
 }
 
@@ -243,10 +243,10 @@ test_expire_holds_ends_only_lapsed_leases_in_deadline_order(void)
     size_t expired;
     CHECK_OK(ect_cache_expire_holds(c, 25 * SEC, &expired));
     CHECK_EQ_U64(expired, 2);
-    CHECK_EQ_INT(entry_state(c, "k1"), ECT_ENTRY_READY);
-    CHECK_EQ_INT(entry_state(c, "k3"), ECT_ENTRY_READY);
-    CHECK_EQ_INT(entry_state(c, "k0"), ECT_ENTRY_PINNED);
-    CHECK_EQ_INT(entry_state(c, "k2"), ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(entry_state(c, "k1"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "k3"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "k0"), ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_INT(entry_state(c, "k2"), ECT_CACHE_ENTRY_PINNED);
     /* Expiry order is deadline order, so k1 (10 s) went to the FIFO before
      * k3 (20 s) and is evicted first. */
     CHECK_OK(ect_cache_alloc(c, "new", 2));
@@ -296,9 +296,9 @@ test_holds_mixed_with_pins_release_in_any_order(void)
     CHECK_EQ_U64(info.pin_count, 3);
     CHECK_OK(ect_cache_release_hold(c, h2));
     CHECK_OK(ect_cache_unpin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_PINNED);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     CHECK_OK(ect_cache_expire_holds(c, 10 * SEC, NULL));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_ENTRY_READY);
+    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     CHECK_EQ_INT(ect_cache_has_held_entries(c), 0);
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);

@@ -163,9 +163,9 @@ compare_with_model(ect_cache_t *c, const struct model *m)
         CHECK_EQ_U64(info.n_blocks, e->n);
         CHECK_EQ_U64(info.pin_count, e->pins + e->holds_active);
         CHECK_EQ_U64(info.holds_pending, e->holds_pending);
-        ect_entry_state_t want = !e->ready                       ? ECT_ENTRY_NOT_READY
-                                 : e->pins + e->holds_active > 0 ? ECT_ENTRY_PINNED
-                                                                 : ECT_ENTRY_READY;
+        ect_cache_entry_state_t want = !e->ready                       ? ECT_CACHE_ENTRY_NOT_READY
+                                       : e->pins + e->holds_active > 0 ? ECT_CACHE_ENTRY_PINNED
+                                                                       : ECT_CACHE_ENTRY_READY;
         CHECK_EQ_INT(info.state, want);
         uint64_t ids[NB];
         size_t n = entry_ids(c, key, ids, NB);
@@ -397,8 +397,9 @@ pin_unpin_worker(void *p)
     for (int i = 0; i < 500; i++) {
         ect_cache_entry_t info;
         if (ect_cache_pin(a->cache, "shared") != ECT_OK ||
-            ect_cache_get(a->cache, "shared", &info) != ECT_OK || info.state != ECT_ENTRY_PINNED ||
-            info.pin_count == 0 || ect_cache_unpin(a->cache, "shared") != ECT_OK)
+            ect_cache_get(a->cache, "shared", &info) != ECT_OK ||
+            info.state != ECT_CACHE_ENTRY_PINNED || info.pin_count == 0 ||
+            ect_cache_unpin(a->cache, "shared") != ECT_OK)
             a->bad++;
     }
     return NULL;
@@ -422,7 +423,7 @@ test_concurrent_pin_unpin(void)
     }
     ect_cache_entry_t info;
     CHECK_OK(ect_cache_get(c, "shared", &info));
-    CHECK_EQ_INT(info.state, ECT_ENTRY_READY);
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_READY);
     CHECK_EQ_U64(info.pin_count, 0);
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));

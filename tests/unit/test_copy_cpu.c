@@ -109,9 +109,9 @@ move_entry(ect_copy_engine_t *e, ect_copy_dir_t dir, void *region, const ect_run
     CHECK_OK(ect__copy_plan_add(&plan, dir, &rv, runs, n_runs, engine_buf, payload));
     ect_copy_batch_t batch = {.dir = dir, .ops = plan.ops, .n_ops = plan.n_ops};
     uint64_t ticket = 0;
-    CHECK_OK(ect_copy_submit(e, &batch, &ticket));
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &ticket));
     ect__copy_plan_cleanup(&plan); /* submit copied the ops */
-    CHECK_OK(ect_copy_wait(e, ticket));
+    CHECK_OK(ect_copy_engine_wait(e, ticket));
 }
 
 /* Save `payload` bytes into blocks 7, 2, 5, 0 of a 10-block shm region
@@ -234,8 +234,8 @@ test_split_batches_copy_every_byte_across_piece_boundaries(void)
     ect_copy_engine_t *e = make_engine(3, 4096);
     ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = ops, .n_ops = N_OPS};
     uint64_t ticket;
-    CHECK_OK(ect_copy_submit(e, &batch, &ticket));
-    CHECK_OK(ect_copy_wait(e, ticket));
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &ticket));
+    CHECK_OK(ect_copy_engine_wait(e, ticket));
     s_off = d_off = 0;
     for (int i = 0; i < N_OPS; i++) {
         CHECK_MSG(memcmp(dst + d_off, src + s_off, lens[i]) == 0, "op %d differs", i);
@@ -262,27 +262,27 @@ test_batches_in_flight_land_in_any_order(void)
         memset(dst[i], 0, LEN);
         ect_copy_op_t op = {.dst = dst[i], .src = src, .len = LEN};
         ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &op, .n_ops = 1};
-        CHECK_OK(ect_copy_submit(e, &batch, &tickets[i]));
+        CHECK_OK(ect_copy_engine_submit(e, &batch, &tickets[i]));
         if (i > 0)
             CHECK(tickets[i] > tickets[i - 1]);
     }
     for (int i = 0; i < N; i++)
-        CHECK_STATUS(ect_copy_query(e, tickets[i]), ECT_ERR_BUSY);
+        CHECK_STATUS(ect_copy_engine_query(e, tickets[i]), ECT_ERR_BUSY);
     /* While the copy threads are held, waiting lands batches in the order
      * the waiter picks: the newest first, then every other one. */
     const int order[] = {11, 9, 7, 5, 3, 1};
     for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
         int i = order[k];
-        CHECK_OK(ect_copy_wait(e, tickets[i]));
+        CHECK_OK(ect_copy_engine_wait(e, tickets[i]));
         CHECK_MSG(memcmp(dst[i], src, LEN) == 0, "batch %d landed with wrong bytes", i);
-        CHECK_STATUS(ect_copy_query(e, tickets[i]), ECT_ERR_NOT_FOUND);
+        CHECK_STATUS(ect_copy_engine_query(e, tickets[i]), ECT_ERR_NOT_FOUND);
         if (i > 0)
-            CHECK_STATUS(ect_copy_query(e, tickets[i - 1]), ECT_ERR_BUSY);
+            CHECK_STATUS(ect_copy_engine_query(e, tickets[i - 1]), ECT_ERR_BUSY);
     }
     /* The rest land through the copy threads. */
     CHECK_OK(ect__copy_cpu_hold(e, false));
     for (int i = 10; i >= 0; i -= 2) {
-        CHECK_OK(ect_copy_wait(e, tickets[i]));
+        CHECK_OK(ect_copy_engine_wait(e, tickets[i]));
         CHECK(memcmp(dst[i], src, LEN) == 0);
     }
     ect_copy_engine_destroy(e);
@@ -303,18 +303,18 @@ test_query_reports_busy_until_landed_then_retires(void)
     ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
     ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
     uint64_t t;
-    CHECK_OK(ect_copy_submit(e, &batch, &t));
-    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_BUSY);
-    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_BUSY);
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
+    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
     CHECK(all_bytes_are(dst, LEN, 0)); /* queries never copy */
     CHECK_OK(ect__copy_cpu_hold(e, false));
     ect_status_t s;
-    while ((s = ect_copy_query(e, t)) == ECT_ERR_BUSY)
+    while ((s = ect_copy_engine_query(e, t)) == ECT_ERR_BUSY)
         nanosleep(&(struct timespec){0, 100 * 1000}, NULL);
     CHECK_OK(s);
     CHECK(memcmp(dst, src, LEN) == 0);
-    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_NOT_FOUND);
-    CHECK_STATUS(ect_copy_wait(e, t), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_copy_engine_wait(e, t), ECT_ERR_NOT_FOUND);
     ect_copy_engine_destroy(e);
     free(dst);
     free(src);
@@ -335,9 +335,9 @@ poller_main(void *arg)
     struct poller *p = arg;
     ect_status_t s;
     if (p->use_wait) {
-        s = ect_copy_wait(p->e, p->ticket);
+        s = ect_copy_engine_wait(p->e, p->ticket);
     } else {
-        while ((s = ect_copy_query(p->e, p->ticket)) == ECT_ERR_BUSY)
+        while ((s = ect_copy_engine_query(p->e, p->ticket)) == ECT_ERR_BUSY)
             nanosleep(&(struct timespec){0, 50 * 1000}, NULL);
     }
     /* Reading dst here is the point: TSAN reports a race if "landed" did
@@ -361,8 +361,8 @@ test_landed_bytes_are_visible_to_other_threads(void)
     ect_copy_batch_t b1 = {.dir = ECT_COPY_LOAD, .ops = &op1, .n_ops = 1};
     ect_copy_batch_t b2 = {.dir = ECT_COPY_LOAD, .ops = &op2, .n_ops = 1};
     uint64_t t1, t2;
-    CHECK_OK(ect_copy_submit(e, &b1, &t1));
-    CHECK_OK(ect_copy_submit(e, &b2, &t2));
+    CHECK_OK(ect_copy_engine_submit(e, &b1, &t1));
+    CHECK_OK(ect_copy_engine_submit(e, &b2, &t2));
     struct poller p1 = {.e = e, .ticket = t1, .use_wait = 0, .src = src, .dst = d1, .len = LEN};
     struct poller p2 = {.e = e, .ticket = t2, .use_wait = 1, .src = src, .dst = d2, .len = LEN};
     pthread_t th1, th2;
@@ -409,17 +409,17 @@ submitter_main(void *arg)
             ops[k] =
                 (ect_copy_op_t){.dst = dst + (2 - k) * LEN, .src = src + (2 - k) * LEN, .len = len};
         ect_copy_batch_t batch = {.dir = (ect_copy_dir_t)(i & 1), .ops = ops, .n_ops = 3};
-        if (ect_copy_submit(s->e, &batch, &s->tickets[i]) != ECT_OK) {
+        if (ect_copy_engine_submit(s->e, &batch, &s->tickets[i]) != ECT_OK) {
             s->failures++;
             continue;
         }
         /* Alternate wait and polling query to exercise both paths. */
         ect_status_t st;
         if (i % 3 == 0) {
-            while ((st = ect_copy_query(s->e, s->tickets[i])) == ECT_ERR_BUSY)
+            while ((st = ect_copy_engine_query(s->e, s->tickets[i])) == ECT_ERR_BUSY)
                 sched_yield();
         } else {
-            st = ect_copy_wait(s->e, s->tickets[i]);
+            st = ect_copy_engine_wait(s->e, s->tickets[i]);
         }
         if (st != ECT_OK)
             s->failures++;
@@ -476,17 +476,17 @@ test_empty_batch_lands_at_once(void)
     CHECK_OK(ect__copy_cpu_hold(e, true)); /* landing must not need a copy thread */
     ect_copy_batch_t empty = {.dir = ECT_COPY_SAVE, .ops = NULL, .n_ops = 0};
     uint64_t t1, t2, t3;
-    CHECK_OK(ect_copy_submit(e, &empty, &t1));
-    CHECK_OK(ect_copy_query(e, t1));
-    CHECK_STATUS(ect_copy_query(e, t1), ECT_ERR_NOT_FOUND);
+    CHECK_OK(ect_copy_engine_submit(e, &empty, &t1));
+    CHECK_OK(ect_copy_engine_query(e, t1));
+    CHECK_STATUS(ect_copy_engine_query(e, t1), ECT_ERR_NOT_FOUND);
     /* Zero-length ops may carry NULL pointers and count as nothing. */
     ect_copy_op_t zeros[2] = {{NULL, NULL, 0}, {NULL, NULL, 0}};
     ect_copy_batch_t nothing = {.dir = ECT_COPY_LOAD, .ops = zeros, .n_ops = 2};
-    CHECK_OK(ect_copy_submit(e, &nothing, &t2));
-    CHECK_OK(ect_copy_submit(e, &empty, &t3));
+    CHECK_OK(ect_copy_engine_submit(e, &nothing, &t2));
+    CHECK_OK(ect_copy_engine_submit(e, &empty, &t3));
     CHECK(t1 < t2 && t2 < t3);
-    CHECK_OK(ect_copy_wait(e, t3));
-    CHECK_OK(ect_copy_wait(e, t2));
+    CHECK_OK(ect_copy_engine_wait(e, t3));
+    CHECK_OK(ect_copy_engine_wait(e, t2));
     ect_copy_engine_destroy(e);
 }
 
@@ -499,19 +499,19 @@ test_retired_and_unknown_tickets_are_not_found(void)
     ect_copy_op_t op = {.dst = dst, .src = src, .len = sizeof(src)};
     ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
     uint64_t t1, t2;
-    CHECK_OK(ect_copy_submit(e, &batch, &t1));
-    CHECK_OK(ect_copy_wait(e, t1));
-    CHECK_STATUS(ect_copy_wait(e, t1), ECT_ERR_NOT_FOUND);
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t1));
+    CHECK_OK(ect_copy_engine_wait(e, t1));
+    CHECK_STATUS(ect_copy_engine_wait(e, t1), ECT_ERR_NOT_FOUND);
     CHECK_CONTAINS(ect_last_error(), "not in flight");
-    CHECK_OK(ect_copy_submit(e, &batch, &t2));
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t2));
     ect_status_t s;
-    while ((s = ect_copy_query(e, t2)) == ECT_ERR_BUSY)
+    while ((s = ect_copy_engine_query(e, t2)) == ECT_ERR_BUSY)
         sched_yield();
     CHECK_OK(s);
-    CHECK_STATUS(ect_copy_wait(e, t2), ECT_ERR_NOT_FOUND);
-    CHECK_STATUS(ect_copy_query(e, 0), ECT_ERR_NOT_FOUND);
-    CHECK_STATUS(ect_copy_query(e, t2 + 1), ECT_ERR_NOT_FOUND);
-    CHECK_STATUS(ect_copy_wait(e, UINT64_MAX), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_copy_engine_wait(e, t2), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_copy_engine_query(e, 0), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_copy_engine_query(e, t2 + 1), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_copy_engine_wait(e, UINT64_MAX), ECT_ERR_NOT_FOUND);
     ect_copy_engine_destroy(e);
 }
 
@@ -529,8 +529,8 @@ test_destroy_lands_batches_still_in_flight(void)
         ect_copy_op_t op = {.dst = dst[i], .src = src, .len = LEN};
         ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
         uint64_t t;
-        CHECK_OK(ect_copy_submit(e, &batch, &t));
-        CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_BUSY);
+        CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+        CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
     }
     /* Never queried, still held: destroy must land all of them anyway
      * (and the sanitizer build checks it frees every record). */
@@ -561,29 +561,29 @@ test_invalid_arguments_are_rejected(void)
     uint64_t t = 42;
     ect_copy_op_t op = {.dst = a, .src = b, .len = sizeof(a)};
     ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
-    CHECK_STATUS(ect_copy_submit(NULL, &batch, &t), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_copy_submit(e, NULL, &t), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_copy_submit(e, &batch, NULL), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_submit(NULL, &batch, &t), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_submit(e, NULL, &t), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_submit(e, &batch, NULL), ECT_ERR_INVALID_ARG);
     ect_copy_batch_t bad_dir = {.dir = (ect_copy_dir_t)2, .ops = &op, .n_ops = 1};
-    CHECK_STATUS(ect_copy_submit(e, &bad_dir, &t), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_submit(e, &bad_dir, &t), ECT_ERR_INVALID_ARG);
     ect_copy_batch_t no_ops = {.dir = ECT_COPY_SAVE, .ops = NULL, .n_ops = 3};
-    CHECK_STATUS(ect_copy_submit(e, &no_ops, &t), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_submit(e, &no_ops, &t), ECT_ERR_INVALID_ARG);
     ect_copy_op_t null_dst = {.dst = NULL, .src = b, .len = 8};
     ect_copy_batch_t b_null = {.dir = ECT_COPY_SAVE, .ops = &null_dst, .n_ops = 1};
-    CHECK_STATUS(ect_copy_submit(e, &b_null, &t), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_submit(e, &b_null, &t), ECT_ERR_INVALID_ARG);
     /* memcpy's contract: no overlap, no wrap. */
     ect_copy_op_t overlap = {.dst = a + 10, .src = a, .len = 100};
     ect_copy_batch_t b_overlap = {.dir = ECT_COPY_SAVE, .ops = &overlap, .n_ops = 1};
-    CHECK_STATUS(ect_copy_submit(e, &b_overlap, &t), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_submit(e, &b_overlap, &t), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "overlapping");
     ect_copy_op_t wrap[2] = {{a, b, 16}, {(void *)(UINTPTR_MAX - 10), b, 100}};
     ect_copy_batch_t b_wrap = {.dir = ECT_COPY_SAVE, .ops = wrap, .n_ops = 2};
-    CHECK_STATUS(ect_copy_submit(e, &b_wrap, &t), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_submit(e, &b_wrap, &t), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "op 1");
     CHECK_EQ_U64(t, 42); /* no failed submit wrote a ticket */
 
-    CHECK_STATUS(ect_copy_query(NULL, 1), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_copy_wait(NULL, 1), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_query(NULL, 1), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_wait(NULL, 1), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect__copy_cpu_shutdown(NULL), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect__copy_cpu_hold(NULL, true), ECT_ERR_INVALID_ARG);
     CHECK_EQ_U64(ect__copy_cpu_alloc_count(NULL), 0);
@@ -592,8 +592,8 @@ test_invalid_arguments_are_rejected(void)
 
     /* The engine still works after all that. */
     fill_random(b, sizeof(b), 2);
-    CHECK_OK(ect_copy_submit(e, &batch, &t));
-    CHECK_OK(ect_copy_wait(e, t));
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
     CHECK(memcmp(a, b, sizeof(a)) == 0);
     ect_copy_engine_destroy(e);
 }
@@ -603,23 +603,24 @@ test_host_registrations_are_recorded(void)
 {
     struct shm_pair m = map_shm(16 * 4096);
     ect_copy_engine_t *e = make_engine(1, 0);
-    CHECK_OK(ect_copy_register_host(e, m.a, m.len));
-    CHECK_OK(ect_copy_register_host(e, m.b, m.len));
-    CHECK_STATUS(ect_copy_register_host(e, m.a + 4096, 4096), ECT_ERR_EXISTS);
+    CHECK_OK(ect_copy_engine_register_host(e, m.a, m.len));
+    CHECK_OK(ect_copy_engine_register_host(e, m.b, m.len));
+    CHECK_STATUS(ect_copy_engine_register_host(e, m.a + 4096, 4096), ECT_ERR_EXISTS);
     CHECK_CONTAINS(ect_last_error(), "overlaps");
-    CHECK_STATUS(ect_copy_unregister_host(e, m.a + 4096), ECT_ERR_NOT_FOUND);
-    CHECK_STATUS(ect_copy_register_host(e, NULL, 10), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_copy_register_host(e, m.a, 0), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_copy_register_host(e, (void *)(UINTPTR_MAX - 10), 100), ECT_ERR_INVALID_ARG);
-    CHECK_OK(ect_copy_unregister_host(e, m.a));
-    CHECK_STATUS(ect_copy_unregister_host(e, m.a), ECT_ERR_NOT_FOUND);
-    CHECK_OK(ect_copy_register_host(e, m.a, m.len)); /* registrable again */
+    CHECK_STATUS(ect_copy_engine_unregister_host(e, m.a + 4096), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_copy_engine_register_host(e, NULL, 10), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_register_host(e, m.a, 0), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_copy_engine_register_host(e, (void *)(UINTPTR_MAX - 10), 100),
+                 ECT_ERR_INVALID_ARG);
+    CHECK_OK(ect_copy_engine_unregister_host(e, m.a));
+    CHECK_STATUS(ect_copy_engine_unregister_host(e, m.a), ECT_ERR_NOT_FOUND);
+    CHECK_OK(ect_copy_engine_register_host(e, m.a, m.len)); /* registrable again */
     /* Many ranges grow the table; destroy releases those still registered. */
     static unsigned char heap[64][64];
     for (int i = 0; i < 64; i++)
-        CHECK_OK(ect_copy_register_host(e, heap[i], sizeof(heap[i])));
+        CHECK_OK(ect_copy_engine_register_host(e, heap[i], sizeof(heap[i])));
     for (int i = 0; i < 64; i += 2)
-        CHECK_OK(ect_copy_unregister_host(e, heap[i]));
+        CHECK_OK(ect_copy_engine_unregister_host(e, heap[i]));
     ect_copy_engine_destroy(e);
     unmap_shm(&m);
 }
@@ -636,15 +637,15 @@ test_submit_after_shutdown_fails_but_old_tickets_answer_once(void)
     ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
     ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
     uint64_t t, t2 = 0;
-    CHECK_OK(ect_copy_submit(e, &batch, &t));
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
     CHECK_OK(ect__copy_cpu_shutdown(e)); /* lands t despite the hold */
     CHECK(memcmp(dst, src, LEN) == 0);
-    CHECK_STATUS(ect_copy_submit(e, &batch, &t2), ECT_ERR_SHUTDOWN);
+    CHECK_STATUS(ect_copy_engine_submit(e, &batch, &t2), ECT_ERR_SHUTDOWN);
     CHECK_CONTAINS(ect_last_error(), "shut down");
     CHECK_EQ_U64(t2, 0);
     CHECK_OK(ect__copy_cpu_shutdown(e)); /* idempotent */
-    CHECK_OK(ect_copy_query(e, t));
-    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_NOT_FOUND);
+    CHECK_OK(ect_copy_engine_query(e, t));
+    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_NOT_FOUND);
     ect_copy_engine_destroy(e);
     free(dst);
     free(src);
@@ -655,8 +656,8 @@ submit_and_wait(ect_copy_engine_t *e, ect_copy_op_t *ops, size_t n)
 {
     ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = ops, .n_ops = n};
     uint64_t t;
-    CHECK_OK(ect_copy_submit(e, &batch, &t));
-    CHECK_OK(ect_copy_wait(e, t));
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
 }
 
 static void
@@ -704,16 +705,16 @@ test_old_unretired_ticket_stays_answerable(void)
     ect_copy_batch_t old_batch = {.dir = ECT_COPY_LOAD, .ops = &old_op, .n_ops = 1};
     ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &op, .n_ops = 1};
     uint64_t old;
-    CHECK_OK(ect_copy_submit(e, &old_batch, &old));
+    CHECK_OK(ect_copy_engine_submit(e, &old_batch, &old));
     for (int i = 0; i < 200; i++)
         submit_and_wait(e, &op, 1);
     uint64_t warm = ect__copy_cpu_alloc_count(e);
     for (int i = 0; i < 20000; i++)
         submit_and_wait(e, &op, 1);
     CHECK_EQ_U64(ect__copy_cpu_alloc_count(e), warm);
-    CHECK_OK(ect_copy_wait(e, old));
+    CHECK_OK(ect_copy_engine_wait(e, old));
     CHECK(memcmp(old_dst, src, sizeof(src)) == 0);
-    CHECK_STATUS(ect_copy_query(e, old), ECT_ERR_NOT_FOUND);
+    CHECK_STATUS(ect_copy_engine_query(e, old), ECT_ERR_NOT_FOUND);
 
     /* And many unretired tickets at once grow the table and all stay
      * answerable exactly once.  They share one destination, so the copy
@@ -722,13 +723,13 @@ test_old_unretired_ticket_stays_answerable(void)
     static uint64_t live[LIVE];
     CHECK_OK(ect__copy_cpu_hold(e, true));
     for (int i = 0; i < LIVE; i++)
-        CHECK_OK(ect_copy_submit(e, &batch, &live[i]));
+        CHECK_OK(ect_copy_engine_submit(e, &batch, &live[i]));
     for (int i = 0; i < LIVE; i += 2)
-        CHECK_OK(ect_copy_wait(e, live[i]));
+        CHECK_OK(ect_copy_engine_wait(e, live[i]));
     for (int i = 1; i < LIVE; i += 2)
-        CHECK_OK(ect_copy_wait(e, live[i]));
+        CHECK_OK(ect_copy_engine_wait(e, live[i]));
     for (int i = 0; i < LIVE; i++)
-        CHECK_STATUS(ect_copy_query(e, live[i]), ECT_ERR_NOT_FOUND);
+        CHECK_STATUS(ect_copy_engine_query(e, live[i]), ECT_ERR_NOT_FOUND);
     ect_copy_engine_destroy(e);
 }
 
@@ -750,7 +751,7 @@ test_tickets_sharing_a_table_slot_stay_answerable(void)
     CHECK_OK(ect__copy_cpu_hold(e, true));
     uint64_t kept[KEPT];
     for (int k = 0; k < KEPT; k++) {
-        CHECK_OK(ect_copy_submit(e, &batch, &kept[k]));
+        CHECK_OK(ect_copy_engine_submit(e, &batch, &kept[k]));
         if (k > 0)
             CHECK_EQ_U64(kept[k] - kept[k - 1], STRIDE);
         for (int i = 0; i < STRIDE - 1; i++)
@@ -758,9 +759,10 @@ test_tickets_sharing_a_table_slot_stay_answerable(void)
     }
     const int order[KEPT] = {3, 0, 6, 1, 7, 2, 5, 4};
     for (int k = 0; k < KEPT; k++) {
-        CHECK_MSG(ect_copy_wait(e, kept[order[k]]) == ECT_OK, "kept ticket %d lost", order[k]);
+        CHECK_MSG(ect_copy_engine_wait(e, kept[order[k]]) == ECT_OK, "kept ticket %d lost",
+                  order[k]);
         for (int j = k + 1; j < KEPT; j++)
-            CHECK_MSG(ect_copy_query(e, kept[order[j]]) == ECT_ERR_BUSY,
+            CHECK_MSG(ect_copy_engine_query(e, kept[order[j]]) == ECT_ERR_BUSY,
                       "retiring ticket %d hid ticket %d", order[k], order[j]);
     }
     ect_copy_engine_destroy(e);
@@ -777,11 +779,11 @@ test_small_batch_lands_inside_submit_unless_held(void)
     ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
     ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
     uint64_t t;
-    CHECK_OK(ect_copy_submit(e, &batch, &t));
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
     /* No wait, no sleep: the bytes are there and the first query retires. */
     CHECK(memcmp(dst, src, LEN) == 0);
     CHECK(dst[LEN] == 0);
-    CHECK_OK(ect_copy_query(e, t));
+    CHECK_OK(ect_copy_engine_query(e, t));
     struct ect__copy_cpu_stats st;
     CHECK_OK(ect__copy_cpu_stats(e, &st));
     CHECK_EQ_U64(st.batches, 1);
@@ -789,10 +791,10 @@ test_small_batch_lands_inside_submit_unless_held(void)
     /* Held, the same batch stays in flight: tests rely on that. */
     memset(dst, 0, LEN);
     CHECK_OK(ect__copy_cpu_hold(e, true));
-    CHECK_OK(ect_copy_submit(e, &batch, &t));
-    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_BUSY);
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
     CHECK(all_bytes_are(dst, LEN, 0));
-    CHECK_OK(ect_copy_wait(e, t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
     CHECK(memcmp(dst, src, LEN) == 0);
     CHECK_OK(ect__copy_cpu_stats(e, &st));
     CHECK_EQ_U64(st.batches_inline, 1);
@@ -802,10 +804,10 @@ test_small_batch_lands_inside_submit_unless_held(void)
     ect_copy_cpu_params_t params = {.inline_bytes = ECT_COPY_CPU_NO_INLINE};
     CHECK_OK(ect_copy_engine_create_cpu(&params, &e));
     CHECK_OK(ect__copy_cpu_hold(e, true));
-    CHECK_OK(ect_copy_submit(e, &batch, &t));
-    CHECK_STATUS(ect_copy_query(e, t), ECT_ERR_BUSY);
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
     CHECK_OK(ect__copy_cpu_hold(e, false));
-    CHECK_OK(ect_copy_wait(e, t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
     CHECK_OK(ect__copy_cpu_stats(e, &st));
     CHECK_EQ_U64(st.batches_inline, 0);
     ect_copy_engine_destroy(e);
@@ -828,8 +830,8 @@ test_waiter_shares_a_large_batch_in_pieces(void)
     ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
     ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &op, .n_ops = 1};
     uint64_t t;
-    CHECK_OK(ect_copy_submit(e, &batch, &t));
-    CHECK_OK(ect_copy_wait(e, t));
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
     CHECK(memcmp(dst, src, LEN) == 0);
     struct ect__copy_cpu_stats st;
     CHECK_OK(ect__copy_cpu_stats(e, &st));
@@ -839,9 +841,9 @@ test_waiter_shares_a_large_batch_in_pieces(void)
      * and the hand-off is counted. */
     CHECK_OK(ect__copy_cpu_hold(e, false));
     memset(dst, 0, LEN);
-    CHECK_OK(ect_copy_submit(e, &batch, &t));
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
     ect_status_t s;
-    while ((s = ect_copy_query(e, t)) == ECT_ERR_BUSY)
+    while ((s = ect_copy_engine_query(e, t)) == ECT_ERR_BUSY)
         nanosleep(&(struct timespec){0, 100 * 1000}, NULL);
     CHECK_OK(s);
     CHECK(memcmp(dst, src, LEN) == 0);
@@ -903,8 +905,8 @@ test_spin_and_inline_params_are_checked(void)
         ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN - (size_t)i * 1000};
         ect_copy_batch_t batch = {.dir = (ect_copy_dir_t)(i & 1), .ops = &op, .n_ops = 1};
         uint64_t t;
-        CHECK_OK(ect_copy_submit(e, &batch, &t));
-        CHECK_OK(ect_copy_wait(e, t));
+        CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+        CHECK_OK(ect_copy_engine_wait(e, t));
         CHECK(memcmp(dst, src, op.len) == 0);
     }
     struct ect__copy_cpu_stats st;

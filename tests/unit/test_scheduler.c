@@ -277,9 +277,9 @@ test_load_needs_every_participant_before_unpin(void)
     m = sh_step(fx.s);
     tid = ect_step_meta_load(m, 0)->transfer_id;
     ect_step_meta_destroy(m);
-    ect_worker_report_t *r;
-    CHECK_OK(ect_worker_report_create(&r));
-    CHECK_OK(ect_worker_report_add_load(r, tid));
+    ect_step_report_t *r;
+    CHECK_OK(ect_step_report_create(&r));
+    CHECK_OK(ect_step_report_add_load(r, tid));
     size_t len;
     unsigned char *one = sh_encode_report(r, &len);
     unsigned char *both = malloc(2 * len);
@@ -290,7 +290,7 @@ test_load_needs_every_participant_before_unpin(void)
     CHECK_EQ_U64(sh_metrics(fx.s).loads_completed, 2);
     free(both);
     free(one);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     sh_fx_close(&fx);
 }
 
@@ -469,14 +469,14 @@ test_update_connector_output_ignores_unknown_report(void)
     sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
     sh_store_only(fx.s, "A", 1);
     ect_metrics_t before = sh_metrics(fx.s);
-    ect_worker_report_t *r;
-    CHECK_OK(ect_worker_report_create(&r));
-    CHECK_OK(ect_worker_report_add_save(r, "never-saved"));
-    CHECK_OK(ect_worker_report_add_save(r, "A")); /* ready already: a replay */
-    CHECK_OK(ect_worker_report_add_failed_save(r, "A"));
-    CHECK_OK(ect_worker_report_add_load(r, 999));
+    ect_step_report_t *r;
+    CHECK_OK(ect_step_report_create(&r));
+    CHECK_OK(ect_step_report_add_save(r, "never-saved"));
+    CHECK_OK(ect_step_report_add_save(r, "A")); /* ready already: a replay */
+    CHECK_OK(ect_step_report_add_failed_save(r, "A"));
+    CHECK_OK(ect_step_report_add_load(r, 999));
     sh_send_report(fx.s, r);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     ect_metrics_t after = sh_metrics(fx.s);
     CHECK_EQ_U64(after.reports_ignored, before.reports_ignored + 4);
     CHECK_EQ_U64(after.saves_completed, before.saves_completed);
@@ -667,23 +667,23 @@ test_metrics_count_every_step_event(void)
     sh_alloc(fx.s, "A", 1);
     sh_alloc(fx.s, "B", 1);
     ect_step_meta_destroy(sh_step(fx.s));
-    ect_worker_report_t *r;
-    CHECK_OK(ect_worker_report_create(&r));
-    CHECK_OK(ect_worker_report_add_save(r, "A"));
-    CHECK_OK(ect_worker_report_add_failed_save(r, "B"));
-    ect_copy_stats_t cs = {.save_bytes = 4096, .save_ns = 2000, .save_batches = 1};
-    ect_worker_report_add_stats(r, &cs);
+    ect_step_report_t *r;
+    CHECK_OK(ect_step_report_create(&r));
+    CHECK_OK(ect_step_report_add_save(r, "A"));
+    CHECK_OK(ect_step_report_add_failed_save(r, "B"));
+    ect_step_copy_stats_t cs = {.save_bytes = 4096, .save_ns = 2000, .save_batches = 1};
+    ect_step_report_add_stats(r, &cs);
     sh_send_report(fx.s, r);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     CHECK(ect_scheduler_has_cache_item(fx.s, "A")); /* hit */
     sh_alloc(fx.s, "A", 1);
     ect_step_meta_t *m = sh_step(fx.s);
-    CHECK_OK(ect_worker_report_create(&r));
-    CHECK_OK(ect_worker_report_add_load(r, ect_step_meta_load(m, 0)->transfer_id));
-    ect_copy_stats_t ls = {.load_bytes = 64, .load_ns = 500, .load_batches = 1};
-    ect_worker_report_add_stats(r, &ls);
+    CHECK_OK(ect_step_report_create(&r));
+    CHECK_OK(ect_step_report_add_load(r, ect_step_meta_load(m, 0)->transfer_id));
+    ect_step_copy_stats_t ls = {.load_bytes = 64, .load_ns = 500, .load_batches = 1};
+    ect_step_report_add_stats(r, &ls);
     sh_send_report(fx.s, r);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     ect_step_meta_destroy(m);
     sh_store_only(fx.s, "C", 1);
     sh_store_only(fx.s, "D", 1); /* evicts A */
@@ -752,14 +752,14 @@ test_concurrent_callers_keep_the_counters_consistent(void)
         snprintf(key, sizeof(key), "k%u", c % 8);
         sh_alloc(fx.s, key, 1);
         ect_step_meta_t *m = sh_step(fx.s);
-        ect_worker_report_t *r;
-        CHECK_OK(ect_worker_report_create(&r));
+        ect_step_report_t *r;
+        CHECK_OK(ect_step_report_create(&r));
         for (size_t i = 0; i < ect_step_meta_n_saves(m); i++)
-            CHECK_OK(ect_worker_report_add_save(r, ect_step_meta_save(m, i)->key));
+            CHECK_OK(ect_step_report_add_save(r, ect_step_meta_save(m, i)->key));
         for (size_t i = 0; i < ect_step_meta_n_loads(m); i++)
-            CHECK_OK(ect_worker_report_add_load(r, ect_step_meta_load(m, i)->transfer_id));
+            CHECK_OK(ect_step_report_add_load(r, ect_step_meta_load(m, i)->transfer_id));
         sh_send_report(fx.s, r);
-        ect_worker_report_destroy(r);
+        ect_step_report_destroy(r);
         ect_step_meta_destroy(m);
     }
     for (int i = 0; i < READERS; i++)

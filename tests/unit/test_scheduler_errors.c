@@ -24,13 +24,13 @@ test_malformed_report_changes_nothing(void)
     uint64_t tid = ect_step_meta_load(m, 0)->transfer_id;
     ect_step_meta_destroy(m);
 
-    ect_worker_report_t *r;
-    CHECK_OK(ect_worker_report_create(&r));
-    CHECK_OK(ect_worker_report_add_save(r, "B"));
-    CHECK_OK(ect_worker_report_add_load(r, tid));
+    ect_step_report_t *r;
+    CHECK_OK(ect_step_report_create(&r));
+    CHECK_OK(ect_step_report_add_save(r, "B"));
+    CHECK_OK(ect_step_report_add_load(r, tid));
     size_t len;
     unsigned char *good = sh_encode_report(r, &len);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     ect_metrics_t before = sh_metrics(fx.s);
 
     /* Truncated; a corrupt count; a good frame followed by a bad one: none

@@ -216,73 +216,120 @@ test_meta_decode_rejects_overlapping_saves_across_keys(void)
 }
 
 static void *
-encode_report(const ect_worker_report_t *r, size_t *len_p)
+encode_report(const ect_step_report_t *r, size_t *len_p)
 {
-    size_t cap = ect_worker_report_encoded_size(r);
+    size_t cap = ect_step_report_encoded_size(r);
     void *buf = malloc(cap);
-    CHECK_OK(ect_worker_report_encode(r, buf, cap, len_p));
+    CHECK_OK(ect_step_report_encode(r, buf, cap, len_p));
     return buf;
 }
 
 static void
 test_report_round_trip_and_concatenation_of_ranks(void)
 {
-    ect_worker_report_t *r0, *r1, *d;
-    CHECK_OK(ect_worker_report_create(&r0));
-    CHECK_OK(ect_worker_report_create(&r1));
-    CHECK_OK(ect_worker_report_add_save(r0, "saved-by-rank0"));
-    CHECK_OK(ect_worker_report_add_load(r0, 7));
-    CHECK_OK(ect_worker_report_add_load(r1, 7));
-    CHECK_OK(ect_worker_report_add_failed_save(r1, "lost-on-rank1"));
-    ect_copy_stats_t s = {.save_bytes = 100, .save_ns = 5, .save_batches = 1, .load_bytes = 40};
-    ect_worker_report_add_stats(r0, &s);
-    ect_worker_report_add_stats(r1, &s);
+    ect_step_report_t *r0, *r1, *d;
+    CHECK_OK(ect_step_report_create(&r0));
+    CHECK_OK(ect_step_report_create(&r1));
+    CHECK_OK(ect_step_report_add_save(r0, "saved-by-rank0"));
+    CHECK_OK(ect_step_report_add_load(r0, 7));
+    CHECK_OK(ect_step_report_add_load(r1, 7));
+    CHECK_OK(ect_step_report_add_failed_save(r1, "lost-on-rank1"));
+    ect_step_copy_stats_t s = {
+        .save_bytes = 100, .save_ns = 5, .save_batches = 1, .load_bytes = 40};
+    ect_step_report_add_stats(r0, &s);
+    ect_step_report_add_stats(r1, &s);
     size_t l0, l1;
     uint8_t *b0 = encode_report(r0, &l0), *b1 = encode_report(r1, &l1);
     uint8_t *both = malloc(l0 + l1);
     memcpy(both, b0, l0);
     memcpy(both + l0, b1, l1);
-    CHECK_OK(ect_worker_report_decode(both, l0 + l1, &d));
-    CHECK_EQ_U64(ect_worker_report_n_saves(d), 1);
-    CHECK_STR_EQ(ect_worker_report_save(d, 0), "saved-by-rank0");
+    CHECK_OK(ect_step_report_decode(both, l0 + l1, &d));
+    CHECK_EQ_U64(ect_step_report_n_saves(d), 1);
+    CHECK_STR_EQ(ect_step_report_save(d, 0), "saved-by-rank0");
     /* Each rank contributes its own copy of the transfer id. */
-    CHECK_EQ_U64(ect_worker_report_n_loads(d), 2);
-    CHECK_EQ_U64(ect_worker_report_load(d, 0), 7);
-    CHECK_EQ_U64(ect_worker_report_load(d, 1), 7);
-    CHECK_EQ_U64(ect_worker_report_n_failed_saves(d), 1);
-    CHECK_STR_EQ(ect_worker_report_failed_save(d, 0), "lost-on-rank1");
-    CHECK_EQ_U64(ect_worker_report_stats(d)->save_bytes, 200);
-    CHECK_EQ_U64(ect_worker_report_stats(d)->load_bytes, 80);
-    ect_worker_report_destroy(d);
+    CHECK_EQ_U64(ect_step_report_n_loads(d), 2);
+    CHECK_EQ_U64(ect_step_report_load(d, 0), 7);
+    CHECK_EQ_U64(ect_step_report_load(d, 1), 7);
+    CHECK_EQ_U64(ect_step_report_n_failed_saves(d), 1);
+    CHECK_STR_EQ(ect_step_report_failed_save(d, 0), "lost-on-rank1");
+    CHECK_EQ_U64(ect_step_report_stats(d)->save_bytes, 200);
+    CHECK_EQ_U64(ect_step_report_stats(d)->load_bytes, 80);
+    ect_step_report_destroy(d);
     /* Empty input is an empty report. */
-    CHECK_OK(ect_worker_report_decode(NULL, 0, &d));
-    CHECK_EQ_U64(ect_worker_report_n_saves(d) + ect_worker_report_n_loads(d), 0);
-    ect_worker_report_destroy(d);
+    CHECK_OK(ect_step_report_decode(NULL, 0, &d));
+    CHECK_EQ_U64(ect_step_report_n_saves(d) + ect_step_report_n_loads(d), 0);
+    ect_step_report_destroy(d);
     free(b0);
     free(b1);
     free(both);
-    ect_worker_report_destroy(r0);
-    ect_worker_report_destroy(r1);
+    ect_step_report_destroy(r0);
+    ect_step_report_destroy(r1);
 }
 
 static void
 test_report_decode_rejects_truncation_and_absurd_counts(void)
 {
-    ect_worker_report_t *r, *d = NULL;
-    CHECK_OK(ect_worker_report_create(&r));
-    CHECK_OK(ect_worker_report_add_save(r, "k1"));
-    CHECK_OK(ect_worker_report_add_load(r, 3));
+    ect_step_report_t *r, *d = NULL;
+    CHECK_OK(ect_step_report_create(&r));
+    CHECK_OK(ect_step_report_add_save(r, "k1"));
+    CHECK_OK(ect_step_report_add_load(r, 3));
     size_t len;
     uint8_t *buf = encode_report(r, &len);
     for (size_t cut = 1; cut < len; cut++)
-        CHECK_STATUS(ect_worker_report_decode(buf, cut, &d), ECT_ERR_PARSE);
+        CHECK_STATUS(ect_step_report_decode(buf, cut, &d), ECT_ERR_PARSE);
     /* n_loads = 0xffffffff with nothing behind it (header 16, n_saves 4). */
     buf[20] = buf[21] = buf[22] = buf[23] = 0xff;
-    CHECK_STATUS(ect_worker_report_decode(buf, len, &d), ECT_ERR_PARSE);
+    CHECK_STATUS(ect_step_report_decode(buf, len, &d), ECT_ERR_PARSE);
     CHECK_CONTAINS(ect_last_error(), "cannot fit");
     CHECK(d == NULL);
     free(buf);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
+}
+
+/* What step.h promises for NULL reports, indexes out of range, refused
+ * additions and a buffer too small. */
+static void
+test_report_contracts_at_the_edges(void)
+{
+    CHECK_EQ_U64(ect_step_report_n_saves(NULL) + ect_step_report_n_loads(NULL) +
+                     ect_step_report_n_failed_saves(NULL) + ect_step_report_encoded_size(NULL),
+                 0);
+    CHECK(ect_step_report_save(NULL, 0) == NULL && ect_step_report_stats(NULL) == NULL);
+    ect_step_report_add_stats(NULL, NULL);
+    CHECK_STATUS(ect_step_report_create(NULL), ECT_ERR_INVALID_ARG);
+
+    ect_step_report_t *r;
+    CHECK_OK(ect_step_report_create(&r));
+    CHECK_OK(ect_step_report_add_save(r, "a"));
+    CHECK_OK(ect_step_report_add_load(r, 9));
+    CHECK(ect_step_report_save(r, 1) == NULL && ect_step_report_failed_save(r, 0) == NULL);
+    CHECK_EQ_U64(ect_step_report_load(r, 1), 0);
+    /* A refused key changes nothing and says which key is wrong. */
+    char long_key[ECT_KEY_MAX + 2];
+    memset(long_key, 'k', sizeof(long_key) - 1);
+    long_key[sizeof(long_key) - 1] = '\0';
+    CHECK_STATUS(ect_step_report_add_save(r, long_key), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_step_report_add_failed_save(r, ""), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_step_report_add_save(r, NULL), ECT_ERR_INVALID_ARG);
+    CHECK_EQ_U64(ect_step_report_n_saves(r), 1);
+    CHECK_EQ_U64(ect_step_report_n_failed_saves(r), 0);
+    /* Too small a buffer: OVERFLOW, not one byte written. */
+    size_t need = ect_step_report_encoded_size(r), len = 0;
+    uint8_t *buf = malloc(need);
+    CHECK(buf != NULL);
+    memset(buf, 0xab, need);
+    CHECK_STATUS(ect_step_report_encode(r, buf, need - 1, &len), ECT_ERR_OVERFLOW);
+    for (size_t i = 0; i < need; i++)
+        CHECK(buf[i] == 0xab);
+    CHECK_OK(ect_step_report_encode(r, buf, need, &len));
+    CHECK_EQ_U64(len, need);
+    /* Merging into itself doubles every list. */
+    CHECK_OK(ect_step_report_merge(r, r));
+    CHECK_EQ_U64(ect_step_report_n_saves(r), 2);
+    CHECK_EQ_U64(ect_step_report_n_loads(r), 2);
+    CHECK_STATUS(ect_step_report_merge(r, NULL), ECT_ERR_INVALID_ARG);
+    free(buf);
+    ect_step_report_destroy(r);
 }
 
 static const struct ect_test_case cases[] = {
@@ -296,6 +343,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_meta_decode_rejects_overlapping_saves_across_keys),
     ECT_CASE(test_report_round_trip_and_concatenation_of_ranks),
     ECT_CASE(test_report_decode_rejects_truncation_and_absurd_counts),
+    ECT_CASE(test_report_contracts_at_the_edges),
 };
 
 int

@@ -97,39 +97,39 @@ meta_new(void)
 }
 
 /* Wait for every copy, then take the report (NULL if nothing finished). */
-static ect_worker_report_t *
+static ect_step_report_t *
 land(ect_worker_t *w)
 {
     CHECK_OK(ect_worker_wait(w));
-    ect_worker_report_t *r = NULL;
+    ect_step_report_t *r = NULL;
     CHECK_OK(ect_worker_take_report(w, &r));
     return r;
 }
 
 static size_t
-count_saves(const ect_worker_report_t *r, const char *key)
+count_saves(const ect_step_report_t *r, const char *key)
 {
     size_t n = 0;
-    for (size_t i = 0; i < ect_worker_report_n_saves(r); i++)
-        n += strcmp(ect_worker_report_save(r, i), key) == 0;
+    for (size_t i = 0; i < ect_step_report_n_saves(r); i++)
+        n += strcmp(ect_step_report_save(r, i), key) == 0;
     return n;
 }
 
 static size_t
-count_failed(const ect_worker_report_t *r, const char *key)
+count_failed(const ect_step_report_t *r, const char *key)
 {
     size_t n = 0;
-    for (size_t i = 0; i < ect_worker_report_n_failed_saves(r); i++)
-        n += strcmp(ect_worker_report_failed_save(r, i), key) == 0;
+    for (size_t i = 0; i < ect_step_report_n_failed_saves(r); i++)
+        n += strcmp(ect_step_report_failed_save(r, i), key) == 0;
     return n;
 }
 
 static size_t
-count_loads(const ect_worker_report_t *r, uint64_t tid)
+count_loads(const ect_step_report_t *r, uint64_t tid)
 {
     size_t n = 0;
-    for (size_t i = 0; i < ect_worker_report_n_loads(r); i++)
-        n += ect_worker_report_load(r, i) == tid;
+    for (size_t i = 0; i < ect_step_report_n_loads(r); i++)
+        n += ect_step_report_load(r, i) == tid;
     return n;
 }
 
@@ -192,11 +192,11 @@ save_writes_to_assigned_blocks(size_t nbytes)
     CHECK_OK(ect_worker_save(fx.w, "h", src, nbytes, NULL, &queued));
     CHECK(queued);
     CHECK_OK(ect_worker_get_finished(fx.w));
-    ect_worker_report_t *r = land(fx.w);
+    ect_step_report_t *r = land(fx.w);
     CHECK(r != NULL);
     CHECK_EQ_U64(count_saves(r, "h"), 1);
-    CHECK_EQ_U64(ect_worker_report_n_failed_saves(r), 0);
-    CHECK_EQ_U64(ect_worker_report_stats(r)->save_bytes, nbytes);
+    CHECK_EQ_U64(ect_step_report_n_failed_saves(r), 0);
+    CHECK_EQ_U64(ect_step_report_stats(r)->save_bytes, nbytes);
     const uint64_t ids[] = {0, 2, 5, 7};
     for (size_t k = 0; k < 4; k++) {
         size_t off = k * SH_BLOCK;
@@ -212,7 +212,7 @@ save_writes_to_assigned_blocks(size_t nbytes)
             CHECK_MSG(all_bytes(block(&fx, b), SH_BLOCK, POISON), "unassigned block %llu written",
                       (unsigned long long)b);
     ect_worker_clear_metadata(fx.w);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     CHECK_OK(ect_worker_take_report(fx.w, &r));
     CHECK(r == NULL); /* nothing is reported twice */
     free(src);
@@ -304,11 +304,11 @@ test_saves_raises_when_allocated_blocks_too_small(void)
     CHECK(all_bytes(block(&fx, 0), 16 * SH_BLOCK, POISON)); /* no truncated copy */
     /* The entry never got its bytes: the scheduler must hear it failed. */
     ect_worker_clear_metadata(fx.w);
-    ect_worker_report_t *r = land(fx.w);
+    ect_step_report_t *r = land(fx.w);
     CHECK(r != NULL);
     CHECK_EQ_U64(count_failed(r, "h"), 1);
-    CHECK_EQ_U64(ect_worker_report_n_saves(r), 0);
-    ect_worker_report_destroy(r);
+    CHECK_EQ_U64(ect_step_report_n_saves(r), 0);
+    ect_step_report_destroy(r);
     free(src);
     ect_step_meta_destroy(m);
     fx_close(&fx);
@@ -336,19 +336,19 @@ test_saves_batches_multiple_hashes(void)
     CHECK_OK(ect_worker_get_finished(fx.w));
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 1); /* one batch for the three */
     CHECK_OK(ect__copy_cpu_hold(fx.engine, false));
-    ect_worker_report_t *r = land(fx.w);
+    ect_step_report_t *r = land(fx.w);
     CHECK(r != NULL);
-    CHECK_EQ_U64(ect_worker_report_n_saves(r), 3);
+    CHECK_EQ_U64(ect_step_report_n_saves(r), 3);
     CHECK_EQ_U64(count_saves(r, "a") + count_saves(r, "b") + count_saves(r, "c"), 3);
-    CHECK_EQ_U64(ect_worker_report_stats(r)->save_bytes, na + nb + nc);
-    CHECK_EQ_U64(ect_worker_report_stats(r)->save_batches, 1);
+    CHECK_EQ_U64(ect_step_report_stats(r)->save_bytes, na + nb + nc);
+    CHECK_EQ_U64(ect_step_report_stats(r)->save_batches, 1);
     CHECK(memcmp(block(&fx, 0), a, na) == 0);
     CHECK(memcmp(block(&fx, 2), b, nb) == 0);
     CHECK(all_bytes(block(&fx, 4) + SH_BLOCK - 5, 5, POISON));
     CHECK(memcmp(block(&fx, 9), c, SH_BLOCK) == 0);
     CHECK(memcmp(block(&fx, 12), c + SH_BLOCK, 2 * SH_BLOCK) == 0);
     CHECK(all_bytes(block(&fx, 10), 2 * SH_BLOCK, POISON));
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     ect_worker_clear_metadata(fx.w);
     free(a);
     free(b);
@@ -374,10 +374,10 @@ test_save_twice_in_a_step_is_refused(void)
     CHECK_STATUS(ect_worker_save(fx.w, NULL, src, SH_BLOCK, NULL, NULL), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect_worker_save(fx.w, "h", NULL, SH_BLOCK, NULL, NULL), ECT_ERR_INVALID_ARG);
     CHECK_OK(ect_worker_get_finished(fx.w));
-    ect_worker_report_t *r = land(fx.w);
+    ect_step_report_t *r = land(fx.w);
     CHECK_EQ_U64(count_saves(r, "h"), 1);
-    CHECK_EQ_U64(ect_worker_report_n_failed_saves(r), 0);
-    ect_worker_report_destroy(r);
+    CHECK_EQ_U64(ect_step_report_n_failed_saves(r), 0);
+    ect_step_report_destroy(r);
     ect_worker_clear_metadata(fx.w);
     CHECK_OK(ect_worker_take_report(fx.w, &r));
     CHECK(r == NULL);
@@ -403,14 +403,14 @@ test_saves_never_made_are_reported_failed(void)
     CHECK_OK(ect_worker_save(fx.w, "made", src, SH_BLOCK, NULL, NULL));
     CHECK_OK(ect_worker_get_finished(fx.w));
     ect_worker_clear_metadata(fx.w);
-    ect_worker_report_t *r = land(fx.w);
+    ect_step_report_t *r = land(fx.w);
     CHECK(r != NULL);
     CHECK_EQ_U64(count_saves(r, "made"), 1);
     CHECK_EQ_U64(count_failed(r, "made"), 0);
     CHECK_EQ_U64(count_failed(r, "never"), 1);
     CHECK_EQ_U64(count_saves(r, "never"), 0);
     CHECK(all_bytes(block(&fx, 1), SH_BLOCK, POISON));
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     free(src);
     ect_step_meta_destroy(m);
     fx_close(&fx);
@@ -428,12 +428,12 @@ test_saves_queued_but_not_submitted_are_reported_failed(void)
     unsigned char *src = payload(SH_BLOCK, 10);
     CHECK_OK(ect_worker_save(fx.w, "h", src, SH_BLOCK, NULL, NULL));
     ect_worker_clear_metadata(fx.w); /* get_finished never called */
-    ect_worker_report_t *r = land(fx.w);
+    ect_step_report_t *r = land(fx.w);
     CHECK(r != NULL);
     CHECK_EQ_U64(count_failed(r, "h"), 1);
-    CHECK_EQ_U64(ect_worker_report_n_saves(r), 0);
+    CHECK_EQ_U64(ect_step_report_n_saves(r), 0);
     CHECK(all_bytes(block(&fx, 0), SH_BLOCK, POISON));
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     free(src);
     ect_step_meta_destroy(m);
     fx_close(&fx);
@@ -455,7 +455,7 @@ test_loads_copies_with_correct_shape_dtype_and_bytes(void)
     bind(fx.w, m);
     struct target t = {0};
     CHECK_OK(ect_worker_start_load(fx.w, target_fn, &t, NULL));
-    ect_worker_report_t *r = land(fx.w);
+    ect_step_report_t *r = land(fx.w);
     CHECK_EQ_U64(t.calls, 2);
     /* Called in block order: b (block 0) first. */
     CHECK_STR_EQ(t.keys[0], "b");
@@ -470,11 +470,11 @@ test_loads_copies_with_correct_shape_dtype_and_bytes(void)
     CHECK_EQ_U64(t.tokens[0], 1);
     CHECK(memcmp(t.bufs[0], block(&fx, 0), SH_BLOCK) == 0);
     CHECK(r != NULL);
-    CHECK_EQ_U64(ect_worker_report_n_loads(r), 2);
+    CHECK_EQ_U64(ect_step_report_n_loads(r), 2);
     CHECK_EQ_U64(count_loads(r, 40), 1);
     CHECK_EQ_U64(count_loads(r, 41), 1);
-    CHECK_EQ_U64(ect_worker_report_stats(r)->load_bytes, 5 * SH_BLOCK);
-    ect_worker_report_destroy(r);
+    CHECK_EQ_U64(ect_step_report_stats(r)->load_bytes, 5 * SH_BLOCK);
+    ect_step_report_destroy(r);
     ect_worker_clear_metadata(fx.w);
     CHECK_OK(ect_worker_take_report(fx.w, &r));
     CHECK(r == NULL);
@@ -515,11 +515,11 @@ test_loads_works_on_all_ranks(void)
         bind(fx.w, m);
         struct target t = {0};
         CHECK_OK(ect_worker_start_load(fx.w, target_fn, &t, NULL));
-        ect_worker_report_t *r = land(fx.w);
+        ect_step_report_t *r = land(fx.w);
         CHECK(r != NULL);
         CHECK_EQ_U64(count_loads(r, 7), 1);
         CHECK(all_bytes(t.bufs[0], 2 * SH_BLOCK, 0x42));
-        ect_worker_report_destroy(r);
+        ect_step_report_destroy(r);
         ect_worker_clear_metadata(fx.w);
         target_free(&t);
         ect_step_meta_destroy(m);
@@ -540,7 +540,7 @@ test_save_then_load_round_trips_bytes(void)
     bind(fx.w, m);
     CHECK_OK(ect_worker_save(fx.w, "h", src, n, NULL, NULL));
     CHECK_OK(ect_worker_get_finished(fx.w));
-    ect_worker_report_destroy(land(fx.w));
+    ect_step_report_destroy(land(fx.w));
     ect_worker_clear_metadata(fx.w);
     ect_step_meta_destroy(m);
 
@@ -549,11 +549,11 @@ test_save_then_load_round_trips_bytes(void)
     bind(fx.w, m);
     struct target t = {0};
     CHECK_OK(ect_worker_start_load(fx.w, target_fn, &t, NULL));
-    ect_worker_report_t *r = land(fx.w);
+    ect_step_report_t *r = land(fx.w);
     CHECK_EQ_U64(count_loads(r, 1), 1);
     CHECK_EQ_U64(t.nbytes[0], 5 * SH_BLOCK);
     CHECK(memcmp(t.bufs[0], src, n) == 0);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     ect_worker_clear_metadata(fx.w);
     target_free(&t);
     ect_step_meta_destroy(m);
@@ -574,9 +574,9 @@ save_step(struct fx *fx, const unsigned char *src, unsigned step)
     CHECK_OK(ect_worker_save(fx->w, "a", src + step % 7, 3 * SH_BLOCK - 3, NULL, NULL));
     CHECK_OK(ect_worker_save(fx->w, "b", src, 4 * SH_BLOCK, NULL, NULL));
     CHECK_OK(ect_worker_get_finished(fx->w));
-    ect_worker_report_t *r = land(fx->w);
-    CHECK_EQ_U64(ect_worker_report_n_saves(r), 2);
-    ect_worker_report_destroy(r);
+    ect_step_report_t *r = land(fx->w);
+    CHECK_EQ_U64(ect_step_report_n_saves(r), 2);
+    ect_step_report_destroy(r);
     ect_worker_clear_metadata(fx->w);
     ect_step_meta_destroy(m);
 }
@@ -609,10 +609,10 @@ load_step(struct fx *fx, uint64_t tid, unsigned char *dst)
     bind(fx->w, m);
     struct target t = {0};
     CHECK_OK(ect_worker_start_load(fx->w, target_fn, &t, NULL));
-    ect_worker_report_t *r = land(fx->w);
-    CHECK_EQ_U64(ect_worker_report_n_loads(r), 2);
+    ect_step_report_t *r = land(fx->w);
+    CHECK_EQ_U64(ect_step_report_n_loads(r), 2);
     memcpy(dst, t.bufs[0], t.nbytes[0]);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     ect_worker_clear_metadata(fx->w);
     target_free(&t);
     ect_step_meta_destroy(m);
@@ -658,7 +658,7 @@ test_completion_reported_only_after_the_copy_landed(void)
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 2);
     /* Held in flight: nothing landed, so nothing may be reported. */
     for (int i = 0; i < 3; i++) {
-        ect_worker_report_t *r = (ect_worker_report_t *)&fx;
+        ect_step_report_t *r = (ect_step_report_t *)&fx;
         CHECK_OK(ect_worker_take_report(fx.w, &r));
         CHECK(r == NULL);
     }
@@ -666,15 +666,15 @@ test_completion_reported_only_after_the_copy_landed(void)
     CHECK(all_bytes(t.bufs[0], 2 * SH_BLOCK, 0));
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 2);
     CHECK_OK(ect__copy_cpu_hold(fx.engine, false));
-    ect_worker_report_t *r = NULL;
-    while (r == NULL || ect_worker_report_n_saves(r) + ect_worker_report_n_loads(r) < 2) {
-        ect_worker_report_t *more = NULL;
+    ect_step_report_t *r = NULL;
+    while (r == NULL || ect_step_report_n_saves(r) + ect_step_report_n_loads(r) < 2) {
+        ect_step_report_t *more = NULL;
         CHECK_OK(ect_worker_take_report(fx.w, &more));
         if (more != NULL && r == NULL) {
             r = more;
         } else if (more != NULL) {
-            CHECK_OK(ect_worker_report_merge(r, more));
-            ect_worker_report_destroy(more);
+            CHECK_OK(ect_step_report_merge(r, more));
+            ect_step_report_destroy(more);
         }
         /* What is reported has landed. */
         if (r != NULL && count_saves(r, "s"))
@@ -686,7 +686,7 @@ test_completion_reported_only_after_the_copy_landed(void)
     CHECK_EQ_U64(count_saves(r, "s"), 1);
     CHECK_EQ_U64(count_loads(r, 77), 1);
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 0);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     ect_worker_clear_metadata(fx.w);
     target_free(&t);
     free(src);
@@ -710,12 +710,12 @@ test_every_load_reported_once_when_the_target_fails(void)
     CHECK_EQ_U64(t.calls, 2); /* stopped at the failure */
     CHECK_STATUS(ect_worker_start_load(fx.w, target_fn, &t, NULL), ECT_ERR_STATE);
     ect_worker_clear_metadata(fx.w);
-    ect_worker_report_t *r = land(fx.w);
+    ect_step_report_t *r = land(fx.w);
     CHECK(r != NULL);
-    CHECK_EQ_U64(ect_worker_report_n_loads(r), 3);
+    CHECK_EQ_U64(ect_step_report_n_loads(r), 3);
     for (uint64_t tid = 10; tid <= 12; tid++)
         CHECK_EQ_U64(count_loads(r, tid), 1);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     CHECK(land(fx.w) == NULL);
     target_free(&t);
     ect_step_meta_destroy(m);
@@ -735,12 +735,12 @@ test_every_load_reported_once_when_cleared_without_start_load(void)
     CHECK(land(fx.w) == NULL); /* not before the step ends */
     ect_worker_clear_metadata(fx.w);
     ect_worker_clear_metadata(fx.w); /* a second clear adds nothing */
-    ect_worker_report_t *r = land(fx.w);
+    ect_step_report_t *r = land(fx.w);
     CHECK(r != NULL);
-    CHECK_EQ_U64(ect_worker_report_n_loads(r), 2);
+    CHECK_EQ_U64(ect_step_report_n_loads(r), 2);
     CHECK_EQ_U64(count_loads(r, 20), 1);
     CHECK_EQ_U64(count_loads(r, 21), 1);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     CHECK(land(fx.w) == NULL);
     ect_step_meta_destroy(m);
     fx_close(&fx);
@@ -789,9 +789,9 @@ test_garbage_metadata_binds_nothing(void)
     CHECK_STATUS(ect_worker_bind_metadata(fx.w, good, len), ECT_ERR_STATE);
     CHECK_EQ_U64(ect_step_meta_n_saves(ect_worker_metadata(fx.w)), 1);
     ect_worker_clear_metadata(fx.w);
-    ect_worker_report_t *r = land(fx.w);
-    CHECK_EQ_U64(ect_worker_report_n_loads(r), 1); /* only the bound step's load */
-    ect_worker_report_destroy(r);
+    ect_step_report_t *r = land(fx.w);
+    CHECK_EQ_U64(ect_step_report_n_loads(r), 1); /* only the bound step's load */
+    ect_step_report_destroy(r);
     CHECK(all_bytes(block(&fx, 0), 16 * SH_BLOCK, POISON));
     free(bad);
     free(good);
@@ -896,10 +896,10 @@ test_refused_save_frees_the_scheduler_entry(void)
     CHECK_STATUS(ect_worker_save(fx.w, "h", src, 3 * SH_BLOCK, NULL, NULL), ECT_ERR_OVERFLOW);
     CHECK_OK(ect_worker_get_finished(fx.w));
     ect_worker_clear_metadata(fx.w);
-    ect_worker_report_t *r = land(fx.w);
+    ect_step_report_t *r = land(fx.w);
     CHECK(r != NULL);
     sh_send_report(s, r);
-    ect_worker_report_destroy(r);
+    ect_step_report_destroy(r);
     ect_metrics_t mt = sh_metrics(s);
     CHECK_EQ_U64(mt.saves_failed, 1);
     CHECK_EQ_U64(mt.cache.entries, 0);

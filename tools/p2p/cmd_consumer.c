@@ -250,8 +250,11 @@ ect_cli_consumer(int argc, char **argv)
                                  .n_features = 1,
                                  .ec_transfer_params_json = it->params};
             int available = 0;
-            ect_scheduler_ensure_cache_available(in.sched, &req, &available);
-            if (available && ect_scheduler_has_cache_item(in.sched, it->hash)) {
+            if (ect_scheduler_ensure_cache_available(in.sched, &req, &available) != ECT_OK) {
+                it->state = ITEM_FAILED;
+                snprintf(it->reason, sizeof(it->reason), "%s", ect_last_error());
+                waiting--;
+            } else if (available && ect_scheduler_has_cache_item(in.sched, it->hash)) {
                 it->state = ITEM_FETCHED;
                 it->latency_ns = now_ns() - it->t_start_ns;
                 waiting--;
@@ -317,7 +320,8 @@ ect_cli_consumer(int argc, char **argv)
             .identifier = it->hash, .mm_hash = it->hash, .num_tokens = it->tokens};
         ect_request_t req = {.request_id = it->hash, .features = &f, .n_features = 1};
         char *unused = NULL;
-        ect_scheduler_request_finished(in.sched, &req, &unused);
+        if (ect_scheduler_request_finished(in.sched, &req, &unused) != ECT_OK)
+            fprintf(stderr, "ectier consumer: finishing %s: %s\n", it->hash, ect_last_error());
         ect_free(unused);
         if (it->state == ITEM_FETCHED)
             printf("ok %s %.3f ms\n", it->hash, (double)it->latency_ns / 1e6);

@@ -138,21 +138,21 @@ finish_step(struct ect_cli_instance *in)
     ect_status_t st = ect_worker_get_finished(in->worker);
     if (st == ECT_OK)
         st = ect_worker_wait(in->worker);
-    ect_worker_report_t *report = NULL;
+    ect_step_report_t *report = NULL;
     ect_status_t rst = ect_worker_take_report(in->worker, &report);
     if (st == ECT_OK)
         st = rst;
     if (report != NULL) {
-        size_t cap = ect_worker_report_encoded_size(report), len = 0;
+        size_t cap = ect_step_report_encoded_size(report), len = 0;
         void *bytes = malloc(cap);
         ect_status_t est =
-            bytes ? ect_worker_report_encode(report, bytes, cap, &len) : ECT_ERR_NO_MEMORY;
+            bytes ? ect_step_report_encode(report, bytes, cap, &len) : ECT_ERR_NO_MEMORY;
         if (est == ECT_OK)
             est = ect_scheduler_update_connector_output(in->sched, bytes, len);
         if (st == ECT_OK)
             st = est;
         free(bytes);
-        ect_worker_report_destroy(report);
+        ect_step_report_destroy(report);
     }
     ect_worker_clear_metadata(in->worker);
     return st;

@@ -412,7 +412,7 @@ ect__cuda_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint6
         goto out_slot;
 
     /* The read lock spans translation and queueing, so that
-     * ect_copy_unregister_host (write lock, then a stream sync) cannot unpin
+     * ect_copy_engine_unregister_host (write lock, then a stream sync) cannot unpin
      * memory between the two. */
     pthread_rwlock_rdlock(&e->reg_lock);
     path = ect__cuda_choose_path(&policy, n_runs, total, 1);
@@ -461,10 +461,11 @@ publish:
     e->warned_unmapped |= unmapped;
     pthread_mutex_unlock(&e->lock);
     if (warn)
-        ECT_LOG_W("copy cuda: a batch of %zu runs touches host memory that is not registered with "
-                  "ect_copy_register_host; it takes one cudaMemcpyAsync per run (slow); further "
-                  "such batches are counted, not logged",
-                  n_runs);
+        ECT_LOG_W(
+            "copy cuda: a batch of %zu runs touches host memory that is not registered with "
+            "ect_copy_engine_register_host; it takes one cudaMemcpyAsync per run (slow); further "
+            "such batches are counted, not logged",
+            n_runs);
     ect__cuda_device_leave(prev);
     *ticket_p = ticket;
     return ECT_OK;

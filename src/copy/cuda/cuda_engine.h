@@ -4,7 +4,7 @@
  * registration chunk size.  No CUDA types, so a plain C test can use them;
  * they exist only in a CUDA build (ECT_HAVE_CUDA).  Each returns
  * ECT_ERR_INVALID_ARG when given an engine that is not the CUDA engine.
- * Thread safety: like ect_copy_query (safe with concurrent submits).
+ * Thread safety: like ect_copy_engine_query (safe with concurrent submits).
  */
 #ifndef ECT_COPY_CUDA_ENGINE_H
 #define ECT_COPY_CUDA_ENGINE_H
@@ -30,7 +30,7 @@ struct ect__cuda_copy_stats {
     uint64_t desc_allocs;      /* descriptor buffer (re)allocations, pinned + device */
     uint64_t scratch_allocs;   /* host scratch (re)allocations */
     uint64_t reg_chunks;       /* registration chunks this engine holds now */
-    uint64_t reg_failures;     /* ect_copy_register_host calls that fell back */
+    uint64_t reg_failures;     /* ect_copy_engine_register_host calls that fell back */
 };
 
 /* Copy the engine's counters into *stats_p. */
@@ -43,7 +43,7 @@ ect_status_t ect__copy_cuda_stats(ect_copy_engine_t *engine, struct ect__cuda_co
 ect_status_t ect__copy_cuda_set_policy(ect_copy_engine_t *engine,
                                        const struct ect__cuda_plan_policy *policy);
 
-/* Registration chunk size for later ect_copy_register_host calls (a
+/* Registration chunk size for later ect_copy_engine_register_host calls (a
  * positive multiple of the page size; default 16 GiB). */
 ect_status_t ect__copy_cuda_set_register_chunk(ect_copy_engine_t *engine, size_t bytes);
 

@@ -456,7 +456,7 @@ check_view_is_the_cache(struct rview *v, struct ect_cli_instance *in, const char
         ect_cache_entry_t e;
         CHECK_MSG(ect_cache_get(cache, v->e[i].key, &e) == ECT_OK, "'%s' is not in the cache",
                   v->e[i].key);
-        CHECK(v->e[i].ready && e.state != ECT_ENTRY_NOT_READY);
+        CHECK(v->e[i].ready && e.state != ECT_CACHE_ENTRY_NOT_READY);
         CHECK_EQ_U64(v->e[i].n_blocks, e.n_blocks);
         bool want = false;
         for (size_t j = 0; j < n_announced; j++)

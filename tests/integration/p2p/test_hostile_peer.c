@@ -282,7 +282,7 @@ static struct grant
 ask(void *dealer, const char *hash, const char *session)
 {
     char compat[65];
-    CHECK_OK(ect_compat_hash("0.11.0", "m", "torch.bfloat16", BLOCK, compat));
+    CHECK_OK(ect__compat_hash("0.11.0", "m", "torch.bfloat16", BLOCK, compat));
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;

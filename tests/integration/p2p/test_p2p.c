@@ -270,12 +270,12 @@ raw_request(void *dealer, const char *hash, const char *compat, const char *sess
                           .session_id = session,
                           .connector_version = version,
                           .has_connector_version = with_version};
-    ect_wire_buf_t b;
-    ect_wire_buf_init(&b);
-    CHECK_OK(ect_wire_encode_req(&req, &b));
+    ect__wire_buf_t b;
+    ect__wire_buf_init(&b);
+    CHECK_OK(ect__wire_encode_req(&req, &b));
     CHECK(zmq_send(dealer, "", 0, ZMQ_SNDMORE) == 0);
     CHECK(zmq_send(dealer, b.data, b.len, 0) == (int)b.len);
-    ect_wire_buf_cleanup(&b);
+    ect__wire_buf_cleanup(&b);
     zmq_pollitem_t it = {dealer, 0, ZMQ_POLLIN, 0};
     if (zmq_poll(&it, 1, 2000) <= 0)
         return -1;
@@ -285,9 +285,9 @@ raw_request(void *dealer, const char *hash, const char *compat, const char *sess
     int n = zmq_recv(dealer, payload, sizeof(payload), 0);
     CHECK(n > 0);
     ect_xfer_ack_t ack;
-    CHECK_OK(ect_wire_decode_ack(payload, (size_t)n, &ack));
+    CHECK_OK(ect__wire_decode_ack(payload, (size_t)n, &ack));
     int status = (int)ack.status;
-    ect_xfer_ack_cleanup(&ack);
+    ect__xfer_ack_cleanup(&ack);
     return status;
 }
 
@@ -298,7 +298,7 @@ test_producer_checks_version_hash_session_and_presence_in_order(void)
     open_instance(&p, "ec_producer", 1 << 20, NULL, "m");
     char hash[65], compat[65];
     char *params = produce(&p, 0, 10, hash);
-    CHECK_OK(ect_compat_hash("0.11.0", "m", "torch.bfloat16", BLOCK, compat));
+    CHECK_OK(ect__compat_hash("0.11.0", "m", "torch.bfloat16", BLOCK, compat));
     void *ctx = zmq_ctx_new();
     void *d = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;

@@ -57,11 +57,11 @@ test_not_ready_is_retried_keeping_blocks_until_the_late_save_lands(void)
     CHECK_OK(ect_worker_save(p.worker, hash, payload, tokens * block, NULL, NULL));
     CHECK_OK(ect_worker_get_finished(p.worker));
     CHECK_OK(ect_worker_wait(p.worker));
-    ect_worker_report_t *rep = NULL;
+    ect_step_report_t *rep = NULL;
     CHECK_OK(ect_worker_take_report(p.worker, &rep));
     CHECK(rep != NULL);
     CHECK_OK(ect_scheduler_apply_report(p.sched, rep));
-    ect_worker_report_destroy(rep);
+    ect_step_report_destroy(rep);
     ect_worker_clear_metadata(p.worker);
     CHECK_EQ_INT(pf_fetch(&c, hash, tokens, params, 0, 10), PF_FETCHED);
     pf_check_loaded(&c, hash, tokens, block);

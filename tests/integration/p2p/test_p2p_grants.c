@@ -46,7 +46,7 @@ dealer_close(struct dealer *d)
 }
 
 static void
-dealer_send(struct dealer *d, const ect_wire_buf_t *b)
+dealer_send(struct dealer *d, const ect__wire_buf_t *b)
 {
     CHECK(zmq_send(d->sock, "", 0, ZMQ_SNDMORE) == 0);
     CHECK(zmq_send(d->sock, b->data, b->len, 0) == (int)b->len);
@@ -65,11 +65,11 @@ request_ex(struct dealer *d, const char *hash, const char *compat, const char *s
                           .connector_version = 1,
                           .has_connector_version = true,
                           .accepts_runs = runs != 0};
-    ect_wire_buf_t b;
-    ect_wire_buf_init(&b);
-    CHECK_OK(ect_wire_encode_req(&req, &b));
+    ect__wire_buf_t b;
+    ect__wire_buf_init(&b);
+    CHECK_OK(ect__wire_encode_req(&req, &b));
     dealer_send(d, &b);
-    ect_wire_buf_cleanup(&b);
+    ect__wire_buf_cleanup(&b);
     zmq_pollitem_t it = {d->sock, 0, ZMQ_POLLIN, 0};
     if (zmq_poll(&it, 1, 2000) <= 0)
         return -1;
@@ -79,7 +79,7 @@ request_ex(struct dealer *d, const char *hash, const char *compat, const char *s
     int n = zmq_recv(d->sock, payload, sizeof(payload), 0);
     CHECK(n > 0);
     ect_xfer_ack_t ack;
-    CHECK_OK(ect_wire_decode_ack(payload, (size_t)n, &ack));
+    CHECK_OK(ect__wire_decode_ack(payload, (size_t)n, &ack));
     int status = (int)ack.status;
     if (n_blocks_p != NULL)
         *n_blocks_p = ack.n_src_blocks;
@@ -89,7 +89,7 @@ request_ex(struct dealer *d, const char *hash, const char *compat, const char *s
         const uint8_t *q = ack.mem_descriptor + 24;
         *n_runs_p = (size_t)q[0] | (size_t)q[1] << 8 | (size_t)q[2] << 16 | (size_t)q[3] << 24;
     }
-    ect_xfer_ack_cleanup(&ack);
+    ect__xfer_ack_cleanup(&ack);
     return status;
 }
 
@@ -103,11 +103,11 @@ static void
 send_done(struct dealer *d, const char *hash, const char *session)
 {
     ect_xfer_done_t done = {.mm_hash = hash, .session_id = session};
-    ect_wire_buf_t b;
-    ect_wire_buf_init(&b);
-    CHECK_OK(ect_wire_encode_done(&done, &b));
+    ect__wire_buf_t b;
+    ect__wire_buf_init(&b);
+    CHECK_OK(ect__wire_encode_done(&done, &b));
     dealer_send(d, &b);
-    ect_wire_buf_cleanup(&b);
+    ect__wire_buf_cleanup(&b);
 }
 
 /* Wait until the producer's outstanding grants are `want`. */
@@ -139,7 +139,7 @@ producer_with_entry(struct ect_cli_instance *p, const char *extra, char hash[65]
     CHECK(at != NULL);
     *port_p = (unsigned)strtoul(at + 12, NULL, 10);
     ect_free(params);
-    CHECK_OK(ect_compat_hash("0.11.0", "m", "torch.bfloat16", BLOCK, compat));
+    CHECK_OK(ect__compat_hash("0.11.0", "m", "torch.bfloat16", BLOCK, compat));
 }
 
 static void

@@ -63,13 +63,13 @@ test_text_is_what_python_json_dumps_prints(void)
 {
     for (size_t i = 0; i < N_CASES; i++) {
         const struct hash_case *c = &cases_table[i];
-        ect_wire_buf_t text;
-        ect_wire_buf_init(&text);
+        ect__wire_buf_t text;
+        ect__wire_buf_init(&text);
         CHECK_OK(ect__compat_text(c->version, c->model, c->dtype, c->block_size, &text));
         CHECK_OK(ect__wire_buf_append(&text, "", 1));
         CHECK_MSG(strcmp((const char *)text.data, c->text) == 0, "case %zu: %s\n  expected %s", i,
                   (const char *)text.data, c->text);
-        ect_wire_buf_cleanup(&text);
+        ect__wire_buf_cleanup(&text);
     }
 }
 
@@ -80,7 +80,7 @@ test_hash_is_lowercase_hex_sha256_of_the_text(void)
         const struct hash_case *c = &cases_table[i];
         char hex[65];
         memset(hex, 'Z', sizeof(hex));
-        CHECK_OK(ect_compat_hash(c->version, c->model, c->dtype, c->block_size, hex));
+        CHECK_OK(ect__compat_hash(c->version, c->model, c->dtype, c->block_size, hex));
         CHECK_MSG(strcmp(hex, c->hash) == 0, "case %zu: %s\n  expected %s", i, hex, c->hash);
     }
 }
@@ -90,16 +90,16 @@ static void
 test_each_factor_changes_the_hash(void)
 {
     char base[65], other[65];
-    CHECK_OK(ect_compat_hash("0.11.0", "m", "torch.bfloat16", 7168, base));
-    CHECK_OK(ect_compat_hash("0.11.1", "m", "torch.bfloat16", 7168, other));
+    CHECK_OK(ect__compat_hash("0.11.0", "m", "torch.bfloat16", 7168, base));
+    CHECK_OK(ect__compat_hash("0.11.1", "m", "torch.bfloat16", 7168, other));
     CHECK(strcmp(base, other) != 0);
-    CHECK_OK(ect_compat_hash("0.11.0", "n", "torch.bfloat16", 7168, other));
+    CHECK_OK(ect__compat_hash("0.11.0", "n", "torch.bfloat16", 7168, other));
     CHECK(strcmp(base, other) != 0);
-    CHECK_OK(ect_compat_hash("0.11.0", "m", "torch.float16", 7168, other));
+    CHECK_OK(ect__compat_hash("0.11.0", "m", "torch.float16", 7168, other));
     CHECK(strcmp(base, other) != 0);
-    CHECK_OK(ect_compat_hash("0.11.0", "m", "torch.bfloat16", 7167, other));
+    CHECK_OK(ect__compat_hash("0.11.0", "m", "torch.bfloat16", 7167, other));
     CHECK(strcmp(base, other) != 0);
-    CHECK_OK(ect_compat_hash("0.11.0", "m", "torch.bfloat16", 7168, other));
+    CHECK_OK(ect__compat_hash("0.11.0", "m", "torch.bfloat16", 7168, other));
     CHECK_STR_EQ(base, other);
 }
 
@@ -124,25 +124,25 @@ test_invalid_utf8_and_null_are_refused_and_output_untouched(void)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char hex[65];
         memset(hex, 'Z', sizeof(hex));
-        CHECK_STATUS(ect_compat_hash("0.11.0", bad[i], "torch.bfloat16", 1, hex),
+        CHECK_STATUS(ect__compat_hash("0.11.0", bad[i], "torch.bfloat16", 1, hex),
                      ECT_ERR_INVALID_ARG);
         CHECK_CONTAINS(ect_last_error(), "model has invalid UTF-8");
-        CHECK_STATUS(ect_compat_hash(bad[i], "m", "torch.bfloat16", 1, hex), ECT_ERR_INVALID_ARG);
-        CHECK_STATUS(ect_compat_hash("v", "m", bad[i], 1, hex), ECT_ERR_INVALID_ARG);
+        CHECK_STATUS(ect__compat_hash(bad[i], "m", "torch.bfloat16", 1, hex), ECT_ERR_INVALID_ARG);
+        CHECK_STATUS(ect__compat_hash("v", "m", bad[i], 1, hex), ECT_ERR_INVALID_ARG);
         for (size_t j = 0; j < sizeof(hex); j++)
             CHECK(hex[j] == 'Z');
-        ect_wire_buf_t text;
-        ect_wire_buf_init(&text);
+        ect__wire_buf_t text;
+        ect__wire_buf_init(&text);
         CHECK_OK(ect__wire_buf_append(&text, "keep", 4));
         CHECK_STATUS(ect__compat_text("v", bad[i], "d", 1, &text), ECT_ERR_INVALID_ARG);
         CHECK_EQ_U64(text.len, 4);
-        ect_wire_buf_cleanup(&text);
+        ect__wire_buf_cleanup(&text);
     }
     char hex[65];
-    CHECK_STATUS(ect_compat_hash(NULL, "m", "d", 1, hex), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_compat_hash("v", NULL, "d", 1, hex), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_compat_hash("v", "m", NULL, 1, hex), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_compat_hash("v", "m", "d", 1, NULL), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__compat_hash(NULL, "m", "d", 1, hex), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__compat_hash("v", NULL, "d", 1, hex), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__compat_hash("v", "m", NULL, 1, hex), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__compat_hash("v", "m", "d", 1, NULL), ECT_ERR_INVALID_ARG);
 }
 
 static void
@@ -202,7 +202,7 @@ test_python_agrees_when_installed(void)
         CHECK_EQ_INT(pclose(p), 0);
         line[strcspn(line, "\n")] = '\0';
         char ours[65];
-        CHECK_OK(ect_compat_hash(v, m, d, bs, ours));
+        CHECK_OK(ect__compat_hash(v, m, d, bs, ours));
         CHECK_MSG(strcmp(line, ours) == 0, "case %zu: python %s, ours %s", i, line, ours);
         if (i < N_CASES)
             CHECK_STR_EQ(line, cases_table[i].hash);

@@ -112,25 +112,25 @@ field_count(const cJSON *v)
 
 /* Encode, decode and compare; returns the encoding in buf. */
 static void
-round_trip_ack(const ect_xfer_ack_t *ack, ect_wire_buf_t *buf)
+round_trip_ack(const ect_xfer_ack_t *ack, ect__wire_buf_t *buf)
 {
-    ect_wire_buf_init(buf);
-    CHECK_OK(ect_wire_encode_ack(ack, buf));
+    ect__wire_buf_init(buf);
+    CHECK_OK(ect__wire_encode_ack(ack, buf));
     ect_xfer_ack_t back;
-    CHECK_OK(ect_wire_decode_ack(buf->data, buf->len, &back));
+    CHECK_OK(ect__wire_decode_ack(buf->data, buf->len, &back));
     CHECK(ack_equal(ack, &back));
-    ect_xfer_ack_cleanup(&back);
+    ect__xfer_ack_cleanup(&back);
 }
 
 static void
-round_trip_req(const ect_xfer_req_t *req, ect_wire_buf_t *buf)
+round_trip_req(const ect_xfer_req_t *req, ect__wire_buf_t *buf)
 {
-    ect_wire_buf_init(buf);
-    CHECK_OK(ect_wire_encode_req(req, buf));
+    ect__wire_buf_init(buf);
+    CHECK_OK(ect__wire_encode_req(req, buf));
     ect_xfer_req_t back;
-    CHECK_OK(ect_wire_decode_req(buf->data, buf->len, &back));
+    CHECK_OK(ect__wire_decode_req(buf->data, buf->len, &back));
     CHECK(req_equal(req, &back));
-    ect_xfer_req_cleanup(&back);
+    ect__xfer_req_cleanup(&back);
 }
 
 /* ---- the seed's vectors ------------------------------------------------------- */
@@ -147,12 +147,12 @@ test_ectier_runs_key_round_trips_and_is_only_a_bool(void)
                           .connector_version = 1,
                           .has_connector_version = true,
                           .accepts_runs = true};
-    ect_wire_buf_t b, plain;
-    ect_wire_buf_init(&b);
-    ect_wire_buf_init(&plain);
-    CHECK_OK(ect_wire_encode_req(&req, &b));
+    ect__wire_buf_t b, plain;
+    ect__wire_buf_init(&b);
+    ect__wire_buf_init(&plain);
+    CHECK_OK(ect__wire_encode_req(&req, &b));
     req.accepts_runs = false;
-    CHECK_OK(ect_wire_encode_req(&req, &plain));
+    CHECK_OK(ect__wire_encode_req(&req, &plain));
     /* Exactly the seed's bytes plus the key at the end (map header + 1). */
     static const char key[] = "\xab"
                               "ectier_runs"
@@ -161,18 +161,18 @@ test_ectier_runs_key_round_trips_and_is_only_a_bool(void)
     CHECK(memcmp(b.data + plain.len, key, sizeof(key) - 1) == 0);
     CHECK_EQ_INT(b.data[0], plain.data[0] + 1);
     ect_xfer_req_t back;
-    CHECK_OK(ect_wire_decode_req(b.data, b.len, &back));
+    CHECK_OK(ect__wire_decode_req(b.data, b.len, &back));
     CHECK(back.accepts_runs);
-    ect_xfer_req_cleanup(&back);
-    CHECK_OK(ect_wire_decode_req(plain.data, plain.len, &back));
+    ect__xfer_req_cleanup(&back);
+    CHECK_OK(ect__wire_decode_req(plain.data, plain.len, &back));
     CHECK(!back.accepts_runs);
-    ect_xfer_req_cleanup(&back);
+    ect__xfer_req_cleanup(&back);
     /* An int where the bool goes. */
     b.data[b.len - 1] = 0x01;
-    CHECK_STATUS(ect_wire_decode_req(b.data, b.len, &back), ECT_ERR_PARSE);
+    CHECK_STATUS(ect__wire_decode_req(b.data, b.len, &back), ECT_ERR_PARSE);
     CHECK_CONTAINS(ect_last_error(), "\"ectier_runs\" is an int, expected a bool");
-    ect_wire_buf_cleanup(&b);
-    ect_wire_buf_cleanup(&plain);
+    ect__wire_buf_cleanup(&b);
+    ect__wire_buf_cleanup(&plain);
 }
 
 static void
@@ -188,21 +188,21 @@ test_valid_vectors_decode_to_their_fields_and_reencode_exactly(void)
         size_t len;
         uint8_t *bytes = hex_decode(vec_str(v, "hex"), &len);
         bool as_req = strcmp(cJSON_GetStringValue(field(v, "type")), "req") == 0;
-        ect_wire_buf_t out;
-        ect_wire_buf_init(&out);
+        ect__wire_buf_t out;
+        ect__wire_buf_init(&out);
         if (as_req) {
             ect_xfer_req_t req;
-            CHECK_OK(ect_wire_decode_req(bytes, len, &req));
+            CHECK_OK(ect__wire_decode_req(bytes, len, &req));
             check_req_fields(v, &req);
-            CHECK_OK(ect_wire_encode_req(&req, &out));
-            ect_xfer_req_cleanup(&req);
+            CHECK_OK(ect__wire_encode_req(&req, &out));
+            ect__xfer_req_cleanup(&req);
             n_req++;
         } else {
             ect_xfer_ack_t ack;
-            CHECK_OK(ect_wire_decode_ack(bytes, len, &ack));
+            CHECK_OK(ect__wire_decode_ack(bytes, len, &ack));
             check_ack_fields(v, &ack);
-            CHECK_OK(ect_wire_encode_ack(&ack, &out));
-            ect_xfer_ack_cleanup(&ack);
+            CHECK_OK(ect__wire_encode_ack(&ack, &out));
+            ect__xfer_ack_cleanup(&ack);
             n_ack++;
         }
         /* A vector whose map holds only its listed fields must come back
@@ -216,7 +216,7 @@ test_valid_vectors_decode_to_their_fields_and_reencode_exactly(void)
             CHECK_EQ_U64(map_entries(out.data, out.len), field_count(v));
             CHECK(out.len < len);
         }
-        ect_wire_buf_cleanup(&out);
+        ect__wire_buf_cleanup(&out);
         free(bytes);
     }
     cJSON_Delete(root);
@@ -242,13 +242,13 @@ test_invalid_vectors_fail_with_parse_error_and_leave_output_alone(void)
         if (bad_req) {
             ect_xfer_req_t req;
             memset(&req, 0xa5, sizeof(req));
-            st = ect_wire_decode_req(bytes, len, &req);
+            st = ect__wire_decode_req(bytes, len, &req);
             for (size_t i = 0; i < sizeof(req); i++)
                 CHECK(((uint8_t *)&req)[i] == 0xa5);
         } else {
             ect_xfer_ack_t ack;
             memset(&ack, 0xa5, sizeof(ack));
-            st = ect_wire_decode_ack(bytes, len, &ack);
+            st = ect__wire_decode_ack(bytes, len, &ack);
             for (size_t i = 0; i < sizeof(ack); i++)
                 CHECK(((uint8_t *)&ack)[i] == 0xa5);
         }
@@ -286,10 +286,10 @@ test_invalid_vectors_name_their_fault(void)
         uint8_t *bytes = vector_bytes(expect[i].vector, &len);
         if (strcmp(expect[i].bad_as, "req") == 0) {
             ect_xfer_req_t req;
-            CHECK_STATUS(ect_wire_decode_req(bytes, len, &req), ECT_ERR_PARSE);
+            CHECK_STATUS(ect__wire_decode_req(bytes, len, &req), ECT_ERR_PARSE);
         } else {
             ect_xfer_ack_t ack;
-            CHECK_STATUS(ect_wire_decode_ack(bytes, len, &ack), ECT_ERR_PARSE);
+            CHECK_STATUS(ect__wire_decode_ack(bytes, len, &ack), ECT_ERR_PARSE);
         }
         CHECK_CONTAINS(ect_last_error(), expect[i].message);
         free(bytes);
@@ -308,16 +308,16 @@ test_each_side_accepts_only_its_own_message_type(void)
         size_t len;
         uint8_t *bytes = hex_decode(vec_str(v, "hex"), &len);
         bool is_req = strcmp(cJSON_GetStringValue(field(v, "type")), "req") == 0;
-        ect_wire_type_t type;
-        CHECK_OK(ect_wire_peek_type(bytes, len, &type));
+        ect__wire_type_t type;
+        CHECK_OK(ect__wire_peek_type(bytes, len, &type));
         CHECK_EQ_INT(type, is_req ? ECT_WIRE_REQ : ECT_WIRE_ACK);
         if (is_req) {
             ect_xfer_ack_t ack;
-            CHECK_STATUS(ect_wire_decode_ack(bytes, len, &ack), ECT_ERR_PARSE);
+            CHECK_STATUS(ect__wire_decode_ack(bytes, len, &ack), ECT_ERR_PARSE);
             CHECK_CONTAINS(ect_last_error(), "\"type\" is \"req\", expected \"ack\"");
         } else {
             ect_xfer_req_t req;
-            CHECK_STATUS(ect_wire_decode_req(bytes, len, &req), ECT_ERR_PARSE);
+            CHECK_STATUS(ect__wire_decode_req(bytes, len, &req), ECT_ERR_PARSE);
             CHECK_CONTAINS(ect_last_error(), "\"type\" is \"ack\", expected \"req\"");
         }
         free(bytes);
@@ -332,13 +332,13 @@ test_unknown_key_vector_reencodes_as_req_minimal(void)
     uint8_t *unknown = vector_bytes("req_unknown_key_ignored", &n_unknown);
     uint8_t *minimal = vector_bytes("req_minimal", &n_minimal);
     ect_xfer_req_t req;
-    CHECK_OK(ect_wire_decode_req(unknown, n_unknown, &req));
-    ect_wire_buf_t out;
-    ect_wire_buf_init(&out);
-    CHECK_OK(ect_wire_encode_req(&req, &out));
+    CHECK_OK(ect__wire_decode_req(unknown, n_unknown, &req));
+    ect__wire_buf_t out;
+    ect__wire_buf_init(&out);
+    CHECK_OK(ect__wire_encode_req(&req, &out));
     CHECK(bytes_equal(out.data, out.len, minimal, n_minimal));
-    ect_wire_buf_cleanup(&out);
-    ect_xfer_req_cleanup(&req);
+    ect__wire_buf_cleanup(&out);
+    ect__xfer_req_cleanup(&req);
     free(unknown);
     free(minimal);
 }
@@ -347,7 +347,7 @@ test_unknown_key_vector_reencodes_as_req_minimal(void)
 static void
 test_hand_built_messages_encode_to_the_vectors(void)
 {
-    ect_wire_buf_t out;
+    ect__wire_buf_t out;
     size_t n;
     uint8_t *want;
 
@@ -360,18 +360,18 @@ test_hand_built_messages_encode_to_the_vectors(void)
     want = vector_bytes("req_explicit_version", &n);
     CHECK(bytes_equal(out.data, out.len, want, n));
     free(want);
-    ect_wire_buf_cleanup(&out);
+    ect__wire_buf_cleanup(&out);
 
     /* Without has_connector_version the version is the seed's omitted default,
      * whatever connector_version holds. */
     req.has_connector_version = false;
     req.connector_version = 0;
-    ect_wire_buf_init(&out);
-    CHECK_OK(ect_wire_encode_req(&req, &out));
+    ect__wire_buf_init(&out);
+    CHECK_OK(ect__wire_encode_req(&req, &out));
     want = vector_bytes("req_with_session", &n);
     CHECK(bytes_equal(out.data, out.len, want, n));
     free(want);
-    ect_wire_buf_cleanup(&out);
+    ect__wire_buf_cleanup(&out);
 
     static const uint64_t blocks[] = {0,   1,     2,     127,           128,          255,
                                       256, 65535, 65536, 4294967295ull, 4294967296ull};
@@ -390,14 +390,14 @@ test_hand_built_messages_encode_to_the_vectors(void)
     want = vector_bytes("ack_ok", &n);
     CHECK(bytes_equal(out.data, out.len, want, n));
     free(want);
-    ect_wire_buf_cleanup(&out);
+    ect__wire_buf_cleanup(&out);
 
     ect_xfer_ack_t nack = {.mm_hash = mm_hash, .status = ECT_XFER_NACK_MISSING};
     round_trip_ack(&nack, &out);
     want = vector_bytes("ack_nack_missing", &n);
     CHECK(bytes_equal(out.data, out.len, want, n));
     free(want);
-    ect_wire_buf_cleanup(&out);
+    ect__wire_buf_cleanup(&out);
 }
 
 /* ---- statuses ------------------------------------------------------------------ */
@@ -409,10 +409,10 @@ test_every_status_round_trips_with_and_without_payload(void)
     static const uint8_t blob[] = {1, 2, 3};
     for (int s = 0; s < ECT_XFER_STATUS_COUNT; s++) {
         ect_xfer_ack_t bare = {.mm_hash = mm_hash, .status = (ect_xfer_status_t)s};
-        ect_wire_buf_t out;
+        ect__wire_buf_t out;
         round_trip_ack(&bare, &out);
         CHECK_EQ_U64(map_entries(out.data, out.len), 3);
-        ect_wire_buf_cleanup(&out);
+        ect__wire_buf_cleanup(&out);
 
         ect_xfer_ack_t full = {.mm_hash = mm_hash,
                                .status = (ect_xfer_status_t)s,
@@ -425,16 +425,16 @@ test_every_status_round_trips_with_and_without_payload(void)
                                .mem_descriptor_len = 1};
         round_trip_ack(&full, &out);
         CHECK_EQ_U64(map_entries(out.data, out.len), 7);
-        ect_wire_buf_cleanup(&out);
+        ect__wire_buf_cleanup(&out);
     }
     ect_xfer_ack_t bad = {.mm_hash = mm_hash, .status = (ect_xfer_status_t)ECT_XFER_STATUS_COUNT};
-    ect_wire_buf_t out;
-    ect_wire_buf_init(&out);
-    CHECK_STATUS(ect_wire_encode_ack(&bad, &out), ECT_ERR_INVALID_ARG);
+    ect__wire_buf_t out;
+    ect__wire_buf_init(&out);
+    CHECK_STATUS(ect__wire_encode_ack(&bad, &out), ECT_ERR_INVALID_ARG);
     bad.status = (ect_xfer_status_t)-1;
-    CHECK_STATUS(ect_wire_encode_ack(&bad, &out), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__wire_encode_ack(&bad, &out), ECT_ERR_INVALID_ARG);
     CHECK_EQ_U64(out.len, 0);
-    ect_wire_buf_cleanup(&out);
+    ect__wire_buf_cleanup(&out);
 }
 
 static void
@@ -442,10 +442,10 @@ test_only_not_ready_is_retryable_and_missing_is_expected(void)
 {
     for (int s = 0; s < ECT_XFER_STATUS_COUNT; s++) {
         ect_xfer_status_t st = (ect_xfer_status_t)s;
-        CHECK_EQ_INT(ect_wire_status_is_retryable(st), st == ECT_XFER_NACK_NOT_READY);
-        CHECK_EQ_INT(ect_wire_status_is_expected(st),
+        CHECK_EQ_INT(ect__wire_status_is_retryable(st), st == ECT_XFER_NACK_NOT_READY);
+        CHECK_EQ_INT(ect__wire_status_is_expected(st),
                      st == ECT_XFER_NACK_NOT_READY || st == ECT_XFER_NACK_MISSING);
-        CHECK(ect_wire_status_valid(s));
+        CHECK(ect__wire_status_valid(s));
         for (int t = 0; t < s; t++)
             CHECK(strcmp(ect_xfer_status_str(st), ect_xfer_status_str((ect_xfer_status_t)t)) != 0);
     }
@@ -453,7 +453,7 @@ test_only_not_ready_is_retryable_and_missing_is_expected(void)
     CHECK_STR_EQ(ect_xfer_status_str(ECT_XFER_NACK_NOT_READY), "nack_not_ready");
     CHECK_STR_EQ(ect_xfer_status_str(6), "unknown");
     CHECK_STR_EQ(ect_xfer_status_str(-1), "unknown");
-    CHECK(!ect_wire_status_valid(6) && !ect_wire_status_valid(-1));
+    CHECK(!ect__wire_status_valid(6) && !ect__wire_status_valid(-1));
 }
 
 /* ---- shapes and sizes ----------------------------------------------------------- */
@@ -470,31 +470,31 @@ test_large_block_list_round_trips_every_integer_width(void)
     blocks[1] = UINT64_MAX;
     ect_xfer_ack_t ack = {
         .mm_hash = mm_hash, .status = ECT_XFER_OK, .src_block_indices = blocks, .n_src_blocks = n};
-    ect_wire_buf_t out;
+    ect__wire_buf_t out;
     round_trip_ack(&ack, &out);
-    ect_wire_buf_cleanup(&out);
+    ect__wire_buf_cleanup(&out);
     free(blocks);
 }
 
 static void
 test_empty_strings_and_empty_payloads_round_trip(void)
 {
-    ect_wire_buf_t out;
+    ect__wire_buf_t out;
     ect_xfer_req_t req = {.mm_hash = "", .compatibility_hash = "", .session_id = ""};
     round_trip_req(&req, &out);
     CHECK_EQ_U64(map_entries(out.data, out.len), 3);
-    ect_wire_buf_cleanup(&out);
+    ect__wire_buf_cleanup(&out);
 
     ect_xfer_ack_t ack = {.mm_hash = "", .status = ECT_XFER_OK, .session_id = NULL};
     round_trip_ack(&ack, &out);
     CHECK_EQ_U64(map_entries(out.data, out.len), 3);
     ect_xfer_ack_t back;
-    CHECK_OK(ect_wire_decode_ack(out.data, out.len, &back));
+    CHECK_OK(ect__wire_decode_ack(out.data, out.len, &back));
     CHECK_STR_EQ(back.session_id, "");
     CHECK(back.src_block_indices == NULL && back.agent_metadata == NULL &&
           back.mem_descriptor == NULL);
-    ect_xfer_ack_cleanup(&back);
-    ect_wire_buf_cleanup(&out);
+    ect__xfer_ack_cleanup(&back);
+    ect__wire_buf_cleanup(&out);
 }
 
 static void
@@ -505,38 +505,38 @@ test_non_ascii_strings_and_negative_version_round_trip(void)
                           .session_id = "s\xc3\xa9",
                           .connector_version = -5,
                           .has_connector_version = true};
-    ect_wire_buf_t out;
+    ect__wire_buf_t out;
     round_trip_req(&req, &out);
-    ect_wire_buf_cleanup(&out);
+    ect__wire_buf_cleanup(&out);
     req.connector_version = INT64_MIN;
     round_trip_req(&req, &out);
-    ect_wire_buf_cleanup(&out);
+    ect__wire_buf_cleanup(&out);
     req.connector_version = INT64_MAX;
     round_trip_req(&req, &out);
-    ect_wire_buf_cleanup(&out);
+    ect__wire_buf_cleanup(&out);
 }
 
 static void
 test_encoders_append_and_keep_what_was_there(void)
 {
-    ect_wire_buf_t out;
-    ect_wire_buf_init(&out);
+    ect__wire_buf_t out;
+    ect__wire_buf_init(&out);
     ect_xfer_req_t req = {.mm_hash = mm_hash, .compatibility_hash = compat};
     ect_xfer_ack_t ack = {.mm_hash = mm_hash, .status = ECT_XFER_NACK_INCOMPAT};
-    CHECK_OK(ect_wire_encode_req(&req, &out));
+    CHECK_OK(ect__wire_encode_req(&req, &out));
     size_t first = out.len;
-    CHECK_OK(ect_wire_encode_ack(&ack, &out));
+    CHECK_OK(ect__wire_encode_ack(&ack, &out));
     ect_xfer_req_t r;
     ect_xfer_ack_t a;
-    CHECK_OK(ect_wire_decode_req(out.data, first, &r));
-    CHECK_OK(ect_wire_decode_ack(out.data + first, out.len - first, &a));
+    CHECK_OK(ect__wire_decode_req(out.data, first, &r));
+    CHECK_OK(ect__wire_decode_ack(out.data + first, out.len - first, &a));
     CHECK_EQ_INT(a.status, ECT_XFER_NACK_INCOMPAT);
     /* Both messages together are one message with trailing bytes. */
-    CHECK_STATUS(ect_wire_decode_req(out.data, out.len, &r), ECT_ERR_PARSE);
+    CHECK_STATUS(ect__wire_decode_req(out.data, out.len, &r), ECT_ERR_PARSE);
     CHECK_CONTAINS(ect_last_error(), "trailing bytes");
-    ect_xfer_req_cleanup(&r);
-    ect_xfer_ack_cleanup(&a);
-    ect_wire_buf_cleanup(&out);
+    ect__xfer_req_cleanup(&r);
+    ect__xfer_ack_cleanup(&a);
+    ect__wire_buf_cleanup(&out);
 }
 
 static void
@@ -545,7 +545,7 @@ test_decoded_message_outlives_its_input_buffer(void)
     size_t n;
     uint8_t *bytes = vector_bytes("ack_ok", &n);
     ect_xfer_ack_t ack;
-    CHECK_OK(ect_wire_decode_ack(bytes, n, &ack));
+    CHECK_OK(ect__wire_decode_ack(bytes, n, &ack));
     memset(bytes, 0, n);
     free(bytes);
     CHECK_STR_EQ(ack.mm_hash, mm_hash);
@@ -555,13 +555,13 @@ test_decoded_message_outlives_its_input_buffer(void)
                                                 "\xff"
                                                 "desc",
                                                 5) == 0);
-    ect_xfer_ack_cleanup(&ack);
+    ect__xfer_ack_cleanup(&ack);
     CHECK(ack.arena_ == NULL && ack.mm_hash == NULL);
-    ect_xfer_ack_cleanup(&ack); /* twice is harmless: the struct was zeroed */
-    ect_xfer_ack_cleanup(NULL);
+    ect__xfer_ack_cleanup(&ack); /* twice is harmless: the struct was zeroed */
+    ect__xfer_ack_cleanup(NULL);
     ect_xfer_req_t caller_built = {.mm_hash = mm_hash, .compatibility_hash = compat};
-    ect_xfer_req_cleanup(&caller_built); /* frees nothing of the caller's */
-    ect_xfer_req_cleanup(NULL);
+    ect__xfer_req_cleanup(&caller_built); /* frees nothing of the caller's */
+    ect__xfer_req_cleanup(NULL);
     CHECK_STR_EQ(mm_hash, "3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a");
     CHECK_NO_LEAKS();
 }
@@ -605,8 +605,8 @@ test_python_msgpack_reads_our_random_acks(void)
     ect_xfer_ack_t acks[N_MSGS];
     uint8_t *blobs[N_MSGS];
     char hashes[N_MSGS][65];
-    ect_wire_buf_t all;
-    ect_wire_buf_init(&all);
+    ect__wire_buf_t all;
+    ect__wire_buf_init(&all);
     for (int m = 0; m < N_MSGS; m++) {
         ect_xfer_ack_t *a = &acks[m];
         memset(a, 0, sizeof(*a));
@@ -633,7 +633,7 @@ test_python_msgpack_reads_our_random_acks(void)
         a->agent_metadata_len = agent_len;
         a->mem_descriptor = desc_len ? blob + agent_len : NULL;
         a->mem_descriptor_len = desc_len;
-        CHECK_OK(ect_wire_encode_ack(a, &all));
+        CHECK_OK(ect__wire_encode_ack(a, &all));
     }
 
     char name[64], path[128], script_path[128];
@@ -657,9 +657,9 @@ test_python_msgpack_reads_our_random_acks(void)
     while (fgets(line, (int)line_cap, p) != NULL) {
         CHECK(seen < N_MSGS);
         const ect_xfer_ack_t *a = &acks[seen];
-        ect_wire_buf_t one;
-        ect_wire_buf_init(&one);
-        CHECK_OK(ect_wire_encode_ack(a, &one));
+        ect__wire_buf_t one;
+        ect__wire_buf_init(&one);
+        CHECK_OK(ect__wire_encode_ack(a, &one));
         cJSON *j = cJSON_Parse(line);
         CHECK_MSG(j != NULL, "python printed: %.200s", line);
         char *ours = hex_encode(one.data, one.len);
@@ -703,7 +703,7 @@ test_python_msgpack_reads_our_random_acks(void)
         }
         free(ours);
         cJSON_Delete(j);
-        ect_wire_buf_cleanup(&one);
+        ect__wire_buf_cleanup(&one);
         seen++;
     }
     int rc = pclose(p);
@@ -717,7 +717,7 @@ test_python_msgpack_reads_our_random_acks(void)
         free((void *)acks[m].src_block_indices);
         free(blobs[m]);
     }
-    ect_wire_buf_cleanup(&all);
+    ect__wire_buf_cleanup(&all);
 }
 
 /* ectier's own "done" message: round trip, exact bytes, and it is refused
@@ -726,39 +726,39 @@ static void
 test_done_message_round_trips_and_is_its_own_type(void)
 {
     ect_xfer_done_t done = {.mm_hash = "h1", .session_id = "sess"};
-    ect_wire_buf_t buf;
-    ect_wire_buf_init(&buf);
-    CHECK_OK(ect_wire_encode_done(&done, &buf));
+    ect__wire_buf_t buf;
+    ect__wire_buf_init(&buf);
+    CHECK_OK(ect__wire_encode_done(&done, &buf));
     static const uint8_t want[] = {0x83, 0xa4, 't',  'y',  'p', 'e', 0xa4, 'd', 'o', 'n',
                                    'e',  0xa7, 'm',  'm',  '_', 'h', 'a',  's', 'h', 0xa2,
                                    'h',  '1',  0xaa, 's',  'e', 's', 's',  'i', 'o', 'n',
                                    '_',  'i',  'd',  0xa4, 's', 'e', 's',  's'};
     CHECK_EQ_U64(buf.len, sizeof(want));
     CHECK(memcmp(buf.data, want, sizeof(want)) == 0);
-    ect_wire_type_t type;
-    CHECK_OK(ect_wire_peek_type(buf.data, buf.len, &type));
+    ect__wire_type_t type;
+    CHECK_OK(ect__wire_peek_type(buf.data, buf.len, &type));
     CHECK_EQ_INT(type, ECT_WIRE_DONE);
     ect_xfer_done_t back;
-    CHECK_OK(ect_wire_decode_done(buf.data, buf.len, &back));
+    CHECK_OK(ect__wire_decode_done(buf.data, buf.len, &back));
     CHECK_STR_EQ(back.mm_hash, "h1");
     CHECK_STR_EQ(back.session_id, "sess");
-    ect_xfer_done_cleanup(&back);
+    ect__xfer_done_cleanup(&back);
     ect_xfer_req_t req;
-    CHECK_STATUS(ect_wire_decode_req(buf.data, buf.len, &req), ECT_ERR_PARSE);
+    CHECK_STATUS(ect__wire_decode_req(buf.data, buf.len, &req), ECT_ERR_PARSE);
     CHECK_CONTAINS(ect_last_error(), "\"done\"");
     /* A done needs its session: without one a producer could not find the grant. */
     ect_xfer_done_t bad = {.mm_hash = "h1", .session_id = ""};
-    CHECK_STATUS(ect_wire_encode_done(&bad, &buf), ECT_ERR_INVALID_ARG);
-    ect_wire_buf_t req_buf;
-    ect_wire_buf_init(&req_buf);
+    CHECK_STATUS(ect__wire_encode_done(&bad, &buf), ECT_ERR_INVALID_ARG);
+    ect__wire_buf_t req_buf;
+    ect__wire_buf_init(&req_buf);
     ect_xfer_req_t r = {.mm_hash = "h1", .compatibility_hash = "c", .session_id = "s"};
-    CHECK_OK(ect_wire_encode_req(&r, &req_buf));
-    CHECK_STATUS(ect_wire_decode_done(req_buf.data, req_buf.len, &back), ECT_ERR_PARSE);
+    CHECK_OK(ect__wire_encode_req(&r, &req_buf));
+    CHECK_STATUS(ect__wire_decode_done(req_buf.data, req_buf.len, &back), ECT_ERR_PARSE);
     /* Truncated anywhere: a clean parse error. */
     for (size_t cut = 0; cut < buf.len; cut++)
-        CHECK_STATUS(ect_wire_decode_done(buf.data, cut, &back), ECT_ERR_PARSE);
-    ect_wire_buf_cleanup(&buf);
-    ect_wire_buf_cleanup(&req_buf);
+        CHECK_STATUS(ect__wire_decode_done(buf.data, cut, &back), ECT_ERR_PARSE);
+    ect__wire_buf_cleanup(&buf);
+    ect__wire_buf_cleanup(&req_buf);
 }
 
 static const struct ect_test_case cases[] = {

@@ -15,36 +15,36 @@
 static ect_status_t
 decode_and_recheck(const uint8_t *p, size_t n, bool as_req)
 {
-    ect_wire_buf_t b1, b2;
-    ect_wire_buf_init(&b1);
-    ect_wire_buf_init(&b2);
+    ect__wire_buf_t b1, b2;
+    ect__wire_buf_init(&b1);
+    ect__wire_buf_init(&b2);
     ect_status_t st;
     if (as_req) {
         ect_xfer_req_t m1, m2;
-        st = ect_wire_decode_req(p, n, &m1);
+        st = ect__wire_decode_req(p, n, &m1);
         if (st != ECT_OK)
             return st;
-        CHECK_OK(ect_wire_encode_req(&m1, &b1));
-        CHECK_OK(ect_wire_decode_req(b1.data, b1.len, &m2));
+        CHECK_OK(ect__wire_encode_req(&m1, &b1));
+        CHECK_OK(ect__wire_decode_req(b1.data, b1.len, &m2));
         CHECK(req_equal(&m1, &m2));
-        CHECK_OK(ect_wire_encode_req(&m2, &b2));
-        ect_xfer_req_cleanup(&m1);
-        ect_xfer_req_cleanup(&m2);
+        CHECK_OK(ect__wire_encode_req(&m2, &b2));
+        ect__xfer_req_cleanup(&m1);
+        ect__xfer_req_cleanup(&m2);
     } else {
         ect_xfer_ack_t m1, m2;
-        st = ect_wire_decode_ack(p, n, &m1);
+        st = ect__wire_decode_ack(p, n, &m1);
         if (st != ECT_OK)
             return st;
-        CHECK_OK(ect_wire_encode_ack(&m1, &b1));
-        CHECK_OK(ect_wire_decode_ack(b1.data, b1.len, &m2));
+        CHECK_OK(ect__wire_encode_ack(&m1, &b1));
+        CHECK_OK(ect__wire_decode_ack(b1.data, b1.len, &m2));
         CHECK(ack_equal(&m1, &m2));
-        CHECK_OK(ect_wire_encode_ack(&m2, &b2));
-        ect_xfer_ack_cleanup(&m1);
-        ect_xfer_ack_cleanup(&m2);
+        CHECK_OK(ect__wire_encode_ack(&m2, &b2));
+        ect__xfer_ack_cleanup(&m1);
+        ect__xfer_ack_cleanup(&m2);
     }
     CHECK(bytes_equal(b1.data, b1.len, b2.data, b2.len));
-    ect_wire_buf_cleanup(&b1);
-    ect_wire_buf_cleanup(&b2);
+    ect__wire_buf_cleanup(&b1);
+    ect__wire_buf_cleanup(&b2);
     return ECT_OK;
 }
 
@@ -70,8 +70,8 @@ test_truncation_at_every_offset_fails_cleanly(void)
             memcpy(prefix, bytes, cut);
             ect_status_t st = decode_and_recheck(prefix, cut, as_req);
             CHECK_MSG(st == ECT_ERR_PARSE, "%s cut at %zu: status %d", vec_str(v, "name"), cut, st);
-            ect_wire_type_t type;
-            st = ect_wire_peek_type(prefix, cut, &type);
+            ect__wire_type_t type;
+            st = ect__wire_peek_type(prefix, cut, &type);
             CHECK(st == ECT_OK || st == ECT_ERR_PARSE);
             free(prefix);
             tried++;
@@ -157,7 +157,7 @@ static void
 expect_req_parse_error(const msgpack_sbuffer *sb, const char *message)
 {
     ect_xfer_req_t req;
-    ect_status_t st = ect_wire_decode_req(sb->data, sb->size, &req);
+    ect_status_t st = ect__wire_decode_req(sb->data, sb->size, &req);
     CHECK_MSG(st == ECT_ERR_PARSE, "status %d, expected a parse error about '%s'", st, message);
     CHECK_CONTAINS(ect_last_error(), message);
 }
@@ -166,7 +166,7 @@ static void
 expect_ack_parse_error(const msgpack_sbuffer *sb, const char *message)
 {
     ect_xfer_ack_t ack;
-    ect_status_t st = ect_wire_decode_ack(sb->data, sb->size, &ack);
+    ect_status_t st = ect__wire_decode_ack(sb->data, sb->size, &ack);
     CHECK_MSG(st == ECT_ERR_PARSE, "status %d, expected a parse error about '%s'", st, message);
     CHECK_CONTAINS(ect_last_error(), message);
 }
@@ -197,8 +197,8 @@ test_duplicate_keys_are_refused(void)
     pk_str(&pk, "later");
     msgpack_pack_true(&pk);
     ect_xfer_req_t req;
-    CHECK_OK(ect_wire_decode_req(sb.data, sb.size, &req));
-    ect_xfer_req_cleanup(&req);
+    CHECK_OK(ect__wire_decode_req(sb.data, sb.size, &req));
+    ect__xfer_req_cleanup(&req);
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -300,10 +300,10 @@ test_malformed_maps_are_refused_with_a_reason(void)
     expect_ack_parse_error(&sb, "missing required key \"status\"");
 
     ect_xfer_req_t req;
-    CHECK_STATUS(ect_wire_decode_req("", 0, &req), ECT_ERR_PARSE);
-    CHECK_STATUS(ect_wire_decode_req(NULL, 0, &req), ECT_ERR_PARSE);
-    CHECK_STATUS(ect_wire_decode_req(NULL, 5, &req), ECT_ERR_PARSE);
-    CHECK_STATUS(ect_wire_decode_req(sb.data, sb.size, NULL), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__wire_decode_req("", 0, &req), ECT_ERR_PARSE);
+    CHECK_STATUS(ect__wire_decode_req(NULL, 0, &req), ECT_ERR_PARSE);
+    CHECK_STATUS(ect__wire_decode_req(NULL, 5, &req), ECT_ERR_PARSE);
+    CHECK_STATUS(ect__wire_decode_req(sb.data, sb.size, NULL), ECT_ERR_INVALID_ARG);
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -344,16 +344,16 @@ test_tag_anywhere_and_odd_unknown_values_are_accepted(void)
     pk_str(&pk, "u_double");
     msgpack_pack_double(&pk, -2.0);
     ect_xfer_ack_t ack;
-    CHECK_OK(ect_wire_decode_ack(sb.data, sb.size, &ack));
+    CHECK_OK(ect__wire_decode_ack(sb.data, sb.size, &ack));
     CHECK_EQ_INT(ack.status, ECT_XFER_NACK_NOT_READY);
     CHECK_EQ_U64(ack.n_src_blocks, 2);
     CHECK_EQ_U64(ack.src_block_indices[0], 12);
     CHECK_EQ_U64(ack.src_block_indices[1], 13);
     CHECK(ack.agent_metadata == NULL && ack.agent_metadata_len == 0);
-    ect_wire_type_t type;
-    CHECK_OK(ect_wire_peek_type(sb.data, sb.size, &type));
+    ect__wire_type_t type;
+    CHECK_OK(ect__wire_peek_type(sb.data, sb.size, &type));
     CHECK_EQ_INT(type, ECT_WIRE_ACK);
-    ect_xfer_ack_cleanup(&ack);
+    ect__xfer_ack_cleanup(&ack);
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -415,9 +415,9 @@ test_sizes_beyond_limits_or_input_are_refused_before_allocating(void)
     msgpack_pack_bin(&pk, ECT_WIRE_MAX_BLOB);
     msgpack_pack_bin_body(&pk, big, ECT_WIRE_MAX_BLOB);
     ect_xfer_ack_t ack;
-    CHECK_OK(ect_wire_decode_ack(sb.data, sb.size, &ack));
+    CHECK_OK(ect__wire_decode_ack(sb.data, sb.size, &ack));
     CHECK_EQ_U64(ack.agent_metadata_len, ECT_WIRE_MAX_BLOB);
-    ect_xfer_ack_cleanup(&ack);
+    ect__xfer_ack_cleanup(&ack);
 
     char *s = malloc(ECT_WIRE_MAX_STR + 2);
     CHECK(s != NULL);
@@ -434,9 +434,9 @@ test_sizes_beyond_limits_or_input_are_refused_before_allocating(void)
     pk_str(&pk, "session_id");
     pk_str(&pk, s);
     ect_xfer_req_t req;
-    CHECK_OK(ect_wire_decode_req(sb.data, sb.size, &req));
+    CHECK_OK(ect__wire_decode_req(sb.data, sb.size, &req));
     CHECK_EQ_U64(strlen(req.session_id), ECT_WIRE_MAX_STR);
-    ect_xfer_req_cleanup(&req);
+    ect__xfer_req_cleanup(&req);
 
     /* Deep nesting under an unknown key. */
     msgpack_sbuffer_clear(&sb);
@@ -456,18 +456,18 @@ test_sizes_beyond_limits_or_input_are_refused_before_allocating(void)
 static void
 test_encoder_refuses_bad_arguments_and_leaves_buffer_alone(void)
 {
-    ect_wire_buf_t out;
-    ect_wire_buf_init(&out);
+    ect__wire_buf_t out;
+    ect__wire_buf_init(&out);
     CHECK_OK(ect__wire_buf_append(&out, "prefix", 6));
     static const uint64_t one_block[] = {1};
 
     ect_xfer_req_t req = {.mm_hash = NULL, .compatibility_hash = compat};
-    CHECK_STATUS(ect_wire_encode_req(&req, &out), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__wire_encode_req(&req, &out), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "mm_hash is NULL");
     req = (ect_xfer_req_t){.mm_hash = mm_hash, .compatibility_hash = NULL};
-    CHECK_STATUS(ect_wire_encode_req(&req, &out), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__wire_encode_req(&req, &out), ECT_ERR_INVALID_ARG);
     req = (ect_xfer_req_t){.mm_hash = "\xff", .compatibility_hash = compat};
-    CHECK_STATUS(ect_wire_encode_req(&req, &out), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__wire_encode_req(&req, &out), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "not valid UTF-8");
     char *long_str = malloc(ECT_WIRE_MAX_STR + 2);
     CHECK(long_str != NULL);
@@ -475,35 +475,35 @@ test_encoder_refuses_bad_arguments_and_leaves_buffer_alone(void)
     long_str[ECT_WIRE_MAX_STR + 1] = '\0';
     req =
         (ect_xfer_req_t){.mm_hash = mm_hash, .compatibility_hash = compat, .session_id = long_str};
-    CHECK_STATUS(ect_wire_encode_req(&req, &out), ECT_ERR_OVERFLOW);
-    CHECK_STATUS(ect_wire_encode_req(NULL, &out), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_wire_encode_req(&req, NULL), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__wire_encode_req(&req, &out), ECT_ERR_OVERFLOW);
+    CHECK_STATUS(ect__wire_encode_req(NULL, &out), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__wire_encode_req(&req, NULL), ECT_ERR_INVALID_ARG);
 
     ect_xfer_ack_t ack = {.mm_hash = mm_hash, .n_src_blocks = 2};
-    CHECK_STATUS(ect_wire_encode_ack(&ack, &out), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "src_block_indices is NULL");
     /* A huge count is refused before the (one-entry) array is read. */
     ack = (ect_xfer_ack_t){.mm_hash = mm_hash,
                            .src_block_indices = one_block,
                            .n_src_blocks = (size_t)ECT_WIRE_MAX_BLOCKS + 1};
-    CHECK_STATUS(ect_wire_encode_ack(&ack, &out), ECT_ERR_OVERFLOW);
+    CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_OVERFLOW);
     ack = (ect_xfer_ack_t){.mm_hash = mm_hash, .agent_metadata_len = 3};
-    CHECK_STATUS(ect_wire_encode_ack(&ack, &out), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_INVALID_ARG);
     ack = (ect_xfer_ack_t){.mm_hash = mm_hash,
                            .mem_descriptor = (const uint8_t *)"x",
                            .mem_descriptor_len = (size_t)ECT_WIRE_MAX_BLOB + 1};
-    CHECK_STATUS(ect_wire_encode_ack(&ack, &out), ECT_ERR_OVERFLOW);
+    CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_OVERFLOW);
     ack = (ect_xfer_ack_t){.mm_hash = mm_hash, .session_id = long_str};
-    CHECK_STATUS(ect_wire_encode_ack(&ack, &out), ECT_ERR_OVERFLOW);
+    CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_OVERFLOW);
     ack = (ect_xfer_ack_t){.mm_hash = NULL};
-    CHECK_STATUS(ect_wire_encode_ack(&ack, &out), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_wire_encode_ack(NULL, &out), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect__wire_encode_ack(NULL, &out), ECT_ERR_INVALID_ARG);
 
     CHECK_EQ_U64(out.len, 6);
     CHECK(memcmp(out.data, "prefix", 6) == 0);
     free(long_str);
-    ect_wire_buf_cleanup(&out);
-    ect_wire_buf_cleanup(NULL);
+    ect__wire_buf_cleanup(&out);
+    ect__wire_buf_cleanup(NULL);
 }
 
 static const struct ect_test_case cases[] = {

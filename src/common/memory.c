@@ -1,0 +1,13 @@
+/*
+ * ect_free (include/ectier/types.h): the one way back for memory the library
+ * hands to its caller.
+ */
+#include <stdlib.h>
+
+#include <ectier/types.h>
+
+void
+ect_free(void *ptr)
+{
+    free(ptr);
+}
