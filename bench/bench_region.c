@@ -59,12 +59,11 @@ ect_bench_region(int argc, char **argv)
     ect_region_params_t p;
     memset(&p, 0, sizeof(p));
     p.name = name;
-    p.hidden_dim = 3584;
-    p.dtype_code = 1;
-    p.element_size = 2;
-    p.block_size_bytes = block;
-    p.num_blocks = (uint64_t)mib * 1024 * 1024 / block;
-    size_t len = (size_t)(p.num_blocks * block);
+    p.geometry = (ect_geometry_t){.hidden_dim = 3584,
+                                  .dtype = ECT_DTYPE_BF16,
+                                  .block_size_bytes = block,
+                                  .num_blocks = (uint64_t)mib * 1024 * 1024 / block};
+    size_t len = (size_t)(p.geometry.num_blocks * block);
 
     int rc = 1;
     ect_region_t *creator = NULL, *cold = NULL, *warm = NULL;
@@ -106,7 +105,7 @@ ect_bench_region(int argc, char **argv)
     printf("  region of %lu MiB (%llu blocks x %llu B); ceiling of the copies: %s, warm, into "
            "the region;\n"
            "  the joiners' first copies use the ceiling's way (%s); the creator's is one memcpy\n",
-           mib, (unsigned long long)p.num_blocks, (unsigned long long)block,
+           mib, (unsigned long long)p.geometry.num_blocks, (unsigned long long)block,
            ect_bench_ceiling_describe(c), way);
     static const char *const names[] = {
         "creator open (reserve + pre-fault)", "creator first copy (memcpy)",

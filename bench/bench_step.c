@@ -437,13 +437,8 @@ ect_bench_step(int argc, char **argv)
         fail("create the worker");
         goto destroy_engine;
     }
-    ect_region_params_t rp = {.instance_id = b.instance,
-                              .hidden_dim = b.geom.hidden_dim,
-                              .dtype_code = (uint32_t)b.geom.dtype,
-                              .element_size = (uint32_t)ect_dtype_size(b.geom.dtype),
-                              .block_size_bytes = b.geom.block_size_bytes,
-                              .num_blocks = b.geom.num_blocks,
-                              .flags = ECT_REGION_NO_REAPER};
+    ect_region_params_t rp = {
+        .instance_id = b.instance, .geometry = b.geom, .flags = ECT_REGION_NO_REAPER};
     if (ect_region_open(&rp, &b.region) != ECT_OK) {
         fail("join the region");
         goto destroy_worker;

@@ -37,11 +37,8 @@ rt_params(ect_region_params_t *p, const char *name, const char *dir, uint64_t nu
     memset(p, 0, sizeof(*p));
     p->name = name;
     p->dir = dir;
-    p->hidden_dim = 64;
-    p->dtype_code = 7;
-    p->element_size = 4;
-    p->block_size_bytes = 256;
-    p->num_blocks = num_blocks;
+    p->geometry = (ect_geometry_t){
+        .hidden_dim = 64, .dtype = ECT_DTYPE_F32, .block_size_bytes = 256, .num_blocks = num_blocks};
 }
 
 static inline int

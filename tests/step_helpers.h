@@ -79,11 +79,7 @@ static inline ect_region_t *
 sh_region_join(const struct sh_instance *in)
 {
     ect_region_params_t p = {.instance_id = in->id,
-                             .hidden_dim = in->geom.hidden_dim,
-                             .dtype_code = (uint32_t)in->geom.dtype,
-                             .element_size = (uint32_t)ect_dtype_size(in->geom.dtype),
-                             .block_size_bytes = in->geom.block_size_bytes,
-                             .num_blocks = in->geom.num_blocks,
+                             .geometry = in->geom,
                              .flags = ECT_REGION_NO_REAPER};
     ect_region_t *r = NULL;
     CHECK_OK(ect_region_open(&p, &r));

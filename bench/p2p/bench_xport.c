@@ -128,11 +128,10 @@ region_params(ect_region_params_t *p, const char *name)
 {
     memset(p, 0, sizeof(*p));
     p->name = name;
-    p->hidden_dim = BLOCK / 2;
-    p->dtype_code = 1;
-    p->element_size = 2;
-    p->block_size_bytes = BLOCK;
-    p->num_blocks = REGION_BLOCKS;
+    p->geometry = (ect_geometry_t){.hidden_dim = BLOCK / 2,
+                                   .dtype = ECT_DTYPE_BF16,
+                                   .block_size_bytes = BLOCK,
+                                   .num_blocks = REGION_BLOCKS};
 }
 
 /* One entry's shape: its remote block ids and local runs. */

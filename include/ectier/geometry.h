@@ -95,6 +95,15 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_geometry_init(uint64_t hidden_dim, ect_d
                                                       uint64_t cpu_bytes,
                                                       ect_geometry_t *geometry_p);
 
+/* Check a geometry that did not come from ect_geometry_init (a caller's
+ * own, or one read back): a known dtype, hidden_dim 1..
+ * ECT_GEOMETRY_MAX_HIDDEN_DIM, block_size_bytes = hidden_dim x
+ * ect_dtype_size(dtype) (SPEC §3: a block holds one embedding row),
+ * num_blocks >= 1.  geometry: borrowed.  Returns ECT_OK,
+ * ECT_ERR_INVALID_ARG (NULL, or the message names the field that is wrong),
+ * ECT_ERR_OVERFLOW (hidden_dim above the limit).  Thread safety: safe. */
+ECT_API ECT_MUST_CHECK ect_status_t ect_geometry_validate(const ect_geometry_t *geometry);
+
 /* Blocks needed for a payload of payload_bytes: ceil(payload / block size),
  * so a final partial block counts.  0 for an empty payload, or if geometry is
  * NULL or has a zero block size.  geometry: borrowed. */

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <ectier/geometry.h>
 #include <ectier/status.h>
 
 #ifdef __cplusplus
@@ -77,14 +78,10 @@ typedef struct ect_region_params {
     uint32_t dp_rank;
     /* Directory holding the file; NULL uses ECT_REGION_DEFAULT_DIR. */
     const char *dir;
-    /* Geometry.  block_size_bytes must equal hidden_dim * element_size
-     * (SPEC §3: a block holds one embedding row); element_size is 1, 2, 4 or
-     * 8.  dtype_code is the caller's dtype enumeration, compared on join. */
-    uint64_t hidden_dim;
-    uint32_t dtype_code;
-    uint32_t element_size;
-    uint64_t block_size_bytes;
-    uint64_t num_blocks;
+    /* Geometry (ect_geometry_init makes one): checked by
+     * ect_geometry_validate, written to the header, and on join compared
+     * with the file's. */
+    ect_geometry_t geometry;
     /* ECT_REGION_* flags. */
     uint32_t flags;
     /* How long to wait for a shared lock while another process holds the
@@ -111,7 +108,8 @@ typedef struct ect_region_params {
  * Returns ECT_OK;
  *   ECT_ERR_INVALID_ARG (bad name, instance id, directory or geometry; the
  *     message names the value and what is allowed; nothing is created),
- *   ECT_ERR_OVERFLOW (block_size_bytes * num_blocks does not fit),
+ *   ECT_ERR_OVERFLOW (hidden_dim above ECT_GEOMETRY_MAX_HIDDEN_DIM, or the
+ *     blocks do not fit in a file),
  *   ECT_ERR_NOT_FOUND (the directory does not exist),
  *   ECT_ERR_INCOMPATIBLE (the file under the name is not an ectier region,
  *     has a bad header, the wrong size, or a different geometry; the message
@@ -134,8 +132,8 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_region_open(const ect_region_params_t *p
  * path_or_name: a path if it contains '/', else a region name looked up in
  * dir (NULL: ECT_REGION_DEFAULT_DIR).  Both borrowed.  region_p: out.
  * Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND (no such file),
- * ECT_ERR_INCOMPATIBLE (not a valid ectier region), ECT_ERR_BUSY, ECT_ERR_IO,
- * ECT_ERR_NO_MEMORY.  Thread safety: safe. */
+ * ECT_ERR_INCOMPATIBLE (not a valid ectier region, or a geometry this build cannot use),
+ * ECT_ERR_BUSY, ECT_ERR_IO, ECT_ERR_NO_MEMORY.  Thread safety: safe. */
 ECT_API ECT_MUST_CHECK ect_status_t ect_region_open_readonly(const char *path_or_name,
                                                              const char *dir,
                                                              ect_region_t **region_p);
@@ -158,12 +156,10 @@ ECT_API void *ect_region_data(const ect_region_t *region);
 /* Address of block i, or NULL if i >= num_blocks or region is NULL. */
 ECT_API void *ect_region_block_ptr(const ect_region_t *region, uint64_t i);
 
-/* Geometry and file facts (0 or NULL for a NULL region). */
-ECT_API uint64_t ect_region_block_size(const ect_region_t *region);
-ECT_API uint64_t ect_region_num_blocks(const ect_region_t *region);
-ECT_API uint64_t ect_region_hidden_dim(const ect_region_t *region);
-ECT_API uint32_t ect_region_dtype_code(const ect_region_t *region);
-ECT_API uint32_t ect_region_element_size(const ect_region_t *region);
+/* The region's geometry (borrowed, valid until close); NULL for a NULL
+ * region.  For a read-only open it is the file's, checked on open. */
+ECT_API const ect_geometry_t *ect_region_geometry(const ect_region_t *region);
+/* File facts (0 or NULL for a NULL region). */
 /* Offset of block 0 in the file (page-aligned). */
 ECT_API uint64_t ect_region_data_offset(const ect_region_t *region);
 /* Size of the whole file: data_offset + num_blocks * block_size. */

@@ -127,12 +127,11 @@ ect_dtype_name(ect_dtype_t dtype)
     return d != NULL ? d->name : NULL;
 }
 
-ect_status_t
-ect_geometry_init(uint64_t hidden_dim, ect_dtype_t dtype, uint64_t cpu_bytes,
-                  ect_geometry_t *geometry_p)
+/* The row: a known dtype and a hidden width in range; *block_p gets the
+ * row's bytes.  The one check of both ect_geometry_init and _validate. */
+static ect_status_t
+check_row(uint64_t hidden_dim, ect_dtype_t dtype, const struct dtype_info **d_p, uint64_t *block_p)
 {
-    if (geometry_p == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "geometry: NULL output");
     const struct dtype_info *d = dtype_lookup(dtype);
     if (d == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "geometry: dtype value %d is not a known dtype",
@@ -143,10 +142,23 @@ ect_geometry_init(uint64_t hidden_dim, ect_dtype_t dtype, uint64_t cpu_bytes,
         return ect__error(ECT_ERR_OVERFLOW,
                           "geometry: hidden_dim %" PRIu64 " exceeds the limit of %" PRIu64,
                           hidden_dim, ECT_GEOMETRY_MAX_HIDDEN_DIM);
+    /* hidden_dim <= 2^20 and sizes <= 8: the product cannot overflow. */
+    *d_p = d;
+    *block_p = hidden_dim * (uint64_t)d->size;
+    return ECT_OK;
+}
+
+ect_status_t
+ect_geometry_init(uint64_t hidden_dim, ect_dtype_t dtype, uint64_t cpu_bytes,
+                  ect_geometry_t *geometry_p)
+{
+    if (geometry_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "geometry: NULL output");
+    const struct dtype_info *d;
     uint64_t block;
-    if (__builtin_mul_overflow(hidden_dim, (uint64_t)d->size, &block))
-        return ect__error(ECT_ERR_OVERFLOW, "geometry: block size %" PRIu64 " x %zu overflows",
-                          hidden_dim, d->size);
+    ect_status_t st = check_row(hidden_dim, dtype, &d, &block);
+    if (st != ECT_OK)
+        return st;
     /* The seed treats a missing and a zero ec_cpu_bytes alike; keep its
      * wording so people searching for the message find both. */
     if (cpu_bytes == 0)
@@ -164,6 +176,27 @@ ect_geometry_init(uint64_t hidden_dim, ect_dtype_t dtype, uint64_t cpu_bytes,
     geometry_p->dtype = dtype;
     geometry_p->block_size_bytes = block;
     geometry_p->num_blocks = cpu_bytes / block;
+    return ECT_OK;
+}
+
+ect_status_t
+ect_geometry_validate(const ect_geometry_t *geometry)
+{
+    if (geometry == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "geometry: NULL");
+    const struct dtype_info *d;
+    uint64_t block;
+    ect_status_t st = check_row(geometry->hidden_dim, geometry->dtype, &d, &block);
+    if (st != ECT_OK)
+        return st;
+    if (geometry->block_size_bytes != block)
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "geometry: block_size_bytes %" PRIu64 " is not hidden_dim %" PRIu64
+                          " x %zu-byte %s = %" PRIu64,
+                          geometry->block_size_bytes, geometry->hidden_dim, d->size, d->name,
+                          block);
+    if (geometry->num_blocks == 0)
+        return ect__error(ECT_ERR_INVALID_ARG, "geometry: num_blocks is 0");
     return ECT_OK;
 }
 

@@ -141,14 +141,14 @@ ect__xport_shm_peer_open(const ect_xport_offer_t *offer, const ect_xport_desc_t 
                        path);
         goto close_region;
     }
-    if (ect_region_block_size(p->region) != desc->block_size ||
-        ect_region_num_blocks(p->region) != desc->num_blocks ||
+    if (ect_region_geometry(p->region)->block_size_bytes != desc->block_size ||
+        ect_region_geometry(p->region)->num_blocks != desc->num_blocks ||
         ect_region_data_offset(p->region) != offer->data_offset) {
         s = ect__error(ECT_ERR_UNSUPPORTED,
                        "the producer's region %s has %llu blocks of %llu bytes at offset %llu; "
                        "its offer says %llu of %llu at %llu",
-                       path, (unsigned long long)ect_region_num_blocks(p->region),
-                       (unsigned long long)ect_region_block_size(p->region),
+                       path, (unsigned long long)ect_region_geometry(p->region)->num_blocks,
+                       (unsigned long long)ect_region_geometry(p->region)->block_size_bytes,
                        (unsigned long long)ect_region_data_offset(p->region),
                        (unsigned long long)desc->num_blocks, (unsigned long long)desc->block_size,
                        (unsigned long long)offer->data_offset);

@@ -70,11 +70,7 @@ struct ect_region {
     size_t map_len;
     uint64_t data_offset;
     uint64_t file_size;
-    uint64_t hidden_dim;
-    uint64_t block_size;
-    uint64_t num_blocks;
-    uint32_t dtype_code;
-    uint32_t element_size;
+    ect_geometry_t geom; /* validated (ect_geometry_validate) */
     char name[ECT_REGION_NAME_MAX + 1];
     char instance_id[ECT_REGION_INSTANCE_MAX + 1];
     char path[PATH_MAX];
@@ -144,6 +140,17 @@ release_hold(int fd, const char *path)
     ect__region_reap(last && have_id, have_id ? sb.st_dev : 0, have_id ? sb.st_ino : 0);
 }
 
+/* The header's geometry fields, as r's geometry writes them. */
+static void
+fill_geometry(const struct ect_region *r, struct ect__region_header *h)
+{
+    h->hidden_dim = r->geom.hidden_dim;
+    h->dtype_code = (uint32_t)r->geom.dtype;
+    h->element_size = (uint32_t)ect_dtype_size(r->geom.dtype);
+    h->block_size_bytes = r->geom.block_size_bytes;
+    h->num_blocks = r->geom.num_blocks;
+}
+
 static void
 fill_header(struct ect__region_header *h, const struct ect_region *r)
 {
@@ -153,11 +160,7 @@ fill_header(struct ect__region_header *h, const struct ect_region *r)
     h->header_size = sizeof(*h);
     h->data_offset = r->data_offset;
     h->file_size = r->file_size;
-    h->hidden_dim = r->hidden_dim;
-    h->dtype_code = r->dtype_code;
-    h->element_size = r->element_size;
-    h->block_size_bytes = r->block_size;
-    h->num_blocks = r->num_blocks;
+    fill_geometry(r, h);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     h->created_unix_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
@@ -206,25 +209,9 @@ setup_from_params(struct ect_region *r, const ect_region_params_t *p, const char
     if (!S_ISDIR(ds.st_mode))
         return ect__error(ECT_ERR_INVALID_ARG, "region %s: %s is not a directory", r->name, dir);
 
-    if (p->element_size != 1 && p->element_size != 2 && p->element_size != 4 &&
-        p->element_size != 8)
-        return ect__error(ECT_ERR_INVALID_ARG,
-                          "region %s: element_size %" PRIu32 " is not 1, 2, 4 or 8", r->name,
-                          p->element_size);
-    if (p->hidden_dim == 0)
-        return ect__error(ECT_ERR_INVALID_ARG, "region %s: hidden_dim is 0", r->name);
-    if (p->hidden_dim > UINT64_MAX / p->element_size)
-        return ect__error(ECT_ERR_OVERFLOW,
-                          "region %s: hidden_dim %" PRIu64 " x element_size %" PRIu32 " overflows",
-                          r->name, p->hidden_dim, p->element_size);
-    if (p->block_size_bytes != p->hidden_dim * p->element_size)
-        return ect__error(ECT_ERR_INVALID_ARG,
-                          "region %s: block_size_bytes %" PRIu64 " is not hidden_dim %" PRIu64
-                          " x element_size %" PRIu32 " = %" PRIu64,
-                          r->name, p->block_size_bytes, p->hidden_dim, p->element_size,
-                          p->hidden_dim * p->element_size);
-    if (p->num_blocks == 0)
-        return ect__error(ECT_ERR_INVALID_ARG, "region %s: num_blocks is 0", r->name);
+    if ((st = ect_geometry_validate(&p->geometry)) != ECT_OK)
+        return ect__error(st, "region %s: %s", r->name, ect_last_error());
+    const ect_geometry_t *g = &p->geometry;
 
     long page = sysconf(_SC_PAGESIZE);
     uint64_t data_offset = ECT__REGION_HEADER_AREA;
@@ -232,18 +219,14 @@ setup_from_params(struct ect_region *r, const ect_region_params_t *p, const char
         data_offset = ((uint64_t)page + ECT__REGION_HEADER_AREA - 1) / ECT__REGION_HEADER_AREA *
                       ECT__REGION_HEADER_AREA;
     uint64_t limit = (uint64_t)INT64_MAX < (uint64_t)SIZE_MAX ? (uint64_t)INT64_MAX : SIZE_MAX;
-    if (p->num_blocks > (limit - data_offset) / p->block_size_bytes)
+    if (g->num_blocks > (limit - data_offset) / g->block_size_bytes)
         return ect__error(ECT_ERR_OVERFLOW,
                           "region %s: %" PRIu64 " blocks of %" PRIu64 " bytes do not fit in a file",
-                          r->name, p->num_blocks, p->block_size_bytes);
+                          r->name, g->num_blocks, g->block_size_bytes);
 
-    r->hidden_dim = p->hidden_dim;
-    r->dtype_code = p->dtype_code;
-    r->element_size = p->element_size;
-    r->block_size = p->block_size_bytes;
-    r->num_blocks = p->num_blocks;
+    r->geom = *g;
     r->data_offset = data_offset;
-    r->file_size = data_offset + p->num_blocks * p->block_size_bytes;
+    r->file_size = data_offset + g->num_blocks * g->block_size_bytes;
     *dir_p = dir;
     return ECT_OK;
 }
@@ -327,14 +310,17 @@ join_once(struct ect_region *r, uint32_t timeout_ms, enum step *step_p)
     ect_status_t st = attach_once(r, O_RDWR, timeout_ms, &h, step_p);
     if (st != ECT_OK || *step_p != STEP_DONE)
         return st;
-    if (h.hidden_dim != r->hidden_dim || h.dtype_code != r->dtype_code ||
-        h.element_size != r->element_size || h.block_size_bytes != r->block_size ||
-        h.num_blocks != r->num_blocks) {
+    struct ect__region_header want_h;
+    fill_geometry(r, &want_h);
+    if (h.hidden_dim != want_h.hidden_dim || h.dtype_code != want_h.dtype_code ||
+        h.element_size != want_h.element_size || h.block_size_bytes != want_h.block_size_bytes ||
+        h.num_blocks != want_h.num_blocks) {
         char have[160], want[160];
         ect__region_format_geometry(have, sizeof(have), h.hidden_dim, h.dtype_code, h.element_size,
                                     h.block_size_bytes, h.num_blocks);
-        ect__region_format_geometry(want, sizeof(want), r->hidden_dim, r->dtype_code,
-                                    r->element_size, r->block_size, r->num_blocks);
+        ect__region_format_geometry(want, sizeof(want), want_h.hidden_dim, want_h.dtype_code,
+                                    want_h.element_size, want_h.block_size_bytes,
+                                    want_h.num_blocks);
         close(r->fd);
         r->fd = -1;
         return ect__error(ECT_ERR_INCOMPATIBLE,
@@ -387,8 +373,8 @@ no_space(const struct ect_region *r, const char *dir, uint64_t avail, uint64_t t
                       "region %s needs %" PRIu64 " bytes (%" PRIu64 " blocks x %" PRIu64
                       " bytes + %" PRIu64 " header) but %s has %" PRIu64 " of %" PRIu64
                       " bytes free; lower ec_cpu_bytes or enlarge %s",
-                      r->name, r->file_size, r->num_blocks, r->block_size, r->data_offset, dir,
-                      avail, total, dir);
+                      r->name, r->file_size, r->geom.num_blocks, r->geom.block_size_bytes,
+                      r->data_offset, dir, avail, total, dir);
 }
 
 /* Fail early, with the numbers, when the file system cannot hold the region. */
@@ -641,8 +627,8 @@ ect_region_open(const ect_region_params_t *params, ect_region_t **region_p)
                                    (size_t)(r->file_size - r->data_offset))) != ECT_OK)
         goto free_region;
     ECT_LOG_I("region %s: %s%s (%" PRIu64 " blocks x %" PRIu64 " bytes)", r->path,
-              r->creator ? "created" : "joined", r->owner ? " as owner" : "", r->num_blocks,
-              r->block_size);
+              r->creator ? "created" : "joined", r->owner ? " as owner" : "", r->geom.num_blocks,
+              r->geom.block_size_bytes);
     *region_p = r;
     return ECT_OK;
 
@@ -703,11 +689,23 @@ ect_region_open_readonly(const char *path_or_name, const char *dir, ect_region_t
         st = ect__error(ECT_ERR_BUSY, "region %s: the file kept being replaced", r->path);
         goto free_region;
     }
-    r->hidden_dim = h.hidden_dim;
-    r->dtype_code = h.dtype_code;
-    r->element_size = h.element_size;
-    r->block_size = h.block_size_bytes;
-    r->num_blocks = h.num_blocks;
+    r->geom = (ect_geometry_t){.hidden_dim = h.hidden_dim,
+                               .dtype = (ect_dtype_t)h.dtype_code,
+                               .block_size_bytes = h.block_size_bytes,
+                               .num_blocks = h.num_blocks};
+    /* A valid header can still name a dtype this build does not know, or
+     * one whose size is not the header's element size (then the block size
+     * is not hidden_dim x the dtype's size): not a region this library can
+     * use. */
+    if ((st = ect_geometry_validate(&r->geom)) != ECT_OK) {
+        st = ect__error(ECT_ERR_INCOMPATIBLE, "region %s: header geometry is unusable: %s", r->path,
+                        ect_last_error());
+        /* Let go without the last-holder removal: a refused open leaves the
+         * file as it found it. */
+        close(r->fd);
+        r->fd = -1;
+        goto free_region;
+    }
     r->data_offset = h.data_offset;
     r->file_size = h.file_size;
     snprintf(r->instance_id, sizeof(r->instance_id), "%s", h.instance_id);
@@ -739,39 +737,15 @@ ect_region_data(const ect_region_t *region)
 void *
 ect_region_block_ptr(const ect_region_t *region, uint64_t i)
 {
-    if (region == NULL || i >= region->num_blocks)
+    if (region == NULL || i >= region->geom.num_blocks)
         return NULL;
-    return region->map + region->data_offset + i * region->block_size;
+    return region->map + region->data_offset + i * region->geom.block_size_bytes;
 }
 
-uint64_t
-ect_region_block_size(const ect_region_t *region)
+const ect_geometry_t *
+ect_region_geometry(const ect_region_t *region)
 {
-    return region != NULL ? region->block_size : 0;
-}
-
-uint64_t
-ect_region_num_blocks(const ect_region_t *region)
-{
-    return region != NULL ? region->num_blocks : 0;
-}
-
-uint64_t
-ect_region_hidden_dim(const ect_region_t *region)
-{
-    return region != NULL ? region->hidden_dim : 0;
-}
-
-uint32_t
-ect_region_dtype_code(const ect_region_t *region)
-{
-    return region != NULL ? region->dtype_code : 0;
-}
-
-uint32_t
-ect_region_element_size(const ect_region_t *region)
-{
-    return region != NULL ? region->element_size : 0;
+    return region != NULL ? &region->geom : NULL;
 }
 
 uint64_t

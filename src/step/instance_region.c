@@ -16,11 +16,7 @@ ect__instance_region_open(const ect_config_t *cfg, const ect_geometry_t *geometr
         .instance_id = instance_id,
         .dp_rank = dp_rank,
         .dir = dir,
-        .hidden_dim = geometry->hidden_dim,
-        .dtype_code = (uint32_t)geometry->dtype,
-        .element_size = (uint32_t)ect_dtype_size(geometry->dtype),
-        .block_size_bytes = geometry->block_size_bytes,
-        .num_blocks = geometry->num_blocks,
+        .geometry = *geometry,
         .flags = (cfg->prefault ? 0u : ECT_REGION_NO_PREFAULT) |
                  (cfg->region_reaper ? 0u : ECT_REGION_NO_REAPER) | (owner ? ECT_REGION_OWNER : 0u),
     };

@@ -73,12 +73,13 @@ header_for(const ect_region_params_t *p, struct ect__region_header *h)
     h->layout_version = ECT__REGION_LAYOUT_VERSION;
     h->header_size = sizeof(*h);
     h->data_offset = 4096;
-    h->hidden_dim = p->hidden_dim;
-    h->dtype_code = p->dtype_code;
-    h->element_size = p->element_size;
-    h->block_size_bytes = p->block_size_bytes;
-    h->num_blocks = p->num_blocks;
-    h->file_size = 4096 + p->num_blocks * p->block_size_bytes;
+    const ect_geometry_t *g = &p->geometry;
+    h->hidden_dim = g->hidden_dim;
+    h->dtype_code = (uint32_t)g->dtype;
+    h->element_size = (uint32_t)ect_dtype_size(g->dtype);
+    h->block_size_bytes = g->block_size_bytes;
+    h->num_blocks = g->num_blocks;
+    h->file_size = 4096 + g->num_blocks * g->block_size_bytes;
     h->creator_pid = 1;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -103,11 +104,11 @@ RT_CASE(test_open_creates_file_with_header_and_blocks)
     CHECK_EQ_INT(ect_region_is_readonly(r), 0);
     CHECK_STR_EQ(ect_region_path(r), path);
     CHECK_STR_EQ(ect_region_name(r), name);
-    CHECK_EQ_U64(ect_region_block_size(r), 256);
-    CHECK_EQ_U64(ect_region_num_blocks(r), 100);
-    CHECK_EQ_U64(ect_region_hidden_dim(r), 64);
-    CHECK_EQ_INT(ect_region_dtype_code(r), 7);
-    CHECK_EQ_INT(ect_region_element_size(r), 4);
+    CHECK_EQ_U64(ect_region_geometry(r)->block_size_bytes, 256);
+    CHECK_EQ_U64(ect_region_geometry(r)->num_blocks, 100);
+    CHECK_EQ_U64(ect_region_geometry(r)->hidden_dim, 64);
+    CHECK_EQ_INT(ect_region_geometry(r)->dtype, ECT_DTYPE_F32);
+    CHECK_EQ_INT(ect_dtype_size(ect_region_geometry(r)->dtype), 4);
     uint64_t off = ect_region_data_offset(r);
     CHECK(off >= 4096 && off % (uint64_t)sysconf(_SC_PAGESIZE) == 0);
     CHECK_EQ_U64(ect_region_file_size(r), off + 100 * 256);
@@ -128,7 +129,7 @@ RT_CASE(test_open_creates_file_with_header_and_blocks)
     CHECK_EQ_U64(h.data_offset, off);
     CHECK_EQ_U64(h.file_size, st.st_size);
     CHECK_EQ_U64(h.hidden_dim, 64);
-    CHECK_EQ_INT(h.dtype_code, 7);
+    CHECK_EQ_INT(h.dtype_code, ECT_DTYPE_F32);
     CHECK_EQ_INT(h.element_size, 4);
     CHECK_EQ_U64(h.block_size_bytes, 256);
     CHECK_EQ_U64(h.num_blocks, 100);
@@ -234,20 +235,23 @@ RT_CASE(test_bad_geometry_and_directory_are_rejected)
     ect_region_params_t p;
     ect_region_t *r = NULL;
 
+    /* The geometry's one check (ect_geometry_validate), named with the region. */
     rt_params(&p, name, dir, 4);
-    p.element_size = 3;
+    p.geometry.dtype = (ect_dtype_t)99;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
-    CHECK_CONTAINS(ect_last_error(), "element_size 3");
+    CHECK_CONTAINS(ect_last_error(), name);
+    CHECK_CONTAINS(ect_last_error(), "dtype value 99 is not a known dtype");
 
     rt_params(&p, name, dir, 4);
-    p.hidden_dim = 0;
+    p.geometry.hidden_dim = 0;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
-    CHECK_CONTAINS(ect_last_error(), "hidden_dim is 0");
+    CHECK_CONTAINS(ect_last_error(), "hidden_dim must be positive");
 
     rt_params(&p, name, dir, 4);
-    p.block_size_bytes = 512;
+    p.geometry.block_size_bytes = 512;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
-    CHECK_CONTAINS(ect_last_error(), "block_size_bytes 512 is not hidden_dim 64 x element_size 4");
+    CHECK_CONTAINS(ect_last_error(),
+                   "block_size_bytes 512 is not hidden_dim 64 x 4-byte float32 = 256");
 
     rt_params(&p, name, dir, 0);
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
@@ -258,9 +262,10 @@ RT_CASE(test_bad_geometry_and_directory_are_rejected)
     CHECK_CONTAINS(ect_last_error(), "do not fit");
 
     rt_params(&p, name, dir, 4);
-    p.hidden_dim = UINT64_MAX / 2;
-    p.block_size_bytes = 0;
+    p.geometry.hidden_dim = UINT64_MAX / 2;
+    p.geometry.block_size_bytes = 0;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_OVERFLOW);
+    CHECK_CONTAINS(ect_last_error(), "exceeds the limit");
 
     rt_params(&p, name, dir, 4);
     p.flags = 1u << 20;
@@ -332,19 +337,21 @@ RT_CASE(test_join_with_other_geometry_is_incompatible)
     ect_region_t *a = NULL, *b = NULL;
     CHECK_OK(ect_region_open(&p, &a));
 
-    p.hidden_dim = 32;
-    p.block_size_bytes = 128;
+    p.geometry.hidden_dim = 32;
+    p.geometry.block_size_bytes = 128;
     CHECK_STATUS(ect_region_open(&p, &b), ECT_ERR_INCOMPATIBLE);
-    CHECK_CONTAINS(ect_last_error(), "hidden_dim=64 dtype=7 element_size=4 block_size=256 "
+    CHECK_CONTAINS(ect_last_error(), "hidden_dim=64 dtype=3 element_size=4 block_size=256 "
                                      "num_blocks=16");
-    CHECK_CONTAINS(ect_last_error(), "asked for hidden_dim=32 dtype=7 element_size=4 "
+    CHECK_CONTAINS(ect_last_error(), "asked for hidden_dim=32 dtype=3 element_size=4 "
                                      "block_size=128 num_blocks=16");
     rt_params(&p, name, NULL, 17);
     CHECK_STATUS(ect_region_open(&p, &b), ECT_ERR_INCOMPATIBLE);
+    /* Same row bytes, another dtype: 128 x bfloat16 = 64 x float32. */
     rt_params(&p, name, NULL, 16);
-    p.dtype_code = 8;
+    p.geometry.dtype = ECT_DTYPE_BF16;
+    p.geometry.hidden_dim = 128;
     CHECK_STATUS(ect_region_open(&p, &b), ECT_ERR_INCOMPATIBLE);
-    CHECK_CONTAINS(ect_last_error(), "dtype=8");
+    CHECK_CONTAINS(ect_last_error(), "dtype=1 element_size=2");
 
     /* The failed joins took nothing away: the region is intact and the
      * last close still removes it. */
@@ -402,6 +409,24 @@ RT_CASE(test_wrong_size_or_bad_header_file_is_incompatible_and_untouched)
     struct stat st;
     CHECK(stat(path, &st) == 0);
     CHECK_EQ_U64(st.st_size, h.file_size - 256);
+    unlink(path);
+
+    /* A well-formed header naming a dtype this build does not know (or a
+     * size the dtype does not have): a read-only open (the same-host
+     * transport's) refuses it, and the file stays as it is. */
+    struct ect__region_header odd = h;
+    odd.dtype_code = 99;
+    write_file(path, &odd, h.file_size, 0);
+    CHECK_STATUS(ect_region_open_readonly(path, NULL, &r), ECT_ERR_INCOMPATIBLE);
+    CHECK_CONTAINS(ect_last_error(), "header geometry is unusable");
+    CHECK_CONTAINS(ect_last_error(), "dtype value 99");
+    CHECK(stat(path, &st) == 0 && (uint64_t)st.st_size == h.file_size);
+    unlink(path);
+    odd.dtype_code = ECT_DTYPE_BF16; /* 2 bytes, the header says 4 */
+    write_file(path, &odd, h.file_size, 0);
+    CHECK_STATUS(ect_region_open_readonly(path, NULL, &r), ECT_ERR_INCOMPATIBLE);
+    CHECK_CONTAINS(ect_last_error(), "is not hidden_dim 64 x 2-byte bfloat16");
+    CHECK(stat(path, &st) == 0 && (uint64_t)st.st_size == h.file_size);
     unlink(path);
 
     /* Header numbers that contradict each other. */
@@ -633,8 +658,7 @@ RT_CASE(test_close_and_accessors_accept_null)
     ect_region_close(NULL);
     CHECK(ect_region_data(NULL) == NULL);
     CHECK(ect_region_block_ptr(NULL, 0) == NULL);
-    CHECK_EQ_U64(ect_region_block_size(NULL), 0);
-    CHECK_EQ_U64(ect_region_num_blocks(NULL), 0);
+    CHECK(ect_region_geometry(NULL) == NULL);
     CHECK_EQ_U64(ect_region_file_size(NULL), 0);
     CHECK(ect_region_path(NULL) == NULL);
     CHECK(ect_region_name(NULL) == NULL);
@@ -661,10 +685,10 @@ RT_CASE(test_readonly_open_sees_data_and_keeps_region_alive)
     CHECK_EQ_INT(ect_region_is_readonly(ro), 1);
     CHECK_EQ_INT(ect_region_is_creator(ro), 0);
     CHECK_STR_EQ(ect_region_name(ro2), name);
-    CHECK_EQ_U64(ect_region_num_blocks(ro), 8);
-    CHECK_EQ_U64(ect_region_block_size(ro), 256);
-    CHECK_EQ_U64(ect_region_hidden_dim(ro), 64);
-    CHECK_EQ_INT(ect_region_dtype_code(ro), 7);
+    CHECK_EQ_U64(ect_region_geometry(ro)->num_blocks, 8);
+    CHECK_EQ_U64(ect_region_geometry(ro)->block_size_bytes, 256);
+    CHECK_EQ_U64(ect_region_geometry(ro)->hidden_dim, 64);
+    CHECK_EQ_INT(ect_region_geometry(ro)->dtype, ECT_DTYPE_F32);
     CHECK_EQ_U64(ect_region_data_offset(ro), ect_region_data_offset(w));
     CHECK_EQ_INT(((uint8_t *)ect_region_block_ptr(ro, 7))[100], 0x42);
     CHECK_EQ_INT(((uint8_t *)ect_region_block_ptr(ro2, 7))[255], 0x42);

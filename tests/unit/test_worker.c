@@ -26,7 +26,7 @@ struct fx {
 static void
 poison(ect_region_t *r)
 {
-    memset(ect_region_block_ptr(r, 0), POISON, ect_region_num_blocks(r) * ect_region_block_size(r));
+    memset(ect_region_block_ptr(r, 0), POISON, ect_region_geometry(r)->num_blocks * ect_region_geometry(r)->block_size_bytes);
 }
 
 /* A worker of rank (tp, pcp); lend_engine: give it a CPU engine the test

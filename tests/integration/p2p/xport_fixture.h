@@ -81,11 +81,10 @@ xf_region_params(ect_region_params_t *p, const char *name, uint64_t hidden, uint
 {
     memset(p, 0, sizeof(*p));
     p->name = name;
-    p->hidden_dim = hidden;
-    p->dtype_code = 3;
-    p->element_size = 4;
-    p->block_size_bytes = hidden * 4;
-    p->num_blocks = num_blocks;
+    p->geometry = (ect_geometry_t){.hidden_dim = hidden,
+                                   .dtype = ECT_DTYPE_F32,
+                                   .block_size_bytes = hidden * 4,
+                                   .num_blocks = num_blocks};
 }
 
 /* ---- the producer child ----------------------------------------------------------- */
@@ -466,7 +465,7 @@ xf_consumer_open(struct xf_consumer *c, const char *region_name, uint64_t hidden
     ect_region_params_t rp;
     xf_region_params(&rp, region_name, hidden, num_blocks);
     CHECK_OK(ect_region_open(&rp, &c->region));
-    c->block_size = ect_region_block_size(c->region);
+    c->block_size = ect_region_geometry(c->region)->block_size_bytes;
     c->num_blocks = num_blocks;
     for (uint64_t b = 0; b < num_blocks; b++)
         xf_fill_block(ect_region_block_ptr(c->region, b), c->block_size, XF_LOCAL_SEED, b);
