@@ -17,6 +17,7 @@ Thread safety: a worker is used by one thread at a time.
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import json
 import logging
@@ -68,6 +69,9 @@ class Worker(Handle):
         self.cuda_device: int = int(engine.get("cuda_device", 0))
         #: The error of the last copy batch that failed (see take_report).
         self.copy_error: Optional[Exception] = None
+        # The bound metadata, decoded once per bind (loads() and start_load()
+        # both read it, on the engine's critical path).
+        self._bound: Optional[Dict[str, Any]] = None
 
     @property
     def is_save_rank(self) -> bool:
@@ -97,6 +101,7 @@ class Worker(Handle):
             raise TypeError(f"metadata is bytes, not {type(data).__name__}")
         data = bytes(data)
         _lib.check(_lib.lib().ect_worker_bind_metadata(self._handle(), data, len(data)))
+        self._bound = None
 
     def metadata(self) -> Dict[str, Any]:
         """The bound metadata: ``{"saves": [...], "loads": [...]}``, each item
@@ -105,17 +110,24 @@ class Worker(Handle):
         Raises:
             StateError: nothing is bound.
         """
-        return json.loads(
-            _lib.call_text(_lib.lib().ect_worker_metadata_json, self._handle()) or "{}"
-        )
+        return copy.deepcopy(self._decoded())
+
+    def _decoded(self) -> Dict[str, Any]:
+        """The bound metadata, decoded at its first use after the bind; not
+        a copy (read-only use).  Raises StateError when nothing is bound."""
+        if self._bound is None:
+            self._bound = json.loads(
+                _lib.call_text(_lib.lib().ect_worker_metadata_json, self._handle()) or "{}"
+            )
+        return self._bound
 
     def loads(self) -> List[Dict[str, Any]]:
         """The bound step's loads, each with ``key``, ``transfer_id``,
         ``n_blocks`` (the entry's rows) and ``nbytes``."""
-        items = self.metadata()["loads"]
-        for it in items:
-            it["nbytes"] = it["n_blocks"] * self.geometry.block_size_bytes
-        return items
+        block = self.geometry.block_size_bytes
+        return [
+            dict(it, nbytes=it["n_blocks"] * block) for it in self._decoded().get("loads", [])
+        ]
 
     def _address(self, obj: Any, what: str, destination: bool) -> Tuple[int, int, Any]:
         """(address, byte size, the object to keep alive) of engine memory."""
@@ -179,7 +191,7 @@ class Worker(Handle):
                 shape or device (nothing is copied; the loads are still
                 reported, so their pins are released).
         """
-        loads = {it["key"]: it for it in self.metadata()["loads"]}
+        loads = {it["key"]: it for it in self._decoded().get("loads", [])}
         keys, addrs, sizes, keep = [], [], [], []
         for key, obj in destinations.items():
             addr, nbytes, kept = self._address(obj, f"load of {key!r}", destination=True)
@@ -279,6 +291,7 @@ class Worker(Handle):
         """Forget the bound metadata (saves never made are reported as
         failed, loads never started as done, in the next report)."""
         _lib.lib().ect_worker_clear_metadata(self._handle())
+        self._bound = None
 
 
 def decode_metadata(data: bytes, num_blocks: int) -> Dict[str, Any]:
