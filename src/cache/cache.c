@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cache/cache_internal.h"
+#include "cache/walk.h"
 #include "common/error.h"
 
 /* Keys in messages: long enough to recognise, short enough for the buffer. */
@@ -643,4 +644,29 @@ ect_cache_stats(ect_cache_t *cache, ect_cache_stats_t *stats_p)
     unlock(cache);
     *stats_p = st;
     return ECT_OK;
+}
+
+/* ---- walk (src/cache/walk.h) ---- */
+
+struct walk_call {
+    ect__cache_walk_fn fn;
+    void *user;
+};
+
+static void
+walk_one(struct ect__entry *e, void *arg)
+{
+    const struct walk_call *w = arg;
+    w->fn(e->key, e->n_blocks, e->ready != 0, w->user);
+}
+
+void
+ect__cache_walk(ect_cache_t *cache, ect__cache_walk_fn fn, void *user)
+{
+    if (cache == NULL || fn == NULL)
+        return;
+    struct walk_call w = {.fn = fn, .user = user};
+    pthread_mutex_lock(&cache->lock);
+    ect__index_each(&cache->index, walk_one, &w);
+    pthread_mutex_unlock(&cache->lock);
 }

@@ -17,7 +17,12 @@
  * with its last reference; references change on the publisher thread only.
  * The view is the result of applying batches 0 .. next_seq-1 (and the
  * events of a batch lost to out-of-memory, which the next batch's "lost"
- * owns up to).
+ * owns up to), except after a loss: an event dropped from the full queue
+ * (or one the view had no memory for) never reaches the view, so the
+ * publisher rebuilds the view from the cache itself (view_rebuild) once it
+ * has taken every event queued before the loss.  Events taken after that
+ * point happened before the walk and are applied again on top of it, which
+ * leaves each key as its last event says: the view is the cache again.
  */
 #include <cJSON.h>
 #include <errno.h>
@@ -31,6 +36,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "cache/walk.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
@@ -95,6 +101,10 @@ struct ect__events {
     int stopping;
     uint64_t dropped;         /* since start */
     uint64_t lost_unreported; /* dropped, not yet told in a batch's "lost" */
+    uint64_t queued_total;    /* events ever queued */
+    uint64_t taken_total;     /* events ever taken by the publisher */
+    bool resync_pending;      /* the view missed an event: rebuild it ... */
+    uint64_t resync_mark;     /* ... once taken_total reaches this */
     struct stats stats;
 
     /* publisher thread only */
@@ -146,10 +156,13 @@ ect__events_publish(struct ect__events *ev, ect__event_kind_t kind, const char *
          * (and says so in its next batch), the engine loses nothing. */
         ev->dropped++;
         ev->lost_unreported++;
+        ev->resync_pending = true;
+        ev->resync_mark = ev->queued_total;
         pthread_mutex_unlock(&ev->lock);
         free(copy);
         return;
     }
+    ev->queued_total++;
     ev->queue[(ev->head + ev->n) % ECT_EVENTS_QUEUE_CAP] =
         (struct event){.kind = kind, .n_blocks = n_blocks, .t_ns = t, .key = copy};
     /* Only the first event of an empty queue needs to wake the thread: it
@@ -289,6 +302,64 @@ view_get(struct ect__events *ev, const char *key)
     return ve;
 }
 
+/* The view missed an event already taken: rebuild it after this batch. */
+static void
+resync_after_taken(struct ect__events *ev)
+{
+    pthread_mutex_lock(&ev->lock);
+    if (!ev->resync_pending || ev->resync_mark > ev->taken_total)
+        ev->resync_mark = ev->taken_total;
+    ev->resync_pending = true;
+    pthread_mutex_unlock(&ev->lock);
+}
+
+struct rebuild {
+    struct ect__events *ev;
+    ect_strmap_t view;
+    bool failed;
+};
+
+static void
+rebuild_one(const char *key, uint64_t n_blocks, bool ready, void *user)
+{
+    struct rebuild *r = user;
+    if (r->failed)
+        return;
+    /* The cache knows no announcements: keep what the old view knew. */
+    ect_strmap_node_t *old = ect__strmap_find(&r->ev->view, key);
+    bool announced = old != NULL && ((struct view_entry *)old->value)->announced;
+    if (!ready && !announced)
+        return; /* a save in progress that no router has heard of */
+    struct view_entry *ve = malloc(sizeof(*ve));
+    if (ve == NULL || ect__strmap_put(&r->view, key, ve, NULL) != ECT_OK) {
+        free(ve);
+        r->failed = true;
+        return;
+    }
+    *ve = (struct view_entry){.n_blocks = n_blocks, .ready = ready, .announced = announced};
+}
+
+/* Replace the view by the cache's entries (see the invariants at the top).
+ * Out of memory: the old view stays and the rebuild is retried after the
+ * next batch. */
+static void
+view_rebuild(struct ect__events *ev)
+{
+    struct rebuild r = {.ev = ev};
+    ect__strmap_init(&r.view);
+    ect__cache_walk(ev->cache, rebuild_one, &r);
+    if (r.failed) {
+        ect__strmap_each(&r.view, free_view_entry, NULL);
+        ect__strmap_cleanup(&r.view);
+        ECT_LOG_W("events: out of memory rebuilding the view; retried after the next batch");
+        resync_after_taken(ev);
+        return;
+    }
+    ect__strmap_each(&ev->view, free_view_entry, NULL);
+    ect__strmap_cleanup(&ev->view);
+    ev->view = r.view;
+}
+
 /* Apply e to the view.  Returns true when e leaves an announced entry: the
  * batch then also says "withdrawn". */
 static bool
@@ -303,8 +374,9 @@ view_apply(struct ect__events *ev, const struct event *e)
     case ECT__EVENT_STORED:
     case ECT__EVENT_ANNOUNCED:
         if ((ve = view_get(ev, e->key)) == NULL) {
-            /* Routers learn the event; only our snapshot will lack it. */
-            ECT_LOG_W("events: out of memory tracking '%s'; snapshots will miss it", e->key);
+            /* Routers learn the event; the view is rebuilt from the cache. */
+            ECT_LOG_W("events: out of memory tracking '%s'; the view is rebuilt", e->key);
+            resync_after_taken(ev);
             return false;
         }
         ve->n_blocks = e->n_blocks;
@@ -436,14 +508,16 @@ publish_batch(struct ect__events *ev, struct event *events, size_t n, uint64_t l
                   (unsigned long long)seq, n);
         pthread_mutex_lock(&ev->lock);
         ev->dropped += n;
-        ev->lost_unreported += n;
+        ev->lost_unreported += n + lost; /* told in a later batch */
         pthread_mutex_unlock(&ev->lock);
         return;
     }
     ev->next_seq++;
+    /* Counted before it is sent: a router that has the batch then never
+     * reads a count without it. */
+    count(ev, &ev->stats.batches);
     pub_send(ev, m);
     ring_push(ev, m);
-    count(ev, &ev->stats.batches);
 }
 
 /* ---- replay ------------------------------------------------------------------------ */
@@ -718,10 +792,11 @@ replay_turn(struct ect__events *ev)
 
 /* Take up to BATCH_MAX_EVENTS queued events (or about BATCH_MAX_BYTES of
  * keys).  Returns how many; *lost_p gets the drops not yet reported,
- * *stopping_p whether stop was asked, *more_p whether events remain. */
+ * *stopping_p whether stop was asked, *more_p whether events remain,
+ * *resync_p whether the view must be rebuilt once these are applied. */
 static size_t
 take_events(struct ect__events *ev, struct event *out, uint64_t *lost_p, int *stopping_p,
-            bool *more_p)
+            bool *more_p, bool *resync_p)
 {
     size_t n = 0, bytes = 0;
     pthread_mutex_lock(&ev->lock);
@@ -732,9 +807,16 @@ take_events(struct ect__events *ev, struct event *out, uint64_t *lost_p, int *st
         ev->head = (ev->head + 1) % ECT_EVENTS_QUEUE_CAP;
         ev->n--;
     }
-    *lost_p = n > 0 ? ev->lost_unreported : 0;
-    if (n > 0)
-        ev->lost_unreported = 0;
+    ev->taken_total += n;
+    bool due = ev->resync_pending && ev->taken_total >= ev->resync_mark;
+    if (due)
+        ev->resync_pending = false;
+    *resync_p = due;
+    /* A loss is told only once the view is whole again (the rebuild runs
+     * right after this batch, before any replay is served), so a router
+     * that asks for a snapshot on seeing it gets what was lost. */
+    *lost_p = (n > 0 || due) && !ev->resync_pending ? ev->lost_unreported : 0;
+    ev->lost_unreported -= *lost_p;
     *stopping_p = ev->stopping;
     *more_p = ev->n > 0;
     pthread_mutex_unlock(&ev->lock);
@@ -769,10 +851,12 @@ publisher_main(void *arg)
     for (;;) {
         uint64_t lost;
         int stopping;
-        bool more;
-        size_t n = take_events(ev, batch, &lost, &stopping, &more);
-        if (n > 0)
+        bool more, resync;
+        size_t n = take_events(ev, batch, &lost, &stopping, &more, &resync);
+        if (n > 0 || lost > 0)
             publish_batch(ev, batch, n, lost);
+        if (resync)
+            view_rebuild(ev);
         bool waiting = replay_turn(ev);
         if (stopping && !more)
             break; /* everything queued went out */

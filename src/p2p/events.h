@@ -16,7 +16,11 @@
  * epoch is the Unix time (ns) the stream started: it tells two lives of an
  * instance apart.  ts is when the batch was sent.  lost (present only when
  * not 0) counts events dropped before this batch because the in-process
- * queue was full: a view built from the stream may then miss entries.
+ * queue was full (or memory ran out): a view built from the stream then
+ * misses them, so a router asks for a snapshot.  A batch says lost only
+ * once the instance has rebuilt its own view from the cache (it does so
+ * before it serves another replay), so that snapshot is whole; only the
+ * "announced" of an entry announced while events were lost may be missing.
  * Events, in the order they happened:
  *     {"event": "cleared", "t": <ns>}
  *     {"event": "stored"|"evicted"|"discarded"|"announced"|"withdrawn",
