@@ -373,6 +373,7 @@ class ECTierConnector(_Base):
         self._ectier_role = _role_value(role)
         self._scheduler: Optional[Scheduler] = None
         self._worker: Optional[Worker] = None
+        self._raw_stream: Optional[Any] = None
         self._ec_caches: Optional[Any] = None
         config = transfer_config(vllm_config)
         engine = engine_description(vllm_config, role)
@@ -385,6 +386,10 @@ class ECTierConnector(_Base):
             self._torch = torch
             self._device = _device(vllm_config)
             self._dtype = self._worker.geometry.torch_dtype
+            # The current stream as an integer: torch.cuda.current_stream
+            # costs ~20 us a call on a slow host; torch's own compiler uses
+            # this raw accessor (absent in CPU builds and old releases).
+            self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
     # ---- helpers ---------------------------------------------------------------
 
@@ -401,6 +406,8 @@ class ECTierConnector(_Base):
     def _stream(self) -> int:
         if self._device.type != "cuda":
             return 0
+        if self._raw_stream is not None:
+            return int(self._raw_stream(self._device.index))
         return int(self._torch.cuda.current_stream(self._device).cuda_stream)
 
     # ---- scheduler side ----------------------------------------------------------

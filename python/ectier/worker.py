@@ -72,6 +72,7 @@ class Worker(Handle):
         # The bound metadata, decoded once per bind (loads() and start_load()
         # both read it, on the engine's critical path).
         self._bound: Optional[Dict[str, Any]] = None
+        self._tensor_dtype: Any = None
 
     @property
     def is_save_rank(self) -> bool:
@@ -132,22 +133,27 @@ class Worker(Handle):
     def _address(self, obj: Any, what: str, destination: bool) -> Tuple[int, int, Any]:
         """(address, byte size, the object to keep alive) of engine memory."""
         if _is_tensor(obj):
-            device = obj.device.type
+            # On the engine's critical path (every load and save): each
+            # attribute is read once.
+            on = obj.device
+            device = on.type
             if self.memory == "cuda" and (
-                device != "cuda" or (obj.device.index not in (None, self.cuda_device))
+                device != "cuda" or (on.index not in (None, self.cuda_device))
             ):
                 raise InvalidInputError(
-                    f"{what}: a tensor on {obj.device}, but this worker copies to "
+                    f"{what}: a tensor on {on}, but this worker copies to "
                     f"cuda:{self.cuda_device}"
                 )
             if self.memory == "host" and device != "cpu":
                 raise InvalidInputError(
-                    f"{what}: a tensor on {obj.device}, but this worker's memory is host memory"
+                    f"{what}: a tensor on {on}, but this worker's memory is host memory"
                 )
-            if str(obj.dtype) != self.geometry.dtype:
+            dtype = obj.dtype
+            if dtype is not self._tensor_dtype and str(dtype) != self.geometry.dtype:
                 raise InvalidInputError(
                     f"{what}: a tensor of {obj.dtype}, but the tier holds {self.geometry.dtype}"
                 )
+            self._tensor_dtype = dtype  # the torch dtype of the tier, once seen
             if obj.dim() != 2 or obj.shape[1] != self.geometry.hidden_dim:
                 raise InvalidInputError(
                     f"{what}: a tensor of shape {tuple(obj.shape)}, but rows of the tier are "
