@@ -258,7 +258,7 @@ ect__bind_hand_over(cJSON *root, const char *what, char **out_p)
     cJSON_Delete(root);
     if (text == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory writing JSON", what);
-    /* cJSON allocates with malloc (no hooks are installed): ect_free frees it. */
+    /* cJSON allocates with ect__malloc (alloc.c sets its hooks): ect_free frees it. */
     *out_p = text;
     return ECT_OK;
 }

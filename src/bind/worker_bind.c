@@ -13,6 +13,7 @@
 #include <ectier/binding.h>
 
 #include "bind/bind.h"
+#include "common/alloc.h"
 #include "common/error.h"
 
 static cJSON *
@@ -219,10 +220,10 @@ ect_worker_take_report_bytes(ect_worker_t *worker, void **bytes_p, size_t *len_p
     if (r != NULL) {
         size_t cap = ect_step_report_encoded_size(r);
         ect_status_t s = ECT_OK;
-        if ((buf = malloc(cap)) == NULL)
+        if ((buf = ect__malloc(cap)) == NULL)
             s = ect__error(ECT_ERR_NO_MEMORY, "worker take_report: out of memory (%zu bytes)", cap);
         else if ((s = ect_step_report_encode(r, buf, cap, &len)) != ECT_OK)
-            free(buf);
+            ect__free(buf);
         ect_step_report_destroy(r);
         if (s != ECT_OK) {
             /* The report is lost: its saves stay not ready and its loads

@@ -18,6 +18,7 @@
 
 #include <ectier/worker.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
@@ -69,7 +70,7 @@ ect_worker_create(const ect_worker_params_t *params, ect_worker_t **worker_p)
     ect_status_t st = ect_config_validate(params->config);
     if (st != ECT_OK)
         return st;
-    ect_worker_t *w = calloc(1, sizeof(*w));
+    ect_worker_t *w = ect__calloc(1, sizeof(*w));
     if (w == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "worker: out of memory");
     w->geom = *params->geometry;
@@ -118,7 +119,7 @@ err_region:
 err_carry:
     ect_step_report_destroy(w->carry);
 err_free:
-    free(w);
+    ect__free(w);
     return st;
 }
 
@@ -144,15 +145,15 @@ static void
 free_keys(char **keys, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        free(keys[i]);
-    free(keys);
+        ect__free(keys[i]);
+    ect__free(keys);
 }
 
 static void
 drop_batch(struct batch *b)
 {
     free_keys(b->keys, b->n_keys);
-    free(b->tids);
+    ect__free(b->tids);
 }
 
 ect_status_t
@@ -179,7 +180,7 @@ fail_queued_saves(ect_worker_t *w)
     for (size_t i = 0; i < w->n_save_keys; i++) {
         if (ect_step_report_add_failed_save(w->carry, w->save_keys[i]) != ECT_OK)
             ect__log_last_error(ECT_LOG_ERROR, "worker");
-        free(w->save_keys[i]);
+        ect__free(w->save_keys[i]);
     }
     w->n_save_keys = 0;
     w->save_bytes = 0;
@@ -223,7 +224,7 @@ push_batch(ect_worker_t *w, const struct batch *b)
 {
     if (w->n_inflight == w->cap_inflight) {
         size_t cap = w->cap_inflight ? w->cap_inflight * 2 : 8;
-        struct batch *grown = realloc(w->inflight, cap * sizeof(*grown));
+        struct batch *grown = ect__realloc(w->inflight, cap * sizeof(*grown));
         if (grown == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "worker: out of memory tracking copies");
         w->inflight = grown;
@@ -255,8 +256,8 @@ ect_worker_start_load(ect_worker_t *w, ect_load_target_fn target, void *user, vo
     if (n == 0)
         return ECT_OK;
     struct batch b = {.dir = ECT_COPY_LOAD};
-    const ect_step_item_t **items = malloc(n * sizeof(*items));
-    b.tids = malloc(n * sizeof(*b.tids));
+    const ect_step_item_t **items = ect__malloc(n * sizeof(*items));
+    b.tids = ect__malloc(n * sizeof(*b.tids));
     ect_status_t st = ECT_OK;
     if (items == NULL || b.tids == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "worker start_load: out of memory");
@@ -297,7 +298,7 @@ ect_worker_start_load(ect_worker_t *w, ect_load_target_fn target, void *user, vo
         ect__log_failure(ect_copy_engine_wait(w->engine, b.ticket), "worker");
         goto err_report;
     }
-    free(items);
+    ect__free(items);
     return ECT_OK;
 
 err_report:
@@ -305,8 +306,8 @@ err_report:
         ect__log_failure(
             ect_step_report_add_load(w->carry, ect_step_meta_load(w->meta, i)->transfer_id),
             "worker");
-    free(b.tids);
-    free(items);
+    ect__free(b.tids);
+    ect__free(items);
     return st;
 }
 
@@ -329,13 +330,13 @@ ect_worker_save(ect_worker_t *w, const char *key, const void *src, size_t nbytes
      * refused must leave no copy behind (its blocks may be freed). */
     if (w->n_save_keys == w->cap_save_keys) {
         size_t cap = w->cap_save_keys ? w->cap_save_keys * 2 : 8;
-        char **grown = realloc(w->save_keys, cap * sizeof(*grown));
+        char **grown = ect__realloc(w->save_keys, cap * sizeof(*grown));
         if (grown == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "worker save: out of memory");
         w->save_keys = grown;
         w->cap_save_keys = cap;
     }
-    char *copy = strdup(key);
+    char *copy = ect__strdup(key);
     if (copy == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "worker save: out of memory");
     ect_status_t st = ect__strmap_put(&w->saved_this_step, key, NULL, NULL);
@@ -358,7 +359,7 @@ err_untrack:
     /* Not saved: clear_metadata reports it as failed. */
     ect__strmap_remove(&w->saved_this_step, key, NULL);
 err_copy:
-    free(copy);
+    ect__free(copy);
     return st;
 }
 
@@ -482,7 +483,7 @@ ect_worker_destroy(ect_worker_t *w)
     ect__log_failure(ect_worker_wait(w), "worker");
     for (size_t i = 0; i < w->n_inflight; i++)
         drop_batch(&w->inflight[i]);
-    free(w->inflight);
+    ect__free(w->inflight);
     ect_worker_clear_metadata(w);
     free_keys(w->save_keys, w->n_save_keys);
     ect__copy_plan_cleanup(&w->save_plan);
@@ -492,5 +493,5 @@ ect_worker_destroy(ect_worker_t *w)
         ect_copy_engine_destroy(w->engine);
     ect_region_close(w->region);
     ect_step_report_destroy(w->carry);
-    free(w);
+    ect__free(w);
 }
