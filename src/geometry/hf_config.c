@@ -593,7 +593,12 @@ parse(const char *json, size_t len, const char *origin, ect_hf_model_t *model_p)
 
     ect_status_t s;
     const char *end = NULL;
+    unsigned long failures = ect__alloc_thread_failures();
     cJSON *root = cJSON_ParseWithLengthOpts(copy, len, &end, 0);
+    if (root == NULL && ect__alloc_thread_failures() != failures) {
+        s = ect__error(ECT_ERR_NO_MEMORY, "model config: out of memory parsing JSON");
+        goto out_free_copy;
+    }
     if (root == NULL) {
         size_t off = end != NULL && end >= copy && end <= copy + len ? (size_t)(end - copy) : 0;
         size_t line, col;
