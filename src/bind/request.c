@@ -294,6 +294,7 @@ ect_scheduler_take_unavailable_json(ect_scheduler_t *scheduler, char **ids_json_
 {
     if (scheduler == NULL || ids_json_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "take_unavailable_requests: NULL argument");
+    unsigned long mark = ect__alloc_thread_failures();
     cJSON *ids = cJSON_CreateArray();
     char *batch[64];
     size_t n;
@@ -309,7 +310,7 @@ ect_scheduler_take_unavailable_json(ect_scheduler_t *scheduler, char **ids_json_
             ect_free(batch[i]);
         }
     } while (n == 64);
-    return ect__bind_hand_over(ids, "take_unavailable_requests", ids_json_p);
+    return ect__bind_hand_over(ids, mark, "take_unavailable_requests", ids_json_p);
 }
 
 ect_status_t

@@ -44,7 +44,7 @@ items_json(const ect_step_meta_t *meta, int loads)
         if (loads)
             cJSON_AddNumberToObject(o, "transfer_id", (double)it->transfer_id);
         cJSON_AddNumberToObject(o, "n_blocks", (double)it->n_blocks);
-        cJSON_AddItemToObject(o, "runs", runs_json(it));
+        ect__json_put(o, "runs", runs_json(it));
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -53,12 +53,13 @@ items_json(const ect_step_meta_t *meta, int loads)
 static ect_status_t
 meta_to_json(const ect_step_meta_t *meta, char **json_p)
 {
+    unsigned long mark = ect__alloc_thread_failures();
     cJSON *root = cJSON_CreateObject();
     if (root != NULL) {
-        cJSON_AddItemToObject(root, "saves", items_json(meta, 0));
-        cJSON_AddItemToObject(root, "loads", items_json(meta, 1));
+        ect__json_put(root, "saves", items_json(meta, 0));
+        ect__json_put(root, "loads", items_json(meta, 1));
     }
-    return ect__bind_hand_over(root, "step metadata", json_p);
+    return ect__bind_hand_over(root, mark, "step metadata", json_p);
 }
 
 ect_status_t
@@ -105,6 +106,7 @@ ect_step_report_json(const void *bytes, size_t len, char **json_p)
     ect_status_t s = ect_step_report_decode(bytes, len, &r);
     if (s != ECT_OK)
         return s;
+    unsigned long mark = ect__alloc_thread_failures();
     cJSON *root = cJSON_CreateObject(), *loads = cJSON_CreateArray(), *stats = cJSON_CreateObject();
     if (root == NULL || loads == NULL || stats == NULL) {
         cJSON_Delete(loads);
@@ -113,14 +115,12 @@ ect_step_report_json(const void *bytes, size_t len, char **json_p)
         ect_step_report_destroy(r);
         return ect__error(ECT_ERR_NO_MEMORY, "worker report json: out of memory");
     }
-    cJSON_AddItemToObject(root, "saves",
-                          keys_json(r, ect_step_report_n_saves(r), ect_step_report_save));
-    cJSON_AddItemToObject(
-        root, "failed_saves",
-        keys_json(r, ect_step_report_n_failed_saves(r), ect_step_report_failed_save));
+    ect__json_put(root, "saves", keys_json(r, ect_step_report_n_saves(r), ect_step_report_save));
+    ect__json_put(root, "failed_saves",
+                  keys_json(r, ect_step_report_n_failed_saves(r), ect_step_report_failed_save));
     for (size_t i = 0; i < ect_step_report_n_loads(r); i++)
         cJSON_AddItemToArray(loads, cJSON_CreateNumber((double)ect_step_report_load(r, i)));
-    cJSON_AddItemToObject(root, "loads", loads);
+    ect__json_put(root, "loads", loads);
     const ect_step_copy_stats_t *cs = ect_step_report_stats(r);
     cJSON_AddNumberToObject(stats, "save_bytes", (double)cs->save_bytes);
     cJSON_AddNumberToObject(stats, "save_ns", (double)cs->save_ns);
@@ -128,9 +128,9 @@ ect_step_report_json(const void *bytes, size_t len, char **json_p)
     cJSON_AddNumberToObject(stats, "load_bytes", (double)cs->load_bytes);
     cJSON_AddNumberToObject(stats, "load_ns", (double)cs->load_ns);
     cJSON_AddNumberToObject(stats, "load_batches", (double)cs->load_batches);
-    cJSON_AddItemToObject(root, "stats", stats);
+    ect__json_put(root, "stats", stats);
     ect_step_report_destroy(r);
-    return ect__bind_hand_over(root, "worker report json", json_p);
+    return ect__bind_hand_over(root, mark, "worker report json", json_p);
 }
 
 /* The destinations of one start_load_arrays call. */

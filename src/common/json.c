@@ -166,6 +166,18 @@ ect__json_parse(const char *what, const char *json, size_t len, size_t max_len, 
     return s != ECT_OK ? s : parse_json(what, json, len, root_p);
 }
 
+bool
+ect__json_put(cJSON *obj, const char *key, cJSON *item)
+{
+    if (item == NULL)
+        return false;
+    if (obj != NULL && (key != NULL ? cJSON_AddItemToObject(obj, key, item)
+                                    : cJSON_AddItemToArray(obj, item)))
+        return true;
+    cJSON_Delete(item);
+    return false;
+}
+
 int
 ect__json_uint(const cJSON *item, uint64_t lo, uint64_t hi, uint64_t *v_p)
 {

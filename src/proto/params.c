@@ -67,7 +67,7 @@ ect__params_encode(const ect_params_item_t *items, size_t n, char **json_p)
                  cJSON_AddNumberToObject(item, "peer_port", it->peer_port) != NULL &&
                  cJSON_AddNumberToObject(item, "size_bytes", (double)it->size_bytes) != NULL;
         if (ok)
-            ok = cJSON_AddItemToObject(root, it->mm_hash, item);
+            ok = ect__json_put(root, it->mm_hash, item);
         else
             cJSON_Delete(item);
     }
