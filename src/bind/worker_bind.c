@@ -15,6 +15,7 @@
 #include "bind/bind.h"
 #include "common/alloc.h"
 #include "common/error.h"
+#include "step/report.h"
 
 static cJSON *
 runs_json(const ect_step_item_t *it)
@@ -224,13 +225,14 @@ ect_worker_take_report_bytes(ect_worker_t *worker, void **bytes_p, size_t *len_p
             s = ect__error(ECT_ERR_NO_MEMORY, "worker take_report: out of memory (%zu bytes)", cap);
         else if ((s = ect_step_report_encode(r, buf, cap, &len)) != ECT_OK)
             ect__free(buf);
-        ect_step_report_destroy(r);
         if (s != ECT_OK) {
-            /* The report is lost: its saves stay not ready and its loads
-             * pinned on the scheduler, which only shutdown releases. */
-            ECT_LOG_E("worker: a report could not be encoded: %s", ect_last_error());
+            /* Not lost: the worker hands it out again at the next call
+             * (else its saves would stay not ready and its loads pinned on
+             * the scheduler until shutdown). */
+            ect__worker_give_back_report(worker, r, copy);
             return s;
         }
+        ect_step_report_destroy(r);
     }
     *bytes_p = buf;
     *len_p = len;

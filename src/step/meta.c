@@ -25,6 +25,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/strmap.h"
+#include "step/report.h"
 
 #define META_MAGIC         "ECTM"
 #define REPORT_MAGIC       "ECTR"
@@ -512,6 +513,39 @@ key_list_free(struct key_list *l)
     ect__free(l->keys);
 }
 
+/* Capacity for n more keys than the list holds. */
+static ect_status_t
+key_list_reserve(struct key_list *l, size_t n)
+{
+    if (l->cap - l->n >= n)
+        return ECT_OK;
+    size_t cap = l->cap ? l->cap : 8;
+    while (cap - l->n < n)
+        cap *= 2;
+    char **grown = ect__realloc(l->keys, cap * sizeof(*grown));
+    if (grown == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
+    l->keys = grown;
+    l->cap = cap;
+    return ECT_OK;
+}
+
+static ect_status_t
+loads_reserve(ect_step_report_t *r, size_t n)
+{
+    if (r->cap_loads - r->n_loads >= n)
+        return ECT_OK;
+    size_t cap = r->cap_loads ? r->cap_loads : 8;
+    while (cap - r->n_loads < n)
+        cap *= 2;
+    uint64_t *grown = ect__realloc(r->loads, cap * sizeof(*grown));
+    if (grown == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
+    r->loads = grown;
+    r->cap_loads = cap;
+    return ECT_OK;
+}
+
 static ect_status_t
 key_list_add(struct key_list *l, const char *what, const char *key)
 {
@@ -521,19 +555,46 @@ key_list_add(struct key_list *l, const char *what, const char *key)
     ect_status_t st = check_key(what, key, len);
     if (st != ECT_OK)
         return st;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        char **grown = ect__realloc(l->keys, cap * sizeof(*grown));
-        if (grown == NULL)
-            return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
-        l->keys = grown;
-        l->cap = cap;
-    }
+    if ((st = key_list_reserve(l, 1)) != ECT_OK)
+        return st;
     char *copy = ect__strdup(key);
     if (copy == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
     l->keys[l->n++] = copy;
     return ECT_OK;
+}
+
+ect_status_t
+ect__step_report_reserve(ect_step_report_t *report, size_t saves, size_t failed, size_t loads)
+{
+    ect_status_t st = key_list_reserve(&report->saves, saves);
+    if (st == ECT_OK)
+        st = key_list_reserve(&report->failed, failed);
+    if (st == ECT_OK)
+        st = loads_reserve(report, loads);
+    return st;
+}
+
+ect_status_t
+ect__step_report_adopt_save(ect_step_report_t *report, char *key, int failed)
+{
+    struct key_list *l = failed ? &report->failed : &report->saves;
+    ect_status_t st = key_list_reserve(l, 1);
+    if (st != ECT_OK) {
+        ect__free(key);
+        return st;
+    }
+    l->keys[l->n++] = key;
+    return ECT_OK;
+}
+
+ect_status_t
+ect__step_report_push_load(ect_step_report_t *report, uint64_t transfer_id)
+{
+    ect_status_t st = loads_reserve(report, 1);
+    if (st == ECT_OK)
+        report->loads[report->n_loads++] = transfer_id;
+    return st;
 }
 
 ect_status_t
@@ -580,16 +641,7 @@ ect_step_report_add_load(ect_step_report_t *report, uint64_t transfer_id)
 {
     if (report == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report load: NULL report");
-    if (report->n_loads == report->cap_loads) {
-        size_t cap = report->cap_loads ? report->cap_loads * 2 : 8;
-        uint64_t *grown = ect__realloc(report->loads, cap * sizeof(*grown));
-        if (grown == NULL)
-            return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
-        report->loads = grown;
-        report->cap_loads = cap;
-    }
-    report->loads[report->n_loads++] = transfer_id;
-    return ECT_OK;
+    return ect__step_report_push_load(report, transfer_id);
 }
 
 void
