@@ -1,0 +1,658 @@
+/*
+ * Allocation failure sweep (issue 13): every header promises "nothing is
+ * left behind on error"; this proves it for ECT_ERR_NO_MEMORY.
+ *
+ * Each case runs one path of the library (config parse, model config and
+ * geometry, region open, cache operations, a scheduler step, a worker step
+ * through the CPU copy engine, the binding entry points, metrics) again and
+ * again under the allocator's failure injector (src/common/alloc.h): run n
+ * fails allocation n, in one sweep together with every later one (so retry
+ * and cleanup paths run out of memory too), in another alone (so the path
+ * goes on after an absorbed failure, and a report or pin lost to it shows
+ * up in the end state).  Every run must end with ECT_OK or
+ * ECT_ERR_NO_MEMORY, with the library's live allocation count back where it
+ * was and nothing of the case left in /dev/shm.  A sweep ends at the first
+ * n that the path completes without an injected failure.  Allocations made
+ * by third-party libraries (cJSON's are ours: alloc.c hooks it) are not
+ * counted and never fail.
+ *
+ * Only the public API and the internal alloc.h are used; everything the
+ * cases need is set up here.
+ */
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <ectier/ectier.h>
+
+#include "common/alloc.h"
+#include "ectier_build_config.h"
+#include "harness.h"
+
+/* Past this many runs a sweep steps n by SWEEP_STRIDE (the paths here stay
+ * well below it; it bounds the runtime should a path grow). */
+#define SWEEP_DENSE 2000
+#define SWEEP_STRIDE 7
+
+enum mode { FAIL_FROM_N, FAIL_ONLY_N };
+
+/* What a path sees: its case's unique name and the sweep's mode. */
+struct run {
+    const char *id;
+    enum mode mode;
+};
+
+typedef ect_status_t (*path_fn)(struct run *r);
+
+static void
+require_hooks(void)
+{
+#if !ECT_TEST_HOOKS
+    SKIP("built with -DECT_TEST_HOOKS=OFF: no allocation failure injector");
+#endif
+}
+
+/* How many /dev/shm entries carry id in their name. */
+static size_t
+shm_entries(const char *id, char *first, size_t cap)
+{
+    DIR *d = opendir("/dev/shm");
+    CHECK(d != NULL);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strstr(e->d_name, id) != NULL) {
+            if (n++ == 0 && first != NULL)
+                snprintf(first, cap, "%s", e->d_name);
+        }
+    closedir(d);
+    return n;
+}
+
+/* Sweep path for one mode; returns the n at which it completed. */
+static uint64_t
+sweep_mode(const char *what, path_fn fn, const char *id, enum mode mode)
+{
+    uint64_t n = 1;
+    for (;;) {
+        struct run r = {.id = id, .mode = mode};
+        int64_t live0 = ect__alloc_live();
+        ect__alloc_reset();
+        ect__alloc_fail_at(n, mode == FAIL_FROM_N);
+        ect_status_t st = fn(&r);
+        ect__alloc_fail_at(0, 0);
+        uint64_t failed = ect__alloc_failed();
+        CHECK_MSG(st == ECT_OK || st == ECT_ERR_NO_MEMORY,
+                  "%s (%s, n=%llu): status %s: %s", what,
+                  mode == FAIL_FROM_N ? "from n" : "only n", (unsigned long long)n,
+                  ect_status_str(st), ect_last_error());
+        CHECK_MSG(failed > 0 || st == ECT_OK, "%s (n=%llu): NO_MEMORY without a failure", what,
+                  (unsigned long long)n);
+        int64_t live = ect__alloc_live();
+        CHECK_MSG(live == live0, "%s (%s, n=%llu): %lld allocations leaked (status %s)", what,
+                  mode == FAIL_FROM_N ? "from n" : "only n", (unsigned long long)n,
+                  (long long)(live - live0), ect_status_str(st));
+        char left[256] = "";
+        CHECK_MSG(shm_entries(id, left, sizeof(left)) == 0, "%s (n=%llu): /dev/shm/%s left behind",
+                  what, (unsigned long long)n, left);
+        if (failed == 0)
+            return n;
+        n += n < SWEEP_DENSE ? 1 : SWEEP_STRIDE;
+    }
+}
+
+/* Out-of-memory paths log; thousands of lines help no one (ECT_SWEEP_LOG=1
+ * keeps them). */
+static void
+drop_log(ect_log_level_t level, const char *message, void *user)
+{
+    (void)level;
+    (void)message;
+    (void)user;
+}
+
+static void
+sweep(const char *what, path_fn fn)
+{
+    require_hooks();
+    if (getenv("ECT_SWEEP_LOG") == NULL)
+        ect_log_set_sink(drop_log, NULL);
+    char id[64];
+    ect_test_unique_name(id, sizeof(id), "ectas_");
+    /* One clean run first: the path itself works. */
+    struct run clean = {.id = id, .mode = FAIL_FROM_N};
+    CHECK_MSG(fn(&clean) == ECT_OK, "%s: the path fails without injection: %s", what,
+              ect_last_error());
+    uint64_t a = sweep_mode(what, fn, id, FAIL_FROM_N);
+    uint64_t b = sweep_mode(what, fn, id, FAIL_ONLY_N);
+    printf("sweep %s: completed at n=%llu (fail from n) and n=%llu (fail only n)\n", what,
+           (unsigned long long)a, (unsigned long long)b);
+    fflush(stdout);
+}
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        if ((st = (expr)) != ECT_OK)                                                               \
+            goto out;                                                                              \
+    } while (0)
+
+/* ---- config -------------------------------------------------------------- */
+
+#if ECT_HAVE_P2P
+#define P2P_SETTINGS                                                                               \
+    "\"ec_enable_nixl\": true, \"consumer_ack_timeout_s\": 0.5, \"read_timeout_s\": \"7.25\", "    \
+    "\"quarantine_s\": 90, \"producer_pin_lease_s\": 12, \"announce_lease_s\": 0, "                \
+    "\"defer_budget_s\": 5, \"transport\": \"same_host\", "                                        \
+    "\"events_endpoint\": \"tcp://127.0.0.1:5610\", "                                              \
+    "\"curve_server_key_file\": \"/etc/ectier/server.key\", "                                      \
+    "\"curve_client_key_file\": \"client.key\", "                                                  \
+    "\"curve_allowed_clients_file\": \"/etc/ectier/allowed\", "
+#else
+#define P2P_SETTINGS ""
+#endif
+
+static const char full_config[] =
+    "{\"ec_connector\": \"ECCPUConnector\", \"ec_role\": \"ec_both\", "
+    "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": \"3MiB\", " P2P_SETTINGS
+    "\"region_name\": \"ectier_test-1.x\", \"metrics_address\": \"0.0.0.0:9100\", "
+    "\"copy_threads\": \"8\", \"prefault\": \"no\", \"region_reaper\": false}}";
+
+static ect_status_t
+path_config_parse(struct run *r)
+{
+    (void)r;
+    ect_config_t cfg;
+    ect_status_t st = ect_config_parse(full_config, strlen(full_config), &cfg);
+    if (st == ECT_OK)
+        CHECK_EQ_U64(cfg.cpu_bytes, 3ull << 20);
+    return st;
+}
+
+static void
+test_sweep_config_parse(void)
+{
+    sweep("config parse", path_config_parse);
+}
+
+static ect_status_t
+path_config_check_json(struct run *r)
+{
+    (void)r;
+    char *out = NULL;
+    ect_status_t st = ect_config_check_json(full_config, strlen(full_config), &out);
+    if (st == ECT_OK) {
+        CHECK_CONTAINS(out, "\"ec_cpu_bytes\"");
+        ect_free(out);
+    } else {
+        CHECK(out == NULL);
+    }
+    return st;
+}
+
+static void
+test_sweep_config_check_json(void)
+{
+    sweep("config check json", path_config_check_json);
+}
+
+/* ---- model config and geometry -------------------------------------------- */
+
+#define HF_CONFIG ECT_TEST_DATA_DIR "/hf-configs/Qwen2.5-VL-7B-Instruct.json"
+
+static ect_status_t
+path_hf_config_load(struct run *r)
+{
+    (void)r;
+    ect_hf_model_t m;
+    return ect_hf_config_load(HF_CONFIG, &m);
+}
+
+static void
+test_sweep_hf_config_load(void)
+{
+    sweep("hf config load", path_hf_config_load);
+}
+
+static ect_status_t
+path_geometry_json(struct run *r)
+{
+    (void)r;
+    static const char spec[] = "{\"cpu_bytes\": \"1MiB\", \"hf_config_path\": \"" HF_CONFIG "\"}";
+    char *out = NULL;
+    ect_status_t st = ect_geometry_json(spec, strlen(spec), &out);
+    if (st == ECT_OK) {
+        CHECK_CONTAINS(out, "\"num_blocks\"");
+        ect_free(out);
+    }
+    return st;
+}
+
+static void
+test_sweep_geometry_json(void)
+{
+    sweep("geometry json", path_geometry_json);
+}
+
+/* ---- region ---------------------------------------------------------------- */
+
+static ect_status_t
+region_open(struct run *r, uint32_t flags)
+{
+    ect_region_params_t p = {.instance_id = r->id, .flags = flags};
+    ect_status_t st = ect_geometry_init(16, ECT_DTYPE_F32, 64 * 64, &p.geometry);
+    if (st != ECT_OK)
+        return st;
+    ect_region_t *region = NULL;
+    if ((st = ect_region_open(&p, &region)) != ECT_OK)
+        return st;
+    CHECK(ect_region_is_creator(region));
+    memset(ect_region_data(region), 1, 64 * 64);
+    ect_region_close(region);
+    return ECT_OK;
+}
+
+static ect_status_t
+path_region_open(struct run *r)
+{
+    return region_open(r, ECT_REGION_NO_REAPER | ECT_REGION_OWNER);
+}
+
+static void
+test_sweep_region_open(void)
+{
+    sweep("region open", path_region_open);
+}
+
+static ect_status_t
+path_region_open_reaper(struct run *r)
+{
+    return region_open(r, 0);
+}
+
+static void
+test_sweep_region_open_with_reaper(void)
+{
+    sweep("region open with reaper", path_region_open_reaper);
+}
+
+/* ---- cache ------------------------------------------------------------------ */
+
+static ect_status_t
+path_cache(struct run *r)
+{
+    (void)r;
+    ect_cache_t *c = NULL;
+    ect_status_t st = ect_cache_create(256, &c);
+    if (st != ECT_OK)
+        return st;
+    char key[64];
+    uint64_t holds[8];
+    size_t n_holds = 0;
+    for (unsigned i = 0; i < 64; i++) {
+        /* Long keys (over the pooled size) for some. */
+        snprintf(key, sizeof(key), i % 3 ? "k%u" : "a-rather-long-cache-key-%u-with-padding-xx", i);
+        TRY(ect_cache_alloc(c, key, 1 + i % 7));
+        if (i % 4 != 3)
+            TRY(ect_cache_mark_ready(c, key));
+        if (i % 8 == 0 && n_holds < 8)
+            TRY(ect_cache_hold(c, key, 0, &holds[n_holds++]));
+        if (i % 8 == 1)
+            TRY(ect_cache_pin(c, key));
+    }
+    ect_cache_entry_t e;
+    TRY(ect_cache_get(c, "k1", &e));
+    ect_run_t runs[16];
+    size_t n_runs = 0;
+    TRY(ect_cache_get_runs(c, "k1", runs, 16, &n_runs));
+    ect_pin_result_t pr;
+    TRY(ect_cache_pin_if_ready(c, "k2", &pr));
+    if (pr == ECT_PIN_PINNED)
+        TRY(ect_cache_unpin(c, "k2"));
+    TRY(ect_cache_discard(c, "k7"));
+    size_t expired = 0;
+    TRY(ect_cache_expire_holds(c, 1, &expired));
+    ect_cache_stats_t stats;
+    TRY(ect_cache_stats(c, &stats));
+out:
+    ect_cache_destroy(c);
+    return st;
+}
+
+static void
+test_sweep_cache(void)
+{
+    sweep("cache", path_cache);
+}
+
+/* ---- scheduler and worker ------------------------------------------------------ */
+
+struct instance {
+    ect_config_t cfg;
+    ect_geometry_t geom;
+};
+
+/* The case's instance, 64 blocks of 64 bytes (16 x f32), and its
+ * scheduler. */
+static ect_status_t
+open_scheduler(const struct run *r, struct instance *in, ect_scheduler_t **s_p)
+{
+    CHECK_OK(ect_config_init(&in->cfg));
+    in->cfg.role = ECT_ROLE_BOTH;
+    in->cfg.cpu_bytes = 64 * 64;
+    in->cfg.region_reaper = false;
+    in->cfg.copy_threads = 2;
+    CHECK_OK(ect_geometry_init(16, ECT_DTYPE_F32, in->cfg.cpu_bytes, &in->geom));
+    ect_scheduler_params_t p = {.config = &in->cfg, .geometry = &in->geom, .instance_id = r->id};
+    return ect_scheduler_create(&p, s_p);
+}
+
+static ect_status_t
+alloc_item(ect_scheduler_t *s, const char *rid, const char *key, uint64_t tokens)
+{
+    ect_mm_feature_t f = {.identifier = key, .num_tokens = tokens, .has_local_input = 1};
+    ect_request_t q = {.request_id = rid, .features = &f, .n_features = 1};
+    int available = 0;
+    ect_status_t st = ect_scheduler_ensure_cache_available(s, &q, &available);
+    if (st != ECT_OK)
+        return st;
+    return ect_scheduler_update_state_after_alloc(s, &q, 0);
+}
+
+/* The scheduler alone: saves queued, a step built, the workers' reports
+ * (made here) applied, then loads of the saved entries. */
+static ect_status_t
+path_scheduler(struct run *r)
+{
+    struct instance in;
+    ect_scheduler_t *s = NULL;
+    ect_step_meta_t *meta = NULL;
+    ect_step_report_t *rep = NULL;
+    void *bytes = NULL;
+    ect_status_t st = open_scheduler(r, &in, &s);
+    if (st != ECT_OK)
+        return st;
+    char key[32];
+    for (unsigned i = 0; i < 4; i++) {
+        snprintf(key, sizeof(key), "img-%u", i);
+        TRY(alloc_item(s, "r1", key, 2 + i));
+    }
+    TRY(ect_scheduler_build_connector_meta(s, &meta));
+    TRY(ect_step_report_create(&rep));
+    for (size_t i = 0; i < ect_step_meta_n_saves(meta); i++) {
+        const char *k = ect_step_meta_save(meta, i)->key;
+        TRY(i % 2 ? ect_step_report_add_failed_save(rep, k) : ect_step_report_add_save(rep, k));
+    }
+    size_t len = ect_step_report_encoded_size(rep);
+    bytes = ect__malloc(len);
+    if (bytes == NULL) {
+        st = ECT_ERR_NO_MEMORY;
+        goto out;
+    }
+    TRY(ect_step_report_encode(rep, bytes, len, &len));
+    TRY(ect_scheduler_update_connector_output(s, bytes, len));
+    ect_step_meta_destroy(meta);
+    meta = NULL;
+    if (ect__alloc_failed() == 0) { /* nothing failed so far */
+        CHECK(!ect_scheduler_has_pending_push_work(s));
+    }
+    /* Loads of what was saved. */
+    for (unsigned i = 0; i < 4; i += 2) {
+        snprintf(key, sizeof(key), "img-%u", i);
+        if (ect_scheduler_has_cache_item(s, key))
+            TRY(alloc_item(s, "r2", key, 2 + i));
+    }
+    TRY(ect_scheduler_build_connector_meta(s, &meta));
+    ect_step_report_destroy(rep);
+    rep = NULL;
+    TRY(ect_step_report_create(&rep));
+    for (size_t i = 0; i < ect_step_meta_n_loads(meta); i++)
+        TRY(ect_step_report_add_load(rep, ect_step_meta_load(meta, i)->transfer_id));
+    TRY(ect_scheduler_apply_report(s, rep));
+    CHECK_MSG(!ect_scheduler_has_pending_push_work(s), "pending push work after every report");
+    ect_metrics_t m;
+    TRY(ect_scheduler_metrics(s, &m));
+    char text[16384];
+    size_t tlen = 0;
+    TRY(ect_metrics_format_prometheus(&m, text, sizeof(text), &tlen));
+out:
+    ect__free(bytes);
+    ect_step_report_destroy(rep);
+    ect_step_meta_destroy(meta);
+    ect_scheduler_destroy(s);
+    return st;
+}
+
+static void
+test_sweep_scheduler_step(void)
+{
+    sweep("scheduler step", path_scheduler);
+}
+
+struct target {
+    unsigned char buf[4][64 * 8];
+    size_t used;
+};
+
+static ect_status_t
+load_target(void *user, const char *key, uint64_t n_tokens, size_t nbytes, void **dst_p)
+{
+    struct target *t = user;
+    (void)key;
+    (void)n_tokens;
+    CHECK(t->used < 4 && nbytes <= sizeof(t->buf[0]));
+    *dst_p = t->buf[t->used++];
+    return ECT_OK;
+}
+
+/* The workers' report of the step, applied on the scheduler; a report
+ * that could not be taken is asked for again (as the engine does at its
+ * next step), a few times. */
+static ect_status_t
+report_step(ect_scheduler_t *s, ect_worker_t *w)
+{
+    ect_status_t st = ECT_OK;
+    for (int tries = 0; tries < 3; tries++) {
+        ect_status_t ws = ect_worker_wait(w);
+        if (ws != ECT_OK && ws != ECT_ERR_NO_MEMORY)
+            return ws;
+        void *bytes = NULL;
+        size_t len = 0;
+        ect_status_t copy = ECT_OK;
+        st = ect_worker_take_report_bytes(w, &bytes, &len, &copy);
+        if (st == ECT_ERR_NO_MEMORY)
+            continue;
+        if (st != ECT_OK)
+            return st;
+        if (copy != ECT_OK && copy != ECT_ERR_NO_MEMORY) {
+            ect_free(bytes);
+            return copy;
+        }
+        st = ect_scheduler_update_connector_output(s, bytes, len);
+        ect_free(bytes);
+        if (st != ECT_OK || ect_worker_in_flight(w) == 0)
+            return st;
+    }
+    return st;
+}
+
+static ect_status_t
+bind_step(ect_scheduler_t *s, ect_worker_t *w)
+{
+    void *meta = NULL;
+    size_t len = 0;
+    ect_status_t st = ect_scheduler_build_connector_meta_bytes(s, &meta, &len);
+    if (st != ECT_OK)
+        return st;
+    st = ect_worker_bind_metadata(w, meta, len);
+    ect_free(meta);
+    return st;
+}
+
+/* A scheduler and an in-process worker with its own CPU copy engine: two
+ * entries saved through the step protocol, then loaded back and compared.
+ * Whatever fails, once the path has driven the protocol to its end no
+ * entry may stay pinned or not ready (a lost report would). */
+static ect_status_t
+path_worker(struct run *r)
+{
+    struct instance in;
+    ect_scheduler_t *s = NULL;
+    ect_worker_t *w = NULL;
+    static struct target t;
+    unsigned char rows[2][64 * 3];
+    for (size_t i = 0; i < sizeof(rows); i++)
+        ((unsigned char *)rows)[i] = (unsigned char)(i * 7 + 1);
+    ect_status_t st = open_scheduler(r, &in, &s);
+    if (st != ECT_OK)
+        return st;
+    ect_worker_params_t wp = {.config = &in.cfg,
+                              .geometry = &in.geom,
+                              .instance_id = r->id,
+                              .memory = ECT_WORKER_HOST_MEMORY};
+    TRY(ect_worker_create(&wp, &w));
+    TRY(alloc_item(s, "r1", "img-a", 3));
+    TRY(alloc_item(s, "r1", "img-b", 3));
+    TRY(bind_step(s, w));
+    int queued = 0;
+    ect_status_t sa = ect_worker_save(w, "img-a", rows[0], sizeof(rows[0]), NULL, &queued);
+    ect_status_t sb = ect_worker_save(w, "img-b", rows[1], sizeof(rows[1]), NULL, &queued);
+    ect_status_t gf = ect_worker_get_finished(w);
+    ect_worker_clear_metadata(w);
+    TRY(report_step(s, w));
+    TRY(sa);
+    TRY(sb);
+    TRY(gf);
+    CHECK_MSG(!ect_scheduler_has_pending_push_work(s), "a save is still pending after its report");
+
+    memset(&t, 0, sizeof(t));
+    int loading = 0;
+    if (ect_scheduler_has_cache_item(s, "img-a")) {
+        TRY(alloc_item(s, "r2", "img-a", 3));
+        loading = 1;
+    }
+    TRY(bind_step(s, w));
+    ect_status_t sl = ect_worker_start_load(w, load_target, &t, NULL);
+    ect_worker_clear_metadata(w);
+    TRY(report_step(s, w));
+    TRY(sl);
+    CHECK_MSG(!ect_scheduler_has_pending_push_work(s), "a load is still pinned after its report");
+    if (loading)
+        CHECK(memcmp(t.buf[0], rows[0], sizeof(rows[0])) == 0);
+    if (ect__alloc_failed() == 0) { /* nothing failed so far */
+        CHECK(loading);
+    }
+out:
+    ect_worker_destroy(w);
+    ect_scheduler_destroy(s);
+    return st;
+}
+
+static void
+test_sweep_worker_step(void)
+{
+    sweep("worker step", path_worker);
+}
+
+/* ---- the binding entry points ----------------------------------------------------- */
+
+#define CFG_BOTH                                                                                   \
+    "{\"ec_connector\": \"ECTierConnector\", \"ec_role\": \"ec_both\", "                           \
+    "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": 4096, \"region_reaper\": false, "           \
+    "\"copy_threads\": 2}}"
+
+static ect_status_t
+path_binding(struct run *r)
+{
+    char engine[512], req[512];
+    snprintf(engine, sizeof(engine),
+             "{\"model\": \"m\", \"engine_version\": \"0\", \"hidden_dim\": 16, "
+             "\"dtype\": \"float32\", \"instance_id\": \"%s\"}",
+             r->id);
+    snprintf(req, sizeof(req),
+             "{\"request_id\": \"r1\", \"features\": [{\"identifier\": \"img-a\", \"num_tokens\": 3, "
+             "\"offset\": 3, \"metadata\": {\"image_grid_thw\": [1, 2, 2]}}]}");
+    ect_scheduler_t *s = NULL;
+    ect_worker_t *w = NULL;
+    char *text = NULL;
+    ect_status_t st =
+        ect_engine_describe_json(CFG_BOTH, strlen(CFG_BOTH), engine, strlen(engine), &text);
+    if (st != ECT_OK)
+        return st;
+    ect_free(text);
+    text = NULL;
+    TRY(ect_scheduler_create_json(CFG_BOTH, strlen(CFG_BOTH), engine, strlen(engine), &s));
+    TRY(ect_worker_create_json(CFG_BOTH, strlen(CFG_BOTH), engine, strlen(engine), &w));
+    int available = 0;
+    TRY(ect_scheduler_ensure_cache_available_json(s, req, strlen(req), &available));
+    TRY(ect_scheduler_update_state_after_alloc_json(s, req, strlen(req), 0));
+    TRY(bind_step(s, w));
+    TRY(ect_worker_metadata_json(w, &text));
+    ect_free(text);
+    text = NULL;
+    float rows[48];
+    for (int i = 0; i < 48; i++)
+        rows[i] = (float)i;
+    int queued = 0;
+    ect_status_t sa = ect_worker_save(w, "img-a", rows, sizeof(rows), NULL, &queued);
+    ect_status_t gf = ect_worker_get_finished(w);
+    ect_worker_clear_metadata(w);
+    TRY(report_step(s, w));
+    TRY(sa);
+    TRY(gf);
+    CHECK_MSG(!ect_scheduler_has_pending_push_work(s), "a save is still pending after its report");
+    float back[48] = {0};
+    int loading = 0;
+    if (ect_scheduler_has_cache_item(s, "img-a")) {
+        TRY(ect_scheduler_update_state_after_alloc_json(s, req, strlen(req), 0));
+        loading = 1;
+    }
+    TRY(bind_step(s, w));
+    const char *keys[] = {"img-a"};
+    uint64_t addrs[] = {(uint64_t)(uintptr_t)back}, sizes[] = {sizeof(back)};
+    ect_status_t sl = ECT_OK;
+    if (loading)
+        sl = ect_worker_start_load_arrays(w, 1, keys, addrs, sizes, 0);
+    ect_worker_clear_metadata(w);
+    TRY(report_step(s, w));
+    TRY(sl);
+    CHECK_MSG(!ect_scheduler_has_pending_push_work(s), "a load is still pinned after its report");
+    if (loading)
+        CHECK(memcmp(rows, back, sizeof(rows)) == 0);
+    TRY(ect_scheduler_metrics_prometheus(s, &text));
+    ect_free(text);
+    text = NULL;
+    TRY(ect_scheduler_take_unavailable_json(s, &text));
+    ect_free(text);
+    text = NULL;
+    TRY(ect_scheduler_request_finished_json(s, req, strlen(req), &text));
+    ect_free(text);
+    text = NULL;
+out:
+    ect_worker_destroy(w);
+    ect_scheduler_destroy(s);
+    return st;
+}
+
+static void
+test_sweep_binding(void)
+{
+    sweep("binding", path_binding);
+}
+
+static const struct ect_test_case cases[] = {
+    ECT_CASE(test_sweep_config_parse),
+    ECT_CASE(test_sweep_config_check_json),
+    ECT_CASE(test_sweep_hf_config_load),
+    ECT_CASE(test_sweep_geometry_json),
+    ECT_CASE(test_sweep_region_open),
+    ECT_CASE(test_sweep_region_open_with_reaper),
+    ECT_CASE(test_sweep_cache),
+    ECT_CASE(test_sweep_scheduler_step),
+    ECT_CASE(test_sweep_worker_step),
+    ECT_CASE(test_sweep_binding),
+};
+
+int
+main(int argc, char **argv)
+{
+    return ECT_TEST_MAIN(argc, argv, cases);
+}
