@@ -282,9 +282,12 @@ ect__ctl_client_create(const ect_ctl_security_t *security, ect_ctl_client_t **cl
         client->curve = true;
     }
     client->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    client->items = ect__malloc(sizeof(*client->items));
-    if (client->wake_fd < 0 || client->items == NULL) {
+    if (client->wake_fd < 0) {
         st = ect__error_errno(ECT_ERR_IO, "control: cannot make the client's wake-up eventfd");
+        goto free_client;
+    }
+    if ((client->items = ect__malloc(sizeof(*client->items))) == NULL) {
+        st = ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
         goto free_client;
     }
     client->ctx = zmq_ctx_new();
