@@ -21,6 +21,8 @@
  * tests/integration/p2p/test_alloc_sweep_p2p.c).
  */
 #include "alloc_sweep.h"
+#include "metrics/scrape.h"
+#include "step/scheduler_hooks.h"
 
 /* ---- config -------------------------------------------------------------- */
 
@@ -519,6 +521,54 @@ test_sweep_binding(void)
     sweep("binding", path_binding);
 }
 
+/* ---- metrics over HTTP ----------------------------------------------------------- */
+
+/* A scheduler serving its metrics on a free loopback port, scraped and
+ * parsed (as `ectier stats` does).  The server's own failures reach the
+ * scraper as a 500 or a closed connection (ECT_ERR_PEER or ECT_ERR_IO),
+ * which is fine when an allocation failed. */
+static ect_status_t
+path_metrics_http(struct run *r)
+{
+    struct instance in;
+    ect_scheduler_t *s = NULL;
+    char *body = NULL;
+    ect__prom_t prom = {0};
+    CHECK_OK(ect_config_init(&in.cfg));
+    in.cfg.role = ECT_ROLE_BOTH;
+    in.cfg.cpu_bytes = 64 * 64;
+    in.cfg.region_reaper = false;
+    snprintf(in.cfg.metrics_address, sizeof(in.cfg.metrics_address), "127.0.0.1:0");
+    CHECK_OK(ect_geometry_init(16, ECT_DTYPE_F32, in.cfg.cpu_bytes, &in.geom));
+    ect_scheduler_params_t p = {.config = &in.cfg, .geometry = &in.geom, .instance_id = r->id};
+    ect_status_t st = ect_scheduler_create(&p, &s);
+    if (st != ECT_OK)
+        return st;
+    TRY(alloc_item(s, "r1", "img-a", 2));
+    char address[64];
+    snprintf(address, sizeof(address), "127.0.0.1:%u", ect__scheduler_metrics_port(s));
+    size_t len = 0;
+    st = ect__http_get(address, "/metrics", 5000, 1 << 20, &body, &len);
+    if ((st == ECT_ERR_PEER || st == ECT_ERR_IO) && ect__alloc_failed() > 0)
+        st = ECT_ERR_NO_MEMORY;
+    if (st != ECT_OK)
+        goto out;
+    TRY(ect__prom_parse(body, len, &prom));
+    double v = 0;
+    CHECK(ect__prom_get(&prom, "ectier_misses_total", "", &v) || ect__alloc_failed() > 0);
+out:
+    ect__prom_cleanup(&prom);
+    ect__free(body);
+    ect_scheduler_destroy(s);
+    return st;
+}
+
+static void
+test_sweep_metrics_http(void)
+{
+    sweep("metrics http", path_metrics_http);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_sweep_config_parse),
     ECT_CASE(test_sweep_config_check_json),
@@ -531,6 +581,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_sweep_scheduler_step),
     ECT_CASE(test_sweep_worker_step),
     ECT_CASE(test_sweep_binding),
+    ECT_CASE(test_sweep_metrics_http),
 };
 
 int
