@@ -442,9 +442,11 @@ publish_batch(struct ect__events *ev, struct event *events, size_t n, uint64_t l
         return;
     }
     ev->next_seq++;
+    /* Counted before it goes out: a subscriber that has seen batch seq
+     * finds events_batches > seq in the metrics. */
+    count(ev, &ev->stats.batches);
     pub_send(ev, m);
     ring_push(ev, m);
-    count(ev, &ev->stats.batches);
 }
 
 /* ---- replay ------------------------------------------------------------------------ */
