@@ -2,7 +2,9 @@
  * The library's one allocator: every heap allocation in src/ goes through
  * ect__malloc / ect__calloc / ect__realloc / ect__aligned_alloc /
  * ect__strdup / ect__strndup and comes back through ect__free, and so do
- * cJSON's (its hooks are set to these once, before main: see alloc.c).
+ * cJSON's (its hooks are set to these once, before main: see alloc.c;
+ * they are process-wide, so another user of libcjson in the process
+ * allocates through them too, which is harmless: the memory is libc's).
  * The public ect_free (include/ectier/types.h) is ect__free, so whatever
  * the library hands out is returned the same way.  Without the test hooks
  * the functions are libc's, one call deeper; with them the pointers are
@@ -11,16 +13,19 @@
  * Test hooks (built when CMake's ECT_TEST_HOOKS is on, the default; the
  * generated ectier_build_config.h says so as ECT_TEST_HOOKS 1): counters
  * and a failure injector for the allocation-failure sweep
- * (tests/unit/test_alloc_sweep.c).  They are internal (never exported from
+ * (tests/alloc_sweep.h, tests/unit/test_alloc_sweep.c,
+ * tests/integration/p2p/test_alloc_sweep_p2p.c).  They are internal (never exported from
  * libectier.so, which builds with -fvisibility=hidden); tests link the
  * static library.  Counters are relaxed atomics, so any thread may
  * allocate; the injector applies to every thread (the copy engine's and
  * the P2P threads' included), so a failure there is in scope.
  *
  * Not covered: memory that third-party libraries allocate for themselves
- * (ZeroMQ's sockets and messages, UCX, libcrypto, getline's buffer in
- * control_curve.c, the CUDA runtime).  Those can neither be failed nor
- * counted here; the sweep sees only what ectier itself allocates.
+ * (ZeroMQ's contexts, sockets, messages and I/O threads, UCX, libcrypto,
+ * pthreads, getline's buffer in control_curve.c, the CUDA runtime).  Those
+ * can neither be failed nor counted here; the sweep sees only what ectier
+ * itself allocates.  (msgpack-c only packs, through ectier's own writer,
+ * into ectier's buffers: it allocates nothing.)
  */
 #ifndef ECT_COMMON_ALLOC_H
 #define ECT_COMMON_ALLOC_H
