@@ -78,7 +78,8 @@ ECT_API bool ect_worker_is_save_rank(const ect_worker_t *worker);
  * it names will be reported exactly once by this worker, and (on the save
  * rank) every save it names, as saved or as failed.  Returns ECT_OK,
  * ECT_ERR_STATE (metadata already bound), ECT_ERR_PARSE / ECT_ERR_OVERFLOW
- * (malformed bytes, blocks outside the region: nothing is bound). */
+ * (malformed bytes, blocks outside the region: nothing is bound),
+ * ECT_ERR_NO_MEMORY (nothing is bound). */
 ECT_API ECT_MUST_CHECK ect_status_t ect_worker_bind_metadata(ect_worker_t *worker,
                                                              const void *bytes, size_t len);
 
@@ -115,7 +116,8 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_worker_start_load(ect_worker_t *worker,
  * src must stay valid until the save is reported.  compute_stream: the save
  * waits for the work queued on it (CUDA).  Returns ECT_OK, ECT_ERR_OVERFLOW
  * (nbytes exceeds the entry's blocks: an error, never a truncation),
- * ECT_ERR_EXISTS (key already saved this step), ECT_ERR_INVALID_ARG. */
+ * ECT_ERR_EXISTS (key already saved this step), ECT_ERR_INVALID_ARG,
+ * ECT_ERR_NO_MEMORY (not queued: clear_metadata reports the save failed). */
 ECT_API ECT_MUST_CHECK ect_status_t ect_worker_save(ect_worker_t *worker, const char *key,
                                                     const void *src, size_t nbytes,
                                                     void *compute_stream, int *queued_p);
@@ -127,9 +129,11 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_worker_get_finished(ect_worker_t *worker
 
 /* Collect the copies that have landed since the last call into a new report
  * (*report_p; NULL when nothing finished).  Encode it for the scheduler.
- * Returns ECT_OK, ECT_ERR_NO_MEMORY, or the error of a failed copy batch
- * (its saves are in the report as failed, its loads as done: the engine must
- * not use those entries). */
+ * Returns ECT_OK, ECT_ERR_NO_MEMORY (nothing taken: the completions wait for
+ * the next call), or the error of a failed copy batch (its saves are in the
+ * report as failed, its loads as done: the engine must not use those
+ * entries).  No completion is ever lost to a failed allocation: the room
+ * for every outcome of a step is reserved when its metadata binds. */
 ECT_API ECT_MUST_CHECK ect_status_t ect_worker_take_report(ect_worker_t *worker,
                                                            ect_step_report_t **report_p);
 

@@ -18,6 +18,9 @@
 #include <ectier/scheduler.h>
 #include <ectier/worker.h>
 
+#include "common/alloc.h"
+#include "common/json.h"
+
 /* An engine description resolved against an ec_transfer_config. */
 typedef struct ect__engine {
     ect_config_t cfg;
@@ -56,9 +59,12 @@ ect_status_t ect__request_parse(const char *json, size_t len, ect__request_t *re
 void ect__request_cleanup(ect__request_t *req);
 
 /* Print root (always deleted) into *out_p for the caller to ect_free.
- * Returns ECT_OK or ECT_ERR_NO_MEMORY (with what in the message); a NULL
- * root (a failed allocation while building it) is ECT_ERR_NO_MEMORY. */
-ect_status_t ect__bind_hand_over(cJSON *root, const char *what, char **out_p);
+ * mark: ect__alloc_thread_failures() taken before root was built; if any
+ * allocation of this thread failed since, a member is missing (cJSON's
+ * cJSON_Add* calls drop it), so nothing is handed over.  Returns ECT_OK or
+ * ECT_ERR_NO_MEMORY (with what in the message); a NULL root (a failed
+ * allocation while building it) is ECT_ERR_NO_MEMORY. */
+ect_status_t ect__bind_hand_over(cJSON *root, unsigned long mark, const char *what, char **out_p);
 
 /* The geometry members of a description (ect_geometry_json) added to obj. */
 void ect__engine_geometry_members(const ect__engine_t *engine, cJSON *obj);

@@ -67,6 +67,7 @@ ect_config_check_json(const char *json, size_t len, char **resolved_p)
         return s;
     size_t n;
     const struct ect__setting *rows = ect__settings(&n);
+    unsigned long mark = ect__alloc_thread_failures();
     cJSON *out = cJSON_CreateObject();
     for (size_t i = 0; out != NULL && i < n; i++) {
         if (rows[i].offset == ECT_SETTING_NO_FIELD)
@@ -78,5 +79,5 @@ ect_config_check_json(const char *json, size_t len, char **resolved_p)
             out = NULL;
         }
     }
-    return ect__bind_hand_over(out, "config check", resolved_p);
+    return ect__bind_hand_over(out, mark, "config check", resolved_p);
 }

@@ -252,13 +252,17 @@ ect__engine_cleanup(ect__engine_t *engine)
 }
 
 ect_status_t
-ect__bind_hand_over(cJSON *root, const char *what, char **out_p)
+ect__bind_hand_over(cJSON *root, unsigned long mark, const char *what, char **out_p)
 {
     char *text = root != NULL ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
+    if (text != NULL && ect__alloc_thread_failures() != mark) {
+        cJSON_free(text);
+        text = NULL;
+    }
     if (text == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory writing JSON", what);
-    /* cJSON allocates with malloc (no hooks are installed): ect_free frees it. */
+    /* cJSON allocates with ect__malloc (alloc.c sets its hooks): ect_free frees it. */
     *out_p = text;
     return ECT_OK;
 }
@@ -304,9 +308,10 @@ ect_geometry_json(const char *spec, size_t len, char **geometry_p)
                                     "cpu_bytes", cpu, &e.cfg)) != ECT_OK ||
         (s = resolve_geometry(what, root, e.cfg.cpu_bytes, &e)) != ECT_OK)
         goto out_root;
+    unsigned long mark = ect__alloc_thread_failures();
     if ((result = cJSON_CreateObject()) != NULL)
         ect__engine_geometry_members(&e, result);
-    s = ect__bind_hand_over(result, what, geometry_p);
+    s = ect__bind_hand_over(result, mark, what, geometry_p);
 out_root:
     cJSON_Delete(root);
     return s;
@@ -322,6 +327,7 @@ ect_engine_describe_json(const char *config_json, size_t config_len, const char 
     ect_status_t s = ect__engine_resolve(config_json, config_len, engine_json, engine_len, &e);
     if (s != ECT_OK)
         return s;
+    unsigned long mark = ect__alloc_thread_failures();
     cJSON *out = cJSON_CreateObject();
     if (out != NULL) {
         ect__engine_geometry_members(&e, out);
@@ -329,7 +335,7 @@ ect_engine_describe_json(const char *config_json, size_t config_len, const char 
         cJSON_AddBoolToObject(out, "p2p_enabled", e.cfg.p2p_enabled);
     }
     ect__engine_cleanup(&e);
-    return ect__bind_hand_over(out, "engine describe", json_p);
+    return ect__bind_hand_over(out, mark, "engine describe", json_p);
 }
 
 /* Resolve both documents and create the side named by scheduler_p or

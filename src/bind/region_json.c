@@ -50,9 +50,9 @@ ect__region_info_json(const ect_region_info_t *i)
     cJSON_AddNumberToObject(o, "file_size", (double)i->file_size);
     cJSON_AddNumberToObject(o, "age_s", i->age_s);
     cJSON_AddNumberToObject(o, "holders", i->n_holders);
-    cJSON_AddItemToObject(o, "holder_pids", pid_array(i->n_holders, i->holder_pids));
+    ect__json_put(o, "holder_pids", pid_array(i->n_holders, i->holder_pids));
     cJSON_AddNumberToObject(o, "waiters", i->n_waiters);
-    cJSON_AddItemToObject(o, "waiter_pids", pid_array(i->n_waiters, i->waiter_pids));
+    ect__json_put(o, "waiter_pids", pid_array(i->n_waiters, i->waiter_pids));
     cJSON_AddNumberToObject(o, "owner_pid", i->owner_pid);
     /* Only what gc really removes is called orphaned (ect_region_gc and
      * gc_eligible share one rule). */
@@ -104,6 +104,7 @@ ect_region_list_json(const char *dir, char **json_p)
 {
     if (json_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "region list: NULL argument");
+    unsigned long mark = ect__alloc_thread_failures();
     cJSON *arr = cJSON_CreateArray();
     if (arr == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "region list: out of memory");
@@ -112,7 +113,7 @@ ect_region_list_json(const char *dir, char **json_p)
         cJSON_Delete(arr);
         return s;
     }
-    return ect__bind_hand_over(arr, "region list", json_p);
+    return ect__bind_hand_over(arr, mark, "region list", json_p);
 }
 
 ect_status_t
@@ -120,6 +121,7 @@ ect_region_gc_json(const char *dir, int dry_run, char **json_p)
 {
     if (json_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "region gc: NULL argument");
+    unsigned long mark = ect__alloc_thread_failures();
     cJSON *arr = cJSON_CreateArray();
     if (arr == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "region gc: out of memory");
@@ -128,5 +130,5 @@ ect_region_gc_json(const char *dir, int dry_run, char **json_p)
         cJSON_Delete(arr);
         return s;
     }
-    return ect__bind_hand_over(arr, "region gc", json_p);
+    return ect__bind_hand_over(arr, mark, "region gc", json_p);
 }

@@ -15,6 +15,7 @@
 #include <ectier/metrics.h>
 
 #include "bind/bind.h"
+#include "common/alloc.h"
 #include "common/error.h"
 #include "common/json.h"
 #include "common/settings.h"
@@ -153,8 +154,8 @@ ect__request_cleanup(ect__request_t *r)
     if (r->metadata != NULL)
         for (size_t i = 0; i < r->request.n_features; i++)
             cJSON_free(r->metadata[i]);
-    free(r->metadata);
-    free(r->features);
+    ect__free(r->metadata);
+    ect__free(r->features);
     cJSON_free(r->params);
     cJSON_Delete(r->root);
     memset(r, 0, sizeof(*r));
@@ -190,8 +191,8 @@ ect__request_parse(const char *json, size_t len, ect__request_t *out)
     }
     size_t n = (size_t)cJSON_GetArraySize(features);
     if (n > 0) {
-        r.features = calloc(n, sizeof(*r.features));
-        r.metadata = calloc(n, sizeof(*r.metadata));
+        r.features = ect__calloc(n, sizeof(*r.features));
+        r.metadata = ect__calloc(n, sizeof(*r.metadata));
         if (r.features == NULL || r.metadata == NULL) {
             s = ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory for %zu features", what, n);
             goto err;
@@ -275,11 +276,11 @@ ect_scheduler_build_connector_meta_bytes(ect_scheduler_t *scheduler, void **byte
     if (s != ECT_OK)
         return s;
     size_t cap = ect_step_meta_encoded_size(meta), len = 0;
-    void *buf = malloc(cap);
+    void *buf = ect__malloc(cap);
     if (buf == NULL)
         s = ect__error(ECT_ERR_NO_MEMORY, "build_connector_meta: out of memory (%zu bytes)", cap);
     else if ((s = ect_step_meta_encode(meta, buf, cap, &len)) != ECT_OK)
-        free(buf);
+        ect__free(buf);
     ect_step_meta_destroy(meta);
     if (s != ECT_OK)
         return s;
@@ -293,6 +294,7 @@ ect_scheduler_take_unavailable_json(ect_scheduler_t *scheduler, char **ids_json_
 {
     if (scheduler == NULL || ids_json_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "take_unavailable_requests: NULL argument");
+    unsigned long mark = ect__alloc_thread_failures();
     cJSON *ids = cJSON_CreateArray();
     char *batch[64];
     size_t n;
@@ -308,7 +310,7 @@ ect_scheduler_take_unavailable_json(ect_scheduler_t *scheduler, char **ids_json_
             ect_free(batch[i]);
         }
     } while (n == 64);
-    return ect__bind_hand_over(ids, "take_unavailable_requests", ids_json_p);
+    return ect__bind_hand_over(ids, mark, "take_unavailable_requests", ids_json_p);
 }
 
 ect_status_t

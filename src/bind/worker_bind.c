@@ -13,7 +13,9 @@
 #include <ectier/binding.h>
 
 #include "bind/bind.h"
+#include "common/alloc.h"
 #include "common/error.h"
+#include "step/report.h"
 
 static cJSON *
 runs_json(const ect_step_item_t *it)
@@ -43,7 +45,7 @@ items_json(const ect_step_meta_t *meta, int loads)
         if (loads)
             cJSON_AddNumberToObject(o, "transfer_id", (double)it->transfer_id);
         cJSON_AddNumberToObject(o, "n_blocks", (double)it->n_blocks);
-        cJSON_AddItemToObject(o, "runs", runs_json(it));
+        ect__json_put(o, "runs", runs_json(it));
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -52,12 +54,13 @@ items_json(const ect_step_meta_t *meta, int loads)
 static ect_status_t
 meta_to_json(const ect_step_meta_t *meta, char **json_p)
 {
+    unsigned long mark = ect__alloc_thread_failures();
     cJSON *root = cJSON_CreateObject();
     if (root != NULL) {
-        cJSON_AddItemToObject(root, "saves", items_json(meta, 0));
-        cJSON_AddItemToObject(root, "loads", items_json(meta, 1));
+        ect__json_put(root, "saves", items_json(meta, 0));
+        ect__json_put(root, "loads", items_json(meta, 1));
     }
-    return ect__bind_hand_over(root, "step metadata", json_p);
+    return ect__bind_hand_over(root, mark, "step metadata", json_p);
 }
 
 ect_status_t
@@ -104,6 +107,7 @@ ect_step_report_json(const void *bytes, size_t len, char **json_p)
     ect_status_t s = ect_step_report_decode(bytes, len, &r);
     if (s != ECT_OK)
         return s;
+    unsigned long mark = ect__alloc_thread_failures();
     cJSON *root = cJSON_CreateObject(), *loads = cJSON_CreateArray(), *stats = cJSON_CreateObject();
     if (root == NULL || loads == NULL || stats == NULL) {
         cJSON_Delete(loads);
@@ -112,14 +116,12 @@ ect_step_report_json(const void *bytes, size_t len, char **json_p)
         ect_step_report_destroy(r);
         return ect__error(ECT_ERR_NO_MEMORY, "worker report json: out of memory");
     }
-    cJSON_AddItemToObject(root, "saves",
-                          keys_json(r, ect_step_report_n_saves(r), ect_step_report_save));
-    cJSON_AddItemToObject(
-        root, "failed_saves",
-        keys_json(r, ect_step_report_n_failed_saves(r), ect_step_report_failed_save));
+    ect__json_put(root, "saves", keys_json(r, ect_step_report_n_saves(r), ect_step_report_save));
+    ect__json_put(root, "failed_saves",
+                  keys_json(r, ect_step_report_n_failed_saves(r), ect_step_report_failed_save));
     for (size_t i = 0; i < ect_step_report_n_loads(r); i++)
         cJSON_AddItemToArray(loads, cJSON_CreateNumber((double)ect_step_report_load(r, i)));
-    cJSON_AddItemToObject(root, "loads", loads);
+    ect__json_put(root, "loads", loads);
     const ect_step_copy_stats_t *cs = ect_step_report_stats(r);
     cJSON_AddNumberToObject(stats, "save_bytes", (double)cs->save_bytes);
     cJSON_AddNumberToObject(stats, "save_ns", (double)cs->save_ns);
@@ -127,9 +129,9 @@ ect_step_report_json(const void *bytes, size_t len, char **json_p)
     cJSON_AddNumberToObject(stats, "load_bytes", (double)cs->load_bytes);
     cJSON_AddNumberToObject(stats, "load_ns", (double)cs->load_ns);
     cJSON_AddNumberToObject(stats, "load_batches", (double)cs->load_batches);
-    cJSON_AddItemToObject(root, "stats", stats);
+    ect__json_put(root, "stats", stats);
     ect_step_report_destroy(r);
-    return ect__bind_hand_over(root, "worker report json", json_p);
+    return ect__bind_hand_over(root, mark, "worker report json", json_p);
 }
 
 /* The destinations of one start_load_arrays call. */
@@ -219,17 +221,18 @@ ect_worker_take_report_bytes(ect_worker_t *worker, void **bytes_p, size_t *len_p
     if (r != NULL) {
         size_t cap = ect_step_report_encoded_size(r);
         ect_status_t s = ECT_OK;
-        if ((buf = malloc(cap)) == NULL)
+        if ((buf = ect__malloc(cap)) == NULL)
             s = ect__error(ECT_ERR_NO_MEMORY, "worker take_report: out of memory (%zu bytes)", cap);
         else if ((s = ect_step_report_encode(r, buf, cap, &len)) != ECT_OK)
-            free(buf);
-        ect_step_report_destroy(r);
+            ect__free(buf);
         if (s != ECT_OK) {
-            /* The report is lost: its saves stay not ready and its loads
-             * pinned on the scheduler, which only shutdown releases. */
-            ECT_LOG_E("worker: a report could not be encoded: %s", ect_last_error());
+            /* Not lost: the worker hands it out again at the next call
+             * (else its saves would stay not ready and its loads pinned on
+             * the scheduler until shutdown). */
+            ect__worker_give_back_report(worker, r, copy);
             return s;
         }
+        ect_step_report_destroy(r);
     }
     *bytes_p = buf;
     *len_p = len;

@@ -19,6 +19,7 @@
 
 #include "cache/cache_internal.h"
 #include "cache/walk.h"
+#include "common/alloc.h"
 #include "common/error.h"
 
 /* Keys in messages: long enough to recognise, short enough for the buffer. */
@@ -220,11 +221,11 @@ free_entry_locked(struct ect_cache *c, struct ect__entry *e)
     ect__index_remove(&c->index, e);
     c->entries--;
     if (e->runs != &e->run0)
-        free(e->runs);
+        ect__free(e->runs);
     if (e->pooled)
         ect__pool_put(&c->entry_pool, e);
     else
-        free(e);
+        ect__free(e);
 }
 
 static void
@@ -248,7 +249,7 @@ ect_cache_create(uint64_t num_blocks, ect_cache_t **cache_p)
     if (num_blocks == 0 || num_blocks > ECT_CACHE_MAX_BLOCKS)
         return ect__error(ECT_ERR_INVALID_ARG, "cache create: num_blocks %llu is not in 1 .. %llu",
                           (unsigned long long)num_blocks, (unsigned long long)ECT_CACHE_MAX_BLOCKS);
-    struct ect_cache *c = calloc(1, sizeof(*c));
+    struct ect_cache *c = ect__calloc(1, sizeof(*c));
     if (c == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "cache create: no memory");
     s = ect__index_init(&c->index);
@@ -272,7 +273,7 @@ cleanup_extents:
 cleanup_index:
     ect__index_cleanup(&c->index);
 free_cache:
-    free(c);
+    ect__free(c);
     return s;
 }
 
@@ -282,9 +283,9 @@ free_entry_for_destroy(struct ect__entry *e, void *arg)
 {
     (void)arg;
     if (e->runs != &e->run0)
-        free(e->runs);
+        ect__free(e->runs);
     if (!e->pooled)
-        free(e);
+        ect__free(e);
 }
 
 void
@@ -298,7 +299,7 @@ ect_cache_destroy(ect_cache_t *cache)
     ect__pool_cleanup(&cache->hold_pool);
     ect__extents_cleanup(&cache->extents);
     pthread_mutex_destroy(&cache->lock);
-    free(cache);
+    ect__free(cache);
 }
 
 ect_status_t
@@ -329,13 +330,13 @@ alloc_locked(struct ect_cache *c, struct ect__entry *big, const char *key, size_
     size_t k = n > 0 ? ect__extents_plan(&c->extents, n) : 0;
     ect_run_t *runs = NULL;
     if (k > 1) {
-        runs = malloc(k * sizeof(*runs));
+        runs = ect__malloc(k * sizeof(*runs));
         if (runs == NULL)
             return ect__error(ECT_ERR_NO_MEMORY,
                               "cache alloc: no memory for %zu runs of entry " KEY_FMT, k, key);
     }
     if (ect__extents_reserve(&c->extents, k) != ECT_OK) {
-        free(runs);
+        ect__free(runs);
         return ECT_ERR_NO_MEMORY;
     }
     /* Nothing below can fail. */
@@ -371,7 +372,7 @@ ect_cache_alloc(ect_cache_t *cache, const char *key, uint64_t n_blocks)
      * pool slot, usually the one an eviction just gave back. */
     struct ect__entry *big = NULL;
     if (len > ENTRY_POOL_KEY_MAX) {
-        big = malloc(offsetof(struct ect__entry, key) + len + 1);
+        big = ect__malloc(offsetof(struct ect__entry, key) + len + 1);
         if (big == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "cache alloc: no memory for entry " KEY_FMT, key);
     }
@@ -403,7 +404,7 @@ ect_cache_alloc(ect_cache_t *cache, const char *key, uint64_t n_blocks)
             big = NULL; /* the index owns it now */
     }
     unlock(cache);
-    free(big);
+    ect__free(big);
     return s;
 }
 

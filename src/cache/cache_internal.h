@@ -44,7 +44,7 @@ struct ect__entry {
     uint32_t holds_pending; /* holds waiting for mark_ready */
     uint16_t key_len;
     uint8_t ready;
-    uint8_t pooled; /* from entry_pool (short key) or malloc (long key) */
+    uint8_t pooled; /* from entry_pool (short key) or ect__malloc (long key) */
     size_t n_runs;
     ect_run_t *runs; /* &run0 when n_runs <= 1, else its own array */
     ect_run_t run0;

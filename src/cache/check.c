@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cache/cache_internal.h"
+#include "common/alloc.h"
 #include "common/error.h"
 
 struct walk {
@@ -33,7 +34,7 @@ push_run(struct walk *w, ect_run_t r)
 {
     if (w->n_runs == w->cap_runs) {
         size_t cap = w->cap_runs ? w->cap_runs * 2 : 256;
-        ect_run_t *p = realloc(w->runs, cap * sizeof(*p));
+        ect_run_t *p = ect__realloc(w->runs, cap * sizeof(*p));
         if (p == NULL)
             return -1;
         w->runs = p;
@@ -188,6 +189,6 @@ ect__cache_check(ect_cache_t *cache)
             fail(&w, "runs do not cover every block", "");
     }
     pthread_mutex_unlock(&c->lock);
-    free(w.runs);
+    ect__free(w.runs);
     return w.failed ? ECT_ERR_INTERNAL : ECT_OK;
 }

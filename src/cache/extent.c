@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "cache/extent.h"
+#include "common/alloc.h"
 #include "common/error.h"
 
 struct ect__free_run {
@@ -84,7 +85,7 @@ ect__extents_init(struct ect__extents *x, uint64_t num_blocks)
     x->allocated_runs = 0;
     x->spare = NULL;
     x->n_spare = 0;
-    struct ect__free_run *all = calloc(1, sizeof(*all));
+    struct ect__free_run *all = ect__calloc(1, sizeof(*all));
     if (all == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "cache: no memory for the free-run index");
     all->first = 0;
@@ -101,10 +102,10 @@ ect__extents_cleanup(struct ect__extents *x)
     while ((n = ect__avl_first(&x->by_first)) != NULL) {
         struct ect__free_run *r = RUN_BY_FIRST(n);
         run_remove(x, r);
-        free(r);
+        ect__free(r);
     }
     while (x->spare != NULL)
-        free(spare_pop(x));
+        ect__free(spare_pop(x));
     x->free_blocks = 0;
 }
 
@@ -139,7 +140,7 @@ ect_status_t
 ect__extents_reserve(struct ect__extents *x, size_t k)
 {
     while (x->n_spare < x->allocated_runs + k) {
-        struct ect__free_run *r = calloc(1, sizeof(*r));
+        struct ect__free_run *r = ect__calloc(1, sizeof(*r));
         if (r == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "cache: no memory for %zu more block runs", k);
         spare_push(x, r);

@@ -37,6 +37,7 @@
 #include <sys/mman.h>
 
 #include "cache/cache_internal.h"
+#include "common/alloc.h"
 #include "common/error.h"
 #include "common/siphash.h"
 
@@ -61,7 +62,7 @@ table_alloc(size_t size)
 {
     size_t bytes = size * sizeof(struct ect__bucket);
     if (bytes < MMAP_BYTES) {
-        void *p = aligned_alloc(sizeof(struct ect__bucket), bytes);
+        void *p = ect__aligned_alloc(sizeof(struct ect__bucket), bytes);
         if (p != NULL)
             memset(p, 0, bytes);
         return p;
@@ -80,7 +81,7 @@ table_free(struct ect__bucket *tab, size_t size)
     if (tab == NULL)
         return;
     if (bytes < MMAP_BYTES)
-        free(tab);
+        ect__free(tab);
     else
         munmap(tab, bytes);
 }

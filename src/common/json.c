@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "common/json.h"
 #include "common/settings.h"
@@ -113,7 +114,10 @@ parse_json(const char *what, const char *json, size_t len, cJSON **root_p)
 {
     const char *end = NULL;
     char q[128];
+    unsigned long failures = ect__alloc_thread_failures();
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    if (root == NULL && ect__alloc_thread_failures() != failures)
+        return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory parsing JSON", what);
     if (root == NULL) {
         size_t off = end != NULL && end >= json && end <= json + len ? (size_t)(end - json) : 0;
         return ect__error(ECT_ERR_PARSE, "%s is not valid JSON: error at offset %zu near %s", what,
@@ -160,6 +164,18 @@ ect__json_parse(const char *what, const char *json, size_t len, size_t max_len, 
         return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL argument", what);
     ect_status_t s = precheck(what, json, len, max_len);
     return s != ECT_OK ? s : parse_json(what, json, len, root_p);
+}
+
+bool
+ect__json_put(cJSON *obj, const char *key, cJSON *item)
+{
+    if (item == NULL)
+        return false;
+    if (obj != NULL && (key != NULL ? cJSON_AddItemToObject(obj, key, item)
+                                    : cJSON_AddItemToArray(obj, item)))
+        return true;
+    cJSON_Delete(item);
+    return false;
 }
 
 int

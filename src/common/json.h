@@ -14,6 +14,7 @@
 #ifndef ECT_COMMON_JSON_H
 #define ECT_COMMON_JSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,12 @@ ect_status_t ect__json_parse(const char *what, const char *json, size_t len, siz
  * twice.  where says which object ("at the top level").  Returns ECT_OK or
  * ECT_ERR_CONFIG. */
 ect_status_t ect__json_check_keys(const char *what, const cJSON *obj, const char *where);
+
+/* Add item (owned: deleted if it cannot be added, as cJSON's own
+ * cJSON_Add*ToObject do) to obj under key, or to the array obj when key is
+ * NULL.  A NULL item is a failure too (what a failed cJSON_Create* gave).
+ * Returns true when added. */
+bool ect__json_put(cJSON *obj, const char *key, cJSON *item);
 
 /* An integer JSON number in lo..hi (both at most 2^53, where every integer
  * is exact in a double): 0 and *v_p set, else -1. */

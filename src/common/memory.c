@@ -6,8 +6,10 @@
 
 #include <ectier/types.h>
 
+#include "common/alloc.h"
+
 void
 ect_free(void *ptr)
 {
-    free(ptr);
+    ect__free(ptr);
 }

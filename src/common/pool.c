@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "common/pool.h"
 
@@ -52,7 +53,7 @@ ect__pool_cleanup(struct ect__pool *p)
         if (c->mapped)
             munmap(c, c->bytes);
         else
-            free(c);
+            ect__free(c);
     }
     p->free_list = NULL;
     p->n_free = 0;
@@ -82,7 +83,7 @@ grow(struct ect__pool *p)
         c = m;
         mapped = 1;
     } else {
-        c = malloc(bytes);
+        c = ect__malloc(bytes);
         if (c == NULL)
             return -1;
         p->next_chunk_objs *= 2;

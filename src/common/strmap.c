@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "common/strmap.h"
 
@@ -30,11 +31,11 @@ ect__strmap_cleanup(ect_strmap_t *map)
         ect_strmap_node_t *n = map->buckets[b];
         while (n != NULL) {
             ect_strmap_node_t *next = n->next;
-            free(n);
+            ect__free(n);
             n = next;
         }
     }
-    free(map->buckets);
+    ect__free(map->buckets);
     memset(map, 0, sizeof(*map));
 }
 
@@ -54,7 +55,7 @@ static ect_status_t
 grow(ect_strmap_t *map)
 {
     size_t nb = map->n_buckets ? map->n_buckets * 2 : 16;
-    ect_strmap_node_t **buckets = calloc(nb, sizeof(*buckets));
+    ect_strmap_node_t **buckets = ect__calloc(nb, sizeof(*buckets));
     if (buckets == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "map: out of memory growing to %zu buckets", nb);
     for (size_t b = 0; b < map->n_buckets; b++) {
@@ -66,7 +67,7 @@ grow(ect_strmap_t *map)
             n = next;
         }
     }
-    free(map->buckets);
+    ect__free(map->buckets);
     map->buckets = buckets;
     map->n_buckets = nb;
     return ECT_OK;
@@ -83,7 +84,7 @@ ect__strmap_put(ect_strmap_t *map, const char *key, void *value, ect_strmap_node
             return st;
     }
     size_t len = strlen(key);
-    ect_strmap_node_t *n = malloc(sizeof(*n) + len + 1);
+    ect_strmap_node_t *n = ect__malloc(sizeof(*n) + len + 1);
     if (n == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "map: out of memory");
     n->hash = ect__strhash(key);
@@ -111,7 +112,7 @@ ect__strmap_remove(ect_strmap_t *map, const char *key, void **value_p)
             *link = n->next;
             if (value_p != NULL)
                 *value_p = n->value;
-            free(n);
+            ect__free(n);
             map->count--;
             return 1;
         }

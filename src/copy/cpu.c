@@ -58,6 +58,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "copy/cpu.h"
@@ -195,7 +196,7 @@ table_reserve_locked(struct cpu_engine *e)
     size_t cap = e->table_cap * 2;
     struct cpu_batch **old = e->table;
     size_t old_cap = e->table_cap;
-    struct cpu_batch **table = calloc(cap, sizeof(*table));
+    struct cpu_batch **table = ect__calloc(cap, sizeof(*table));
     if (table == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "copy cpu: cannot grow the ticket table to %zu", cap);
     count_alloc(e);
@@ -207,7 +208,7 @@ table_reserve_locked(struct cpu_engine *e)
             e->table[find_slot_locked(e, old[i]->ticket, &found)] = old[i];
         }
     }
-    free(old);
+    ect__free(old);
     return ECT_OK;
 }
 
@@ -245,8 +246,8 @@ table_remove_locked(struct cpu_engine *e, size_t hole)
 static void
 free_batch(struct cpu_batch *b)
 {
-    free(b->ops);
-    free(b);
+    ect__free(b->ops);
+    ect__free(b);
 }
 
 static void
@@ -275,13 +276,13 @@ take_batch(struct cpu_engine *e, size_t n_ops, struct cpu_batch **batch_p)
     pthread_mutex_unlock(&e->lock);
 
     if (b == NULL) {
-        b = calloc(1, sizeof(*b));
+        b = ect__calloc(1, sizeof(*b));
         if (b == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "copy cpu: cannot allocate a batch record");
         count_alloc(e);
     }
     if (n_ops > b->cap_ops) {
-        ect_copy_op_t *ops = realloc(b->ops, n_ops * sizeof(*ops));
+        ect_copy_op_t *ops = ect__realloc(b->ops, n_ops * sizeof(*ops));
         if (ops == NULL) {
             pthread_mutex_lock(&e->lock);
             recycle_locked(e, b);
@@ -521,7 +522,7 @@ cpu_register_host(ect_copy_engine_t *engine, void *base, size_t len)
     }
     if (e->n_regs == e->cap_regs) {
         size_t cap = e->cap_regs > 0 ? e->cap_regs * 2 : REGS_MIN_CAP;
-        struct host_reg *regs = realloc(e->regs, cap * sizeof(*regs));
+        struct host_reg *regs = ect__realloc(e->regs, cap * sizeof(*regs));
         if (regs == NULL) {
             s = ect__error(ECT_ERR_NO_MEMORY, "copy register: cannot grow to %zu ranges", cap);
             goto unlock;
@@ -861,13 +862,13 @@ free_engine(struct cpu_engine *e)
         e->free_list = b->next;
         free_batch(b);
     }
-    free(e->table);
-    free(e->regs);
-    free(e->threads);
+    ect__free(e->table);
+    ect__free(e->regs);
+    ect__free(e->threads);
     pthread_cond_destroy(&e->done_cv);
     pthread_cond_destroy(&e->work_cv);
     pthread_mutex_destroy(&e->lock);
-    free(e);
+    ect__free(e);
 }
 
 static void
@@ -960,7 +961,7 @@ ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_
         inline_bytes = 0;
     unsigned cpus = usable_cpus();
 
-    struct cpu_engine *e = calloc(1, sizeof(*e));
+    struct cpu_engine *e = ect__calloc(1, sizeof(*e));
     if (e == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "copy cpu: cannot allocate the engine");
     e->base.ops = &cpu_ops;
@@ -974,12 +975,12 @@ ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_
     e->max_spinners = e->max_active;
     e->next_ticket = 1;
     e->table_cap = TABLE_MIN_CAP;
-    e->table = calloc(e->table_cap, sizeof(*e->table));
+    e->table = ect__calloc(e->table_cap, sizeof(*e->table));
     if (e->table == NULL) {
         s = ect__error(ECT_ERR_NO_MEMORY, "copy cpu: cannot allocate the ticket table");
         goto free_engine;
     }
-    e->threads = calloc(threads, sizeof(*e->threads));
+    e->threads = ect__calloc(threads, sizeof(*e->threads));
     if (e->threads == NULL) {
         s = ect__error(ECT_ERR_NO_MEMORY, "copy cpu: cannot allocate %u thread handles", threads);
         goto free_table;
@@ -1009,10 +1010,10 @@ destroy_work_cv:
 destroy_lock:
     pthread_mutex_destroy(&e->lock);
 free_threads:
-    free(e->threads);
+    ect__free(e->threads);
 free_table:
-    free(e->table);
+    ect__free(e->table);
 free_engine:
-    free(e);
+    ect__free(e);
     return s;
 }

@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "copy/plan.h"
 
@@ -25,7 +26,7 @@ ect__copy_plan_reset(ect_copy_plan_t *plan)
 void
 ect__copy_plan_cleanup(ect_copy_plan_t *plan)
 {
-    free(plan->ops);
+    ect__free(plan->ops);
     ect__copy_plan_init(plan);
 }
 
@@ -41,7 +42,7 @@ reserve(ect_copy_plan_t *plan, size_t more)
     size_t cap = plan->cap > 0 ? plan->cap : 16;
     while (cap < want)
         cap = cap > SIZE_MAX / sizeof(ect_copy_op_t) / 2 ? want : cap * 2;
-    ect_copy_op_t *ops = realloc(plan->ops, cap * sizeof(*ops));
+    ect_copy_op_t *ops = ect__realloc(plan->ops, cap * sizeof(*ops));
     if (ops == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "copy plan: cannot grow to %zu ops", cap);
     plan->ops = ops;

@@ -31,6 +31,7 @@
 
 #include <ectier/geometry.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 
 /* Layer indexes are small; anything above this is not a layer number. */
@@ -584,7 +585,7 @@ parse(const char *json, size_t len, const char *origin, ect_hf_model_t *model_p)
 
     /* cJSON gets a private NUL-terminated copy: the caller's bytes need not
      * end in NUL, and any read one past the end then stops at a NUL. */
-    char *copy = malloc(len + 1);
+    char *copy = ect__malloc(len + 1);
     if (copy == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "model config: cannot allocate %zu bytes", len + 1);
     memcpy(copy, json, len);
@@ -592,7 +593,12 @@ parse(const char *json, size_t len, const char *origin, ect_hf_model_t *model_p)
 
     ect_status_t s;
     const char *end = NULL;
+    unsigned long failures = ect__alloc_thread_failures();
     cJSON *root = cJSON_ParseWithLengthOpts(copy, len, &end, 0);
+    if (root == NULL && ect__alloc_thread_failures() != failures) {
+        s = ect__error(ECT_ERR_NO_MEMORY, "model config: out of memory parsing JSON");
+        goto out_free_copy;
+    }
     if (root == NULL) {
         size_t off = end != NULL && end >= copy && end <= copy + len ? (size_t)(end - copy) : 0;
         size_t line, col;
@@ -627,7 +633,7 @@ parse(const char *json, size_t len, const char *origin, ect_hf_model_t *model_p)
 out_delete_root:
     cJSON_Delete(root);
 out_free_copy:
-    free(copy);
+    ect__free(copy);
     return s;
 }
 
@@ -643,13 +649,13 @@ static ect_status_t
 read_all(int fd, const char *path, char **buf_p, size_t *len_p)
 {
     size_t cap = 64 * 1024, len = 0;
-    char *buf = malloc(cap);
+    char *buf = ect__malloc(cap);
     if (buf == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "%s: cannot allocate a read buffer", path);
     for (;;) {
         if (len == cap) {
             if (cap > ECT_HF_CONFIG_MAX_BYTES) {
-                free(buf);
+                ect__free(buf);
                 return ect__error(ECT_ERR_OVERFLOW,
                                   "%s: larger than the %u MiB limit for a model config", path,
                                   ECT_HF_CONFIG_MAX_BYTES >> 20);
@@ -658,9 +664,9 @@ read_all(int fd, const char *path, char **buf_p, size_t *len_p)
             size_t ncap = cap * 2 > (size_t)ECT_HF_CONFIG_MAX_BYTES + 1
                               ? (size_t)ECT_HF_CONFIG_MAX_BYTES + 1
                               : cap * 2;
-            char *nbuf = realloc(buf, ncap);
+            char *nbuf = ect__realloc(buf, ncap);
             if (nbuf == NULL) {
-                free(buf);
+                ect__free(buf);
                 return ect__error(ECT_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes", path, ncap);
             }
             buf = nbuf;
@@ -671,7 +677,7 @@ read_all(int fd, const char *path, char **buf_p, size_t *len_p)
             continue;
         if (n < 0) {
             ect_status_t s = ect__error_errno(ECT_ERR_IO, "%s: read failed", path);
-            free(buf);
+            ect__free(buf);
             return s;
         }
         if (n == 0)
@@ -679,7 +685,7 @@ read_all(int fd, const char *path, char **buf_p, size_t *len_p)
         len += (size_t)n;
     }
     if (len > ECT_HF_CONFIG_MAX_BYTES) {
-        free(buf);
+        ect__free(buf);
         return ect__error(ECT_ERR_OVERFLOW, "%s: larger than the %u MiB limit for a model config",
                           path, ECT_HF_CONFIG_MAX_BYTES >> 20);
     }
@@ -722,7 +728,7 @@ ect_hf_config_load(const char *path, ect_hf_model_t *model_p)
     s = parse(buf, len, file, model_p);
     if (s != ECT_OK)
         s = ect__error(s, "%s: %s", file, ect_last_error());
-    free(buf);
+    ect__free(buf);
 out_close:
     close(fd);
     return s;

@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "metrics/http.h"
@@ -143,9 +144,9 @@ static void
 client_answer(struct client *c, const char *head, size_t head_len, const char *body,
               size_t body_len)
 {
-    free(c->req);
+    ect__free(c->req);
     c->req = NULL;
-    c->out = malloc(head_len + body_len);
+    c->out = ect__malloc(head_len + body_len);
     if (c->out == NULL) {
         ECT_LOG_W("metrics http: out of memory for a %zu-byte answer", head_len + body_len);
         c->out_len = 0;
@@ -228,7 +229,7 @@ client_request(ect__http_t *s, struct client *c)
                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
                      len);
     client_answer(c, head, (size_t)n, body, len);
-    free(body);
+    ect__free(body);
 }
 
 /* ---- clients ------------------------------------------------------------------------ */
@@ -237,8 +238,8 @@ static void
 client_close(struct client *c)
 {
     close(c->fd);
-    free(c->req);
-    free(c->out);
+    ect__free(c->req);
+    ect__free(c->out);
     memset(c, 0, sizeof(*c));
     c->fd = -1;
     c->state = FREE;
@@ -251,7 +252,7 @@ client_close(struct client *c)
 static void
 client_linger(struct client *c, uint64_t now)
 {
-    free(c->out);
+    ect__free(c->out);
     c->out = NULL;
     shutdown(c->fd, SHUT_WR);
     uint64_t until = now + (uint64_t)LINGER_MS * 1000000u;
@@ -359,7 +360,7 @@ accept_clients(ect__http_t *s, uint64_t now)
         int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return; /* none left, the client left, or a transient shortage */
-        char *req = malloc(ECT_HTTP_REQ_MAX + 1);
+        char *req = ect__malloc(ECT_HTTP_REQ_MAX + 1);
         if (req == NULL) {
             ECT_LOG_W("metrics http: out of memory for a client");
             close(fd);
@@ -367,7 +368,7 @@ accept_clients(ect__http_t *s, uint64_t now)
         }
         struct client *c = slot_for_new(s, 1); /* not NULL: checked above */
         if (c == NULL) {
-            free(req);
+            ect__free(req);
             close(fd);
             return;
         }
@@ -456,7 +457,7 @@ ect__http_start(const char *address, ect__http_render_fn render, void *user, ect
 {
     if (address == NULL || render == NULL || server_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "metrics http: NULL address, render or server_p");
-    ect__http_t *s = calloc(1, sizeof(*s));
+    ect__http_t *s = ect__calloc(1, sizeof(*s));
     if (s == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "metrics http: out of memory");
     s->render = render;
@@ -484,7 +485,7 @@ err_eventfd:
 err_listener:
     close(s->lfd);
 err_free:
-    free(s);
+    ect__free(s);
     return st;
 }
 
@@ -505,5 +506,5 @@ ect__http_stop(ect__http_t *server)
     pthread_join(server->thread, NULL);
     close(server->stop_fd);
     close(server->lfd);
-    free(server);
+    ect__free(server);
 }

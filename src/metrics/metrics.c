@@ -12,6 +12,7 @@
 
 #include <ectier/metrics.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "metrics/render.h"
 
@@ -243,7 +244,7 @@ ect__metrics_render(const ect_metrics_t *metrics, char **text_p, size_t *len_p)
         return ect__error(ECT_ERR_INVALID_ARG, "metrics render: NULL argument");
     size_t cap = 16384, len = 0;
     for (;;) {
-        char *buf = malloc(cap);
+        char *buf = ect__malloc(cap);
         if (buf == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "metrics render: out of memory (%zu bytes)", cap);
         ect_status_t st = ect_metrics_format_prometheus(metrics, buf, cap, &len);
@@ -252,7 +253,7 @@ ect__metrics_render(const ect_metrics_t *metrics, char **text_p, size_t *len_p)
             *len_p = len;
             return ECT_OK;
         }
-        free(buf);
+        ect__free(buf);
         if (st != ECT_ERR_OVERFLOW || len + 1 <= cap)
             return st;
         cap = len + 1;

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/settings.h"
@@ -81,7 +82,7 @@ static void
 free_labels(struct label *labels, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        free(labels[i].value);
+        ect__free(labels[i].value);
 }
 
 /* A quoted label value at *i (at the opening quote), unescaped. */
@@ -89,12 +90,12 @@ static ect_status_t
 scan_value(const struct line *l, size_t *i, struct label *lab)
 {
     size_t j = *i + 1, n = 0;
-    char *out = malloc(l->len); /* never longer than the line */
+    char *out = ect__malloc(l->len); /* never longer than the line */
     if (out == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "metrics text: out of memory");
     for (;; j++) {
         if (j >= l->len) {
-            free(out);
+            ect__free(out);
             return line_error(l, ECT_ERR_PARSE, "a label value has no closing quote");
         }
         char c = l->s[j];
@@ -103,7 +104,7 @@ scan_value(const struct line *l, size_t *i, struct label *lab)
         if (c == '\\') {
             char e = j + 1 < l->len ? l->s[++j] : '\0';
             if (e != '\\' && e != '"' && e != 'n') {
-                free(out);
+                ect__free(out);
                 return line_error(l, ECT_ERR_PARSE, "a label value has an unknown escape");
             }
             c = e == 'n' ? '\n' : e;
@@ -192,7 +193,7 @@ canonical_labels(struct label *labels, size_t n)
     size_t cap = 1;
     for (size_t i = 0; i < n; i++)
         cap += labels[i].name_len + 2 * labels[i].value_len + 4;
-    char *out = malloc(cap), *p = out;
+    char *out = ect__malloc(cap), *p = out;
     if (out == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++) {
@@ -241,7 +242,7 @@ static ect_status_t
 add_sample(ect__prom_t *p, const struct line *l, char *name, char *labels, double v)
 {
     size_t klen = strlen(name) + strlen(labels) + 3;
-    char *key = malloc(klen);
+    char *key = ect__malloc(klen);
     if (key == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "metrics text: out of memory");
     snprintf(key, klen, "%s{%s}", name, labels);
@@ -256,7 +257,7 @@ add_sample(ect__prom_t *p, const struct line *l, char *name, char *labels, doubl
     }
     if (p->n == p->cap) {
         size_t cap = p->cap == 0 ? 64 : p->cap * 2;
-        ect__prom_sample_t *s = realloc(p->samples, cap * sizeof(*s));
+        ect__prom_sample_t *s = ect__realloc(p->samples, cap * sizeof(*s));
         if (s == NULL) {
             st = ect__error(ECT_ERR_NO_MEMORY, "metrics text: out of memory");
             goto out;
@@ -267,10 +268,10 @@ add_sample(ect__prom_t *p, const struct line *l, char *name, char *labels, doubl
     if ((st = ect__strmap_put(&p->index, key, (void *)(uintptr_t)(p->n + 1), NULL)) != ECT_OK)
         goto out;
     p->samples[p->n++] = (ect__prom_sample_t){.name = name, .labels = labels, .value = v};
-    free(key);
+    ect__free(key);
     return ECT_OK;
 out:
-    free(key);
+    ect__free(key);
     return st;
 }
 
@@ -316,7 +317,7 @@ parse_sample(ect__prom_t *p, const struct line *l)
         st = line_error(l, ECT_ERR_PARSE, "unexpected text after the value");
         goto out_labels;
     }
-    char *name = strndup(name_at, nl);
+    char *name = ect__strndup(name_at, nl);
     char *canon = canonical_labels(labels, n_labels);
     if (name == NULL || canon == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "metrics text: out of memory");
@@ -324,8 +325,8 @@ parse_sample(ect__prom_t *p, const struct line *l)
         free_labels(labels, n_labels);
         return ECT_OK;
     }
-    free(name);
-    free(canon);
+    ect__free(name);
+    ect__free(canon);
 out_labels:
     free_labels(labels, n_labels);
     return st;
@@ -376,10 +377,10 @@ ect__prom_cleanup(ect__prom_t *p)
     if (p == NULL)
         return;
     for (size_t i = 0; i < p->n; i++) {
-        free(p->samples[i].name);
-        free(p->samples[i].labels);
+        ect__free(p->samples[i].name);
+        ect__free(p->samples[i].labels);
     }
-    free(p->samples);
+    ect__free(p->samples);
     ect__strmap_cleanup(&p->index);
     memset(p, 0, sizeof(*p));
 }
@@ -391,7 +392,7 @@ ect__prom_get(const ect__prom_t *p, const char *name, const char *labels, double
         return false;
     size_t nl = strlen(name), ll = strlen(labels), klen = nl + ll + 3;
     char small[512];
-    char *key = klen <= sizeof(small) ? small : malloc(klen);
+    char *key = klen <= sizeof(small) ? small : ect__malloc(klen);
     if (key == NULL)
         return false;
     memcpy(key, name, nl);
@@ -400,7 +401,7 @@ ect__prom_get(const ect__prom_t *p, const char *name, const char *labels, double
     memcpy(key + nl + 1 + ll, "}", 2);
     ect_strmap_node_t *node = ect__strmap_find(&p->index, key);
     if (key != small)
-        free(key);
+        ect__free(key);
     if (node == NULL)
         return false;
     if (value_p != NULL)
@@ -445,7 +446,7 @@ ect__prom_buckets(const ect__prom_t *p, const char *name, double *le, double *cu
         if (end == tok || *end != '\0' || isnan(bound))
             continue;
         if (n == have) {
-            struct bucket *nb = realloc(b, (have ? have * 2 : 16) * sizeof(*b));
+            struct bucket *nb = ect__realloc(b, (have ? have * 2 : 16) * sizeof(*b));
             if (nb == NULL)
                 break;
             b = nb;
@@ -459,7 +460,7 @@ ect__prom_buckets(const ect__prom_t *p, const char *name, double *le, double *cu
         le[i] = b[i].le;
         cum[i] = b[i].cum;
     }
-    free(b);
+    ect__free(b);
     return n;
 }
 
@@ -684,7 +685,7 @@ ect__http_get(const char *address, const char *path, int timeout_ms, size_t max_
     if ((st = send_request(fd, address, path, deadline)) != ECT_OK)
         goto out;
     size_t cap = HEADERS_MAX + max_body + 1, len = 0;
-    if ((buf = malloc(cap < 65536 ? cap : 65536)) == NULL) {
+    if ((buf = ect__malloc(cap < 65536 ? cap : 65536)) == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "http get: out of memory");
         goto out;
     }
@@ -700,7 +701,7 @@ ect__http_get(const char *address, const char *path, int timeout_ms, size_t max_
                 goto out;
             }
             size_t grow = have * 2 < cap ? have * 2 : cap;
-            char *nb = realloc(buf, grow);
+            char *nb = ect__realloc(buf, grow);
             if (nb == NULL) {
                 st = ect__error(ECT_ERR_NO_MEMORY, "http get: out of memory");
                 goto out;
@@ -760,7 +761,7 @@ ect__http_get(const char *address, const char *path, int timeout_ms, size_t max_
     *len_p = body;
     buf = NULL;
 out:
-    free(buf);
+    ect__free(buf);
     close(fd);
     return st;
 }

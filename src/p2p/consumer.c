@@ -15,6 +15,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
@@ -82,9 +83,9 @@ struct ect_consumer {
 static void
 xfer_free(struct xfer *x)
 {
-    free(x->key);
-    free(x->mm_hash);
-    free(x);
+    ect__free(x->key);
+    ect__free(x->mm_hash);
+    ect__free(x);
 }
 
 static void
@@ -172,7 +173,7 @@ start_read_locked(ect_consumer_t *c, struct xfer *x, const ect_xfer_ack_t *ack)
     size_t n_runs = 0;
     ect_run_t *runs = NULL;
     ect_status_t st = ect_cache_get_runs(c->cache, x->key, NULL, 0, &n_runs);
-    if (st == ECT_OK && (runs = malloc((n_runs ? n_runs : 1) * sizeof(*runs))) == NULL)
+    if (st == ECT_OK && (runs = ect__malloc((n_runs ? n_runs : 1) * sizeof(*runs))) == NULL)
         st = ect__error(ECT_ERR_NO_MEMORY, "consumer: out of memory");
     if (st == ECT_OK && n_runs > 0)
         st = ect_cache_get_runs(c->cache, x->key, runs, n_runs, &n_runs);
@@ -191,7 +192,7 @@ start_read_locked(ect_consumer_t *c, struct xfer *x, const ect_xfer_ack_t *ack)
                                   .n_local_runs = n_runs};
     if (st == ECT_OK)
         st = ect__xport_read_start(c->xport, &rp, &x->read, &kind);
-    free(runs);
+    ect__free(runs);
     if (st != ECT_OK) {
         c->m.p2p_transport_errors++;
         fail_locked(c, x, "read could not start: %s", ect_last_error());
@@ -436,8 +437,8 @@ ect__consumer_fetch(ect_consumer_t *c, const char *key, const char *mm_hash, con
     }
     if ((st = ect_cache_alloc(c->cache, key, n_blocks)) != ECT_OK)
         goto out;
-    struct xfer *x = calloc(1, sizeof(*x));
-    if (x == NULL || (x->key = strdup(key)) == NULL || (x->mm_hash = strdup(mm_hash)) == NULL) {
+    struct xfer *x = ect__calloc(1, sizeof(*x));
+    if (x == NULL || (x->key = ect__strdup(key)) == NULL || (x->mm_hash = ect__strdup(mm_hash)) == NULL) {
         if (x != NULL)
             xfer_free(x);
         ect__log_failure(ect_cache_discard(c->cache, key), "consumer");
@@ -575,7 +576,7 @@ wake_session(void *ctl)
 ect_status_t
 ect__consumer_start(const ect_consumer_params_t *params, ect_consumer_t **consumer_p)
 {
-    ect_consumer_t *c = calloc(1, sizeof(*c));
+    ect_consumer_t *c = ect__calloc(1, sizeof(*c));
     if (c == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "consumer: out of memory");
     c->cfg = *params->config;
@@ -628,7 +629,7 @@ err_mutex:
     pthread_mutex_destroy(&c->lock);
 err_free:
     ect__wire_buf_cleanup(&c->out);
-    free(c);
+    ect__free(c);
     return st;
 }
 
@@ -662,5 +663,5 @@ ect__consumer_stop(ect_consumer_t *c)
     ect__ctl_client_destroy(c->ctl);
     pthread_mutex_destroy(&c->lock);
     ect__wire_buf_cleanup(&c->out);
-    free(c);
+    ect__free(c);
 }

@@ -71,6 +71,7 @@
 
 #include <zmq.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "p2p/control.h"
@@ -241,7 +242,7 @@ server_push_dead(ect_ctl_server_t *server, const ect_ctl_peer_t *peer)
 {
     if (server->n_dead == server->cap_dead) {
         size_t ncap = server->cap_dead != 0 ? server->cap_dead * 2 : 16;
-        void *grown = ncap <= DEAD_MAX ? realloc(server->dead, ncap * sizeof(*server->dead)) : NULL;
+        void *grown = ncap <= DEAD_MAX ? ect__realloc(server->dead, ncap * sizeof(*server->dead)) : NULL;
         if (grown == NULL) {
             /* Nobody is taking them; the pin lease still releases their grants. */
             if (!server->dead_full_logged)
@@ -325,7 +326,7 @@ server_grow_fds(ect_ctl_server_t *server, int fd)
     size_t n = server->n_fds != 0 ? server->n_fds : 64;
     while (n <= (size_t)fd)
         n *= 2;
-    void *grown = n <= FD_MAP_MAX ? realloc(server->fds, n * sizeof(*server->fds)) : NULL;
+    void *grown = n <= FD_MAP_MAX ? ect__realloc(server->fds, n * sizeof(*server->fds)) : NULL;
     if (grown == NULL) {
         if (!server->fd_map_full_logged)
             ECT_LOG_W("control: cannot track consumer on fd %d; its death will go unnoticed "
@@ -445,7 +446,7 @@ ect__ctl_server_open(const char *host, uint16_t port, const ect_ctl_security_t *
     if (curve && (st = ect__ctl_keys_load(key_file, false, &keys)) != ECT_OK)
         return st;
 
-    ect_ctl_server_t *server = calloc(1, sizeof(*server));
+    ect_ctl_server_t *server = ect__calloc(1, sizeof(*server));
     if (server == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
         goto wipe_keys;
@@ -512,7 +513,7 @@ term_ctx:
     ect__ctl_zap_stop(server->zap);
     zmq_ctx_term(server->ctx);
 free_server:
-    free(server);
+    ect__free(server);
 wipe_keys:
     if (curve)
         ect__ctl_keys_wipe(&keys);
@@ -634,7 +635,7 @@ ect__ctl_server_close(ect_ctl_server_t *server)
     zmq_ctx_shutdown(server->ctx); /* wakes the ZAP thread, which closes its socket */
     ect__ctl_zap_stop(server->zap);
     zmq_ctx_term(server->ctx);
-    free(server->fds);
-    free(server->dead);
-    free(server);
+    ect__free(server->fds);
+    ect__free(server->dead);
+    ect__free(server);
 }

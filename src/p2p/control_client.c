@@ -37,6 +37,7 @@
 
 #include <zmq.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "p2p/control.h"
@@ -220,7 +221,7 @@ peer_close(ect_ctl_client_t *client, struct ctl_peer *peer)
     /* What ZeroMQ still held for a producer never reached is lost. */
     client->counters.send_failed += peer->unconfirmed;
     ect__ctl_close_with_monitor(peer->dealer, peer->monitor);
-    free(peer);
+    ect__free(peer);
 }
 
 static ect_status_t
@@ -229,11 +230,11 @@ grow_pool(ect_ctl_client_t *client)
     if (client->n_peers < client->cap_peers)
         return ECT_OK;
     size_t ncap = client->cap_peers != 0 ? client->cap_peers * 2 : 8;
-    struct ctl_peer **peers = realloc(client->peers, ncap * sizeof(*peers));
+    struct ctl_peer **peers = ect__realloc(client->peers, ncap * sizeof(*peers));
     if (peers == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
     client->peers = peers;
-    zmq_pollitem_t *items = realloc(client->items, (2 * ncap + 1) * sizeof(*items));
+    zmq_pollitem_t *items = ect__realloc(client->items, (2 * ncap + 1) * sizeof(*items));
     if (items == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
     client->items = items;
@@ -247,13 +248,13 @@ peer_open(ect_ctl_client_t *client, const char *host, uint16_t port, struct ctl_
     ect_status_t st = grow_pool(client);
     if (st != ECT_OK)
         return st;
-    struct ctl_peer *peer = calloc(1, sizeof(*peer));
+    struct ctl_peer *peer = ect__calloc(1, sizeof(*peer));
     if (peer == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
     snprintf(peer->host, sizeof(peer->host), "%s", host);
     peer->port = port;
     if ((st = peer_connect(client, peer)) != ECT_OK) {
-        free(peer);
+        ect__free(peer);
         return st;
     }
     peer->state = PEER_CONNECTING;
@@ -270,7 +271,7 @@ ect__ctl_client_create(const ect_ctl_security_t *security, ect_ctl_client_t **cl
 {
     if (client_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "control: NULL client output");
-    ect_ctl_client_t *client = calloc(1, sizeof(*client));
+    ect_ctl_client_t *client = ect__calloc(1, sizeof(*client));
     if (client == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
     ect_status_t st;
@@ -281,9 +282,12 @@ ect__ctl_client_create(const ect_ctl_security_t *security, ect_ctl_client_t **cl
         client->curve = true;
     }
     client->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    client->items = malloc(sizeof(*client->items));
-    if (client->wake_fd < 0 || client->items == NULL) {
+    if (client->wake_fd < 0) {
         st = ect__error_errno(ECT_ERR_IO, "control: cannot make the client's wake-up eventfd");
+        goto free_client;
+    }
+    if ((client->items = ect__malloc(sizeof(*client->items))) == NULL) {
+        st = ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
         goto free_client;
     }
     client->ctx = zmq_ctx_new();
@@ -296,9 +300,9 @@ ect__ctl_client_create(const ect_ctl_security_t *security, ect_ctl_client_t **cl
 free_client:
     if (client->wake_fd >= 0)
         close(client->wake_fd);
-    free(client->items);
+    ect__free(client->items);
     ect__ctl_keys_wipe(&client->keys);
-    free(client);
+    ect__free(client);
     return st;
 }
 
@@ -538,7 +542,7 @@ ect__ctl_client_destroy(ect_ctl_client_t *client)
         peer_close(client, client->peers[i]);
     zmq_ctx_term(client->ctx);
     ect__ctl_keys_wipe(&client->keys);
-    free(client->peers);
-    free(client->items);
-    free(client);
+    ect__free(client->peers);
+    ect__free(client->items);
+    ect__free(client);
 }

@@ -22,6 +22,7 @@
 
 #include <zmq.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "p2p/control.h"
 #include "p2p/control_curve.h"
@@ -134,7 +135,7 @@ reader_close(struct line_reader *r)
 {
     if (r->buf != NULL) {
         explicit_bzero(r->buf, r->cap); /* it held the secret line */
-        free(r->buf);
+        free(r->buf); /* getline's, from libc's malloc: not ect__free */
     }
     if (r->file != NULL)
         fclose(r->file);
@@ -394,7 +395,7 @@ ect__ctl_allow_list_load(const char *path, uint8_t (**keys_p)[ECT_CTL_CURVE_KEY_
         }
         if (n == cap) {
             size_t ncap = cap != 0 ? cap * 2 : 16;
-            void *grown = realloc(keys, ncap * ECT_CTL_CURVE_KEY_BYTES);
+            void *grown = ect__realloc(keys, ncap * ECT_CTL_CURVE_KEY_BYTES);
             if (grown == NULL) {
                 st = ect__error(ECT_ERR_NO_MEMORY, "control: allow-list %s: out of memory", path);
                 goto out;
@@ -413,7 +414,7 @@ ect__ctl_allow_list_load(const char *path, uint8_t (**keys_p)[ECT_CTL_CURVE_KEY_
 out:
     reader_close(&r);
     if (st != ECT_OK) {
-        free(keys);
+        ect__free(keys);
         return st;
     }
     *keys_p = keys;
@@ -505,13 +506,13 @@ ect__ctl_zap_start(void *zmq_ctx, const char *path, ect_ctl_zap_t **zap_p)
 {
     if (zmq_ctx == NULL || zap_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "control: NULL argument to the ZAP handler");
-    ect_ctl_zap_t *zap = calloc(1, sizeof(*zap));
+    ect_ctl_zap_t *zap = ect__calloc(1, sizeof(*zap));
     if (zap == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
     ect_status_t st = ect__ctl_allow_list_load(path, &zap->keys, &zap->n_keys);
     if (st != ECT_OK)
         goto free_zap;
-    zap->path = strdup(path);
+    zap->path = ect__strdup(path);
     if (zap->path == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "control: out of memory");
         goto free_zap;
@@ -540,9 +541,9 @@ ect__ctl_zap_start(void *zmq_ctx, const char *path, ect_ctl_zap_t **zap_p)
 close_rep:
     zmq_close(zap->rep);
 free_zap:
-    free(zap->path);
-    free(zap->keys);
-    free(zap);
+    ect__free(zap->path);
+    ect__free(zap->keys);
+    ect__free(zap);
     return st;
 }
 
@@ -552,7 +553,7 @@ ect__ctl_zap_stop(ect_ctl_zap_t *zap)
     if (zap == NULL)
         return;
     pthread_join(zap->thread, NULL);
-    free(zap->path);
-    free(zap->keys);
-    free(zap);
+    ect__free(zap->path);
+    ect__free(zap->keys);
+    ect__free(zap);
 }

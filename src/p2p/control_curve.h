@@ -52,7 +52,7 @@ void ect__ctl_keys_wipe(ect_ctl_keys_t *keys);
 bool ect__ctl_z85_key_valid(const char *text);
 
 /* Load the allow-list at path (borrowed): *keys_p gets the *n_p decoded
- * keys (owned by the caller: free()).  Returns ECT_OK; ECT_ERR_CONFIG
+ * keys (owned by the caller: ect__free).  Returns ECT_OK; ECT_ERR_CONFIG
  * (unreadable, a line that is not a key, more than 65536 keys, or no key at
  * all, naming the file and line); ECT_ERR_NO_MEMORY.  Outputs are written
  * only on success.  Thread safety: safe. */

@@ -37,6 +37,7 @@
 #include <zmq.h>
 
 #include "cache/walk.h"
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
@@ -149,7 +150,7 @@ ect__events_publish(struct ect__events *ev, ect__event_kind_t kind, const char *
     if (ev == NULL || key == NULL)
         return;
     uint64_t t = unix_ns();
-    char *copy = strdup(key);
+    char *copy = ect__strdup(key);
     pthread_mutex_lock(&ev->lock);
     if (copy == NULL || ev->n == ECT_EVENTS_QUEUE_CAP || ev->stopping) {
         /* Never wait for the subscriber side: a slow stream loses events
@@ -159,7 +160,7 @@ ect__events_publish(struct ect__events *ev, ect__event_kind_t kind, const char *
         ev->resync_pending = true;
         ev->resync_mark = ev->queued_total;
         pthread_mutex_unlock(&ev->lock);
-        free(copy);
+        ect__free(copy);
         return;
     }
     ev->queued_total++;
@@ -206,7 +207,7 @@ static void
 msg_unref(struct msg *m)
 {
     if (m != NULL && --m->refs == 0)
-        free(m);
+        ect__free(m);
 }
 
 /* An integer cJSON would round (its numbers are doubles): written raw. */
@@ -247,12 +248,12 @@ msg_from_json(cJSON *o, uint64_t seq)
     if (text == NULL)
         return NULL;
     size_t len = strlen(text);
-    struct msg *m = malloc(sizeof(*m) + len);
+    struct msg *m = ect__malloc(sizeof(*m) + len);
     if (m != NULL) {
         *m = (struct msg){.refs = 1, .seq = seq, .len = len};
         memcpy(m->data, text, len);
     }
-    free(text);
+    ect__free(text);
     return m;
 }
 
@@ -276,7 +277,7 @@ static void
 free_view_entry(ect_strmap_node_t *node, void *user)
 {
     (void)user;
-    free(node->value);
+    ect__free(node->value);
 }
 
 static void
@@ -294,9 +295,9 @@ view_get(struct ect__events *ev, const char *key)
     ect_strmap_node_t *node = ect__strmap_find(&ev->view, key);
     if (node != NULL)
         return node->value;
-    struct view_entry *ve = calloc(1, sizeof(*ve));
+    struct view_entry *ve = ect__calloc(1, sizeof(*ve));
     if (ve == NULL || ect__strmap_put(&ev->view, key, ve, NULL) != ECT_OK) {
-        free(ve);
+        ect__free(ve);
         return NULL;
     }
     return ve;
@@ -330,9 +331,9 @@ rebuild_one(const char *key, uint64_t n_blocks, bool ready, void *user)
     bool announced = old != NULL && ((struct view_entry *)old->value)->announced;
     if (!ready && !announced)
         return; /* a save in progress that no router has heard of */
-    struct view_entry *ve = malloc(sizeof(*ve));
+    struct view_entry *ve = ect__malloc(sizeof(*ve));
     if (ve == NULL || ect__strmap_put(&r->view, key, ve, NULL) != ECT_OK) {
-        free(ve);
+        ect__free(ve);
         r->failed = true;
         return;
     }
@@ -390,7 +391,7 @@ view_apply(struct ect__events *ev, const struct event *e)
         if (!ect__strmap_remove(&ev->view, e->key, &value))
             return false;
         bool announced = ((struct view_entry *)value)->announced;
-        free(value);
+        ect__free(value);
         return announced;
     case ECT__EVENT_WITHDRAWN:
         return false;
@@ -500,7 +501,7 @@ publish_batch(struct ect__events *ev, struct event *events, size_t n, uint64_t l
             cJSON *e = event_json(&w);
             ok = e != NULL && cJSON_AddItemToArray(arr, e);
         }
-        free(events[i].key);
+        ect__free(events[i].key);
     }
     struct msg *m = ok ? msg_from_json(o, seq) : (cJSON_Delete(o), NULL);
     if (m == NULL) {
@@ -543,7 +544,7 @@ reply_error(struct ect__events *ev, const unsigned char *id, size_t id_len, bool
         zmq_send(ev->router, end, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT);
         zmq_send(ev->router, text, strlen(text), ZMQ_DONTWAIT);
     }
-    free(text);
+    ect__free(text);
 }
 
 static void
@@ -551,7 +552,7 @@ replay_end(struct replay *r)
 {
     for (size_t i = r->sent; i < r->n; i++)
         msg_unref(r->msgs[i]);
-    free(r->msgs);
+    ect__free(r->msgs);
     r->msgs = NULL;
     r->active = false;
 }
@@ -622,7 +623,7 @@ replay_snapshot(struct ect__events *ev, struct replay *r)
     size_t entries = ev->view.count;
     size_t parts =
         entries == 0 ? 1 : (entries + ECT_EVENTS_SNAPSHOT_PART - 1) / ECT_EVENTS_SNAPSHOT_PART;
-    if ((r->msgs = calloc(parts, sizeof(*r->msgs))) == NULL)
+    if ((r->msgs = ect__calloc(parts, sizeof(*r->msgs))) == NULL)
         return false;
     struct snap_ctx c = {.ev = ev, .r = r, .parts = parts};
     if (entries == 0)
@@ -639,7 +640,7 @@ replay_batches(struct ect__events *ev, struct replay *r, uint64_t from)
 {
     size_t skip = (size_t)(from - ring_lo(ev));
     size_t count_ = ev->ring_n - skip;
-    if (count_ > 0 && (r->msgs = calloc(count_, sizeof(*r->msgs))) == NULL)
+    if (count_ > 0 && (r->msgs = ect__calloc(count_, sizeof(*r->msgs))) == NULL)
         return false;
     for (size_t i = 0; i < count_; i++) {
         struct msg *m = ev->ring[(ev->ring_head + skip + i) % ev->replay_cap];
@@ -840,7 +841,7 @@ static void *
 publisher_main(void *arg)
 {
     struct ect__events *ev = arg;
-    struct event *batch = malloc(BATCH_MAX_EVENTS * sizeof(*batch));
+    struct event *batch = ect__malloc(BATCH_MAX_EVENTS * sizeof(*batch));
     if (batch == NULL) {
         ECT_LOG_E("events: out of memory: the stream is not published");
         return NULL;
@@ -863,7 +864,7 @@ publisher_main(void *arg)
         if (!more)
             wait_for_work(ev, waiting ? RETRY_MS : -1);
     }
-    free(batch);
+    ect__free(batch);
     return NULL;
 }
 
@@ -937,11 +938,11 @@ free_thread_state(struct ect__events *ev)
             replay_end(&ev->replays[i]);
     while (ev->ring_n > 0)
         ring_drop_oldest(ev);
-    free(ev->ring);
+    ect__free(ev->ring);
     view_clear(ev);
     ect__strmap_cleanup(&ev->view);
     for (; ev->n > 0; ev->n--, ev->head = (ev->head + 1) % ECT_EVENTS_QUEUE_CAP)
-        free(ev->queue[ev->head].key);
+        ect__free(ev->queue[ev->head].key);
 }
 
 ect_status_t
@@ -954,7 +955,7 @@ ect__p2p_events_start(const ect_config_t *config, ect_cache_t *cache, const char
         config->events_hwm > (unsigned)INT32_MAX)
         return ect__error(ECT_ERR_CONFIG, "events: events_replay_buffer and events_hwm must be "
                                           "positive (use ect_config_validate)");
-    struct ect__events *ev = calloc(1, sizeof(*ev));
+    struct ect__events *ev = ect__calloc(1, sizeof(*ev));
     if (ev == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "events: out of memory");
     ect_status_t st;
@@ -963,7 +964,7 @@ ect__p2p_events_start(const ect_config_t *config, ect_cache_t *cache, const char
     ev->epoch_ns = unix_ns();
     ev->replay_cap = config->events_replay_buffer;
     ect__strmap_init(&ev->view);
-    if ((ev->ring = calloc(ev->replay_cap, sizeof(*ev->ring))) == NULL) {
+    if ((ev->ring = ect__calloc(ev->replay_cap, sizeof(*ev->ring))) == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "events: out of memory for %u replay slots",
                         ev->replay_cap);
         goto err_free;
@@ -1008,7 +1009,7 @@ err_fd:
     close(ev->wake_fd);
 err_free:
     free_thread_state(ev);
-    free(ev);
+    ect__free(ev);
     return st;
 }
 
@@ -1035,5 +1036,5 @@ ect__p2p_events_stop(struct ect__events *ev)
     free_thread_state(ev);
     pthread_mutex_destroy(&ev->lock);
     close(ev->wake_fd);
-    free(ev);
+    ect__free(ev);
 }

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
@@ -58,7 +59,7 @@ struct ect__p2p {
 ect_status_t
 ect__p2p_create(const ect__p2p_params_t *params, struct ect__p2p **p2p_p)
 {
-    struct ect__p2p *p = calloc(1, sizeof(*p));
+    struct ect__p2p *p = ect__calloc(1, sizeof(*p));
     if (p == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "p2p: out of memory");
     p->cfg = *params->config;
@@ -96,7 +97,7 @@ err_producer:
 err_mutex:
     pthread_mutex_destroy(&p->lock);
 err_free:
-    free(p);
+    ect__free(p);
     return st;
 }
 
@@ -104,7 +105,7 @@ static void
 free_item(ect_strmap_node_t *node, void *user)
 {
     (void)user;
-    free(node->value);
+    ect__free(node->value);
 }
 
 void
@@ -117,10 +118,10 @@ ect__p2p_destroy(struct ect__p2p *p)
     ect__strmap_each(&p->items, free_item, NULL);
     ect__strmap_cleanup(&p->items);
     for (size_t i = 0; i < p->n_unavailable; i++)
-        free(p->unavailable[i]);
-    free(p->unavailable);
+        ect__free(p->unavailable[i]);
+    ect__free(p->unavailable);
     pthread_mutex_destroy(&p->lock);
-    free(p);
+    ect__free(p);
 }
 
 ect_status_t
@@ -146,9 +147,9 @@ item_get_locked(struct ect__p2p *p, const char *k)
     ect_strmap_node_t *node = ect__strmap_find(&p->items, k);
     if (node != NULL)
         return node->value;
-    struct item_rec *rec = calloc(1, sizeof(*rec));
+    struct item_rec *rec = ect__calloc(1, sizeof(*rec));
     if (rec == NULL || ect__strmap_put(&p->items, k, rec, NULL) != ECT_OK) {
-        free(rec);
+        ect__free(rec);
         return NULL;
     }
     return rec;
@@ -162,13 +163,13 @@ mark_unavailable_locked(struct ect__p2p *p, const char *request_id)
             return;
     if (p->n_unavailable == p->cap_unavailable) {
         size_t cap = p->cap_unavailable ? p->cap_unavailable * 2 : 8;
-        char **grown = realloc(p->unavailable, cap * sizeof(*grown));
+        char **grown = ect__realloc(p->unavailable, cap * sizeof(*grown));
         if (grown == NULL)
             return;
         p->unavailable = grown;
         p->cap_unavailable = cap;
     }
-    char *copy = strdup(request_id);
+    char *copy = ect__strdup(request_id);
     if (copy != NULL) {
         p->unavailable[p->n_unavailable++] = copy;
         p->unavailable_total++;
@@ -305,7 +306,7 @@ ect__p2p_request_finished(struct ect__p2p *p, const ect_request_t *r)
         item_key(r, &r->features[i], k, sizeof(k));
         void *v = NULL;
         if (ect__strmap_remove(&p->items, k, &v))
-            free(v);
+            ect__free(v);
     }
     pthread_mutex_unlock(&p->lock);
 }

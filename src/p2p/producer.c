@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
@@ -160,11 +161,11 @@ grant_free(ect_producer_t *p, struct grant *g)
 {
     if (ect_cache_unpin(p->cache, g->cache_key) != ECT_OK)
         ect__log_last_error(ECT_LOG_WARN, "producer: releasing a grant");
-    free(g->gkey);
-    free(g->cache_key);
-    free(g->mm_hash);
-    free(g->runs);
-    free(g);
+    ect__free(g->gkey);
+    ect__free(g->cache_key);
+    ect__free(g->mm_hash);
+    ect__free(g->runs);
+    ect__free(g);
 }
 
 /* Take a grant off the map; it is unpinned now, or when its stream ends. */
@@ -238,7 +239,7 @@ struct key_batch {
 static void
 key_batch_add(struct key_batch *b, const char *key)
 {
-    if (b->n < 64 && (b->keys[b->n] = strdup(key)) != NULL)
+    if (b->n < 64 && (b->keys[b->n] = ect__strdup(key)) != NULL)
         b->n++;
 }
 
@@ -308,12 +309,12 @@ announcement_get_locked(ect_producer_t *p, const char *mm_hash, const char *cach
     ect_strmap_node_t *node = ect__strmap_find(&p->announced, mm_hash);
     if (node != NULL)
         return node->value;
-    struct announcement *a = calloc(1, sizeof(*a));
-    if (a == NULL || (a->cache_key = strdup(cache_key)) == NULL ||
+    struct announcement *a = ect__calloc(1, sizeof(*a));
+    if (a == NULL || (a->cache_key = ect__strdup(cache_key)) == NULL ||
         ect__strmap_put(&p->announced, mm_hash, a, NULL) != ECT_OK) {
         if (a != NULL)
-            free(a->cache_key);
-        free(a);
+            ect__free(a->cache_key);
+        ect__free(a);
         return NULL;
     }
     return a;
@@ -332,9 +333,9 @@ release_hold(ect_producer_t *p, uint64_t hold_id)
 static void
 announcement_free(struct announcement *a)
 {
-    free(a->cache_key);
-    free(a->holds);
-    free(a);
+    ect__free(a->cache_key);
+    ect__free(a->holds);
+    ect__free(a);
 }
 
 /* A read of mm_hash was served: release its oldest live hold. */
@@ -392,7 +393,7 @@ announcements_sweep_locked(ect_producer_t *p, uint64_t now)
         void *v;
         if (ect__strmap_remove(&p->announced, c.empty.keys[i], &v))
             announcement_free(v);
-        free(c.empty.keys[i]);
+        ect__free(c.empty.keys[i]);
     }
 }
 
@@ -445,7 +446,7 @@ entry_blocks(ect_producer_t *p, const char *key, size_t *n_p, size_t *n_runs_p)
     if (st != ECT_OK)
         return st;
     if (n_runs > p->runs_cap) {
-        ect_run_t *r = realloc(p->runs, n_runs * sizeof(*r));
+        ect_run_t *r = ect__realloc(p->runs, n_runs * sizeof(*r));
         if (r == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory");
         p->runs = r;
@@ -462,7 +463,7 @@ entry_blocks(ect_producer_t *p, const char *key, size_t *n_p, size_t *n_runs_p)
                           "carries at most %u",
                           key, total, ECT_WIRE_MAX_BLOCKS);
     if (total > p->blocks_cap) {
-        uint64_t *b = realloc(p->blocks, total * sizeof(*b));
+        uint64_t *b = ect__realloc(p->blocks, total * sizeof(*b));
         if (b == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory");
         p->blocks = b;
@@ -544,9 +545,9 @@ handle_req(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *
     struct grant *g = NULL;
     if (entry_blocks(p, key, &n_blocks, &n_runs) != ECT_OK)
         goto internal;
-    if ((g = calloc(1, sizeof(*g))) == NULL || (g->gkey = strdup(p->gkey)) == NULL ||
-        (g->cache_key = strdup(key)) == NULL || (g->mm_hash = strdup(req->mm_hash)) == NULL ||
-        (n_runs > 0 && (g->runs = malloc(n_runs * sizeof(*g->runs))) == NULL)) {
+    if ((g = ect__calloc(1, sizeof(*g))) == NULL || (g->gkey = ect__strdup(p->gkey)) == NULL ||
+        (g->cache_key = ect__strdup(key)) == NULL || (g->mm_hash = ect__strdup(req->mm_hash)) == NULL ||
+        (n_runs > 0 && (g->runs = ect__malloc(n_runs * sizeof(*g->runs))) == NULL)) {
         ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory for a grant");
         goto internal;
     }
@@ -580,7 +581,7 @@ handle_req(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *
      * src_block_indices otherwise, or when the runs would not fit a blob. */
     size_t want = ect__xport_desc_size(req->accepts_runs ? n_runs : 0);
     if (want > p->desc_cap) {
-        uint8_t *grown = realloc(p->desc_buf, want);
+        uint8_t *grown = ect__realloc(p->desc_buf, want);
         if (grown != NULL) {
             p->desc_buf = grown;
             p->desc_cap = want;
@@ -611,11 +612,11 @@ handle_req(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *
 internal:
     ect__log_last_error(ECT_LOG_ERROR, "producer");
     if (g != NULL) {
-        free(g->gkey);
-        free(g->cache_key);
-        free(g->mm_hash);
-        free(g->runs);
-        free(g);
+        ect__free(g->gkey);
+        ect__free(g->cache_key);
+        ect__free(g->mm_hash);
+        ect__free(g->runs);
+        ect__free(g);
     }
     ect__log_failure(ect_cache_unpin(p->cache, key), "producer");
     send_nack(p, peer, req, ECT_XFER_NACK_INTERNAL);
@@ -712,7 +713,7 @@ session_thread(void *arg)
 ect_status_t
 ect__producer_start(const ect_producer_params_t *params, ect_producer_t **producer_p)
 {
-    ect_producer_t *p = calloc(1, sizeof(*p));
+    ect_producer_t *p = ect__calloc(1, sizeof(*p));
     if (p == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory");
     p->cfg = *params->config;
@@ -772,7 +773,7 @@ err_mutex:
     pthread_mutex_destroy(&p->lock);
 err_free:
     ect__wire_buf_cleanup(&p->out);
-    free(p);
+    ect__free(p);
     return st;
 }
 
@@ -807,10 +808,10 @@ ect__producer_stop(ect_producer_t *p)
     ect__ctl_server_close(p->ctl);
     pthread_mutex_destroy(&p->lock);
     ect__wire_buf_cleanup(&p->out);
-    free(p->blocks);
-    free(p->runs);
-    free(p->desc_buf);
-    free(p);
+    ect__free(p->blocks);
+    ect__free(p->runs);
+    ect__free(p->desc_buf);
+    ect__free(p);
 }
 
 /* ---- announcements (scheduler thread) ------------------------------------ */
@@ -821,7 +822,7 @@ ect__producer_announce(ect_producer_t *p, const ect_request_t *req, char **param
     *params_json_p = NULL;
     if (req->n_features == 0)
         return ECT_OK;
-    ect_params_item_t *items = calloc(req->n_features, sizeof(*items));
+    ect_params_item_t *items = ect__calloc(req->n_features, sizeof(*items));
     if (items == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory announcing");
     uint64_t now = ect__now_ns();
@@ -850,7 +851,7 @@ ect__producer_announce(ect_producer_t *p, const ect_request_t *req, char **param
         if (a != NULL && hold_id != 0) {
             if (a->n == a->cap) {
                 size_t cap = a->cap ? a->cap * 2 : 4;
-                struct hold_ref *grown = realloc(a->holds, cap * sizeof(*grown));
+                struct hold_ref *grown = ect__realloc(a->holds, cap * sizeof(*grown));
                 if (grown != NULL) {
                     a->holds = grown;
                     a->cap = cap;
@@ -867,7 +868,7 @@ ect__producer_announce(ect_producer_t *p, const ect_request_t *req, char **param
     }
     /* The text is malloc'd (cJSON's allocator): ect_free releases it. */
     ect_status_t st = ect__params_encode(items, req->n_features, params_json_p);
-    free(items);
+    ect__free(items);
     return st;
 }
 

@@ -56,6 +56,7 @@
 
 #include <ectier/copy.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "p2p/xport_internal.h"
@@ -144,7 +145,7 @@ ect__xport_server_start(const ect_xport_server_params_t *params, ect_xport_serve
     if (params->serve_same_host && params->region_path == NULL)
         return ect__error(ECT_ERR_INVALID_ARG,
                           "xport server: the same-host path needs the region's file path");
-    ect_xport_server_t *s = calloc(1, sizeof(*s));
+    ect_xport_server_t *s = ect__calloc(1, sizeof(*s));
     if (s == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "xport server: out of memory");
     s->block_size = params->block_size;
@@ -190,7 +191,7 @@ ect__xport_server_start(const ect_xport_server_params_t *params, ect_xport_serve
 stop_tcp:
     ect__xport_stream_server_stop(s->tcp);
 free_server:
-    free(s);
+    ect__free(s);
     return st;
 }
 
@@ -237,8 +238,8 @@ ect__xport_server_stop(ect_xport_server_t *server)
     if (server == NULL)
         return;
     ect__xport_stream_server_stop(server->tcp);
-    free(server->agent);
-    free(server);
+    ect__free(server->agent);
+    ect__free(server);
 }
 
 /* ---- client state ------------------------------------------------------------ */
@@ -330,7 +331,7 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
                           "xport client: region directory '%s' is not an absolute path of at "
                           "most %u bytes",
                           dir, ECT_XPORT_MAX_PATH);
-    ect_xport_client_t *c = calloc(1, sizeof(*c));
+    ect_xport_client_t *c = ect__calloc(1, sizeof(*c));
     if (c == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "xport client: out of memory");
     c->data = params->data;
@@ -340,7 +341,7 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
     c->wake = params->wake;
     c->wake_arg = params->wake_arg;
     if (pthread_mutex_init(&c->wlock, NULL) != 0 || pthread_cond_init(&c->wcond, NULL) != 0) {
-        free(c);
+        ect__free(c);
         return ect__error(ECT_ERR_INTERNAL, "xport client: cannot create its waiter's lock");
     }
     snprintf(c->region_dir, sizeof(c->region_dir), "%s", dir);
@@ -359,8 +360,8 @@ static void
 peer_free(struct peer *p)
 {
     ect__xport_shm_peer_close(p->shm);
-    free(p->agent);
-    free(p);
+    ect__free(p->agent);
+    ect__free(p);
 }
 
 static void
@@ -412,9 +413,9 @@ static ect_status_t
 peer_create(const char *key, const char *host, const void *agent, size_t agent_len,
             struct peer **peer_p)
 {
-    struct peer *p = calloc(1, sizeof(*p));
-    if (p == NULL || (p->agent = malloc(agent_len)) == NULL) {
-        free(p);
+    struct peer *p = ect__calloc(1, sizeof(*p));
+    if (p == NULL || (p->agent = ect__malloc(agent_len)) == NULL) {
+        ect__free(p);
         return ect__error(ECT_ERR_NO_MEMORY, "xport client: out of memory");
     }
     snprintf(p->key, sizeof(p->key), "%s", key);
@@ -534,7 +535,7 @@ remote_runs(const char *peer_key, const ect_xport_desc_t *desc, const uint64_t *
                           peer_key);
     size_t cap = desc->n_runs != 0 ? desc->n_runs : n_remote;
     ect_run_t *runs = NULL;
-    if (cap != 0 && (runs = malloc(cap * sizeof(*runs))) == NULL)
+    if (cap != 0 && (runs = ect__malloc(cap * sizeof(*runs))) == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "xport: out of memory");
     size_t n = 0;
     uint64_t blocks = 0;
@@ -544,7 +545,7 @@ remote_runs(const char *peer_key, const ect_xport_desc_t *desc, const uint64_t *
     }
     for (size_t i = 0; i < n_remote; i++) {
         if (remote[i] >= desc->num_blocks) {
-            free(runs);
+            ect__free(runs);
             return ect__error(ECT_ERR_PEER,
                               "xport: peer %s named block %" PRIu64 " (index %zu); its region "
                               "has %" PRIu64 " blocks",
@@ -582,7 +583,7 @@ plan_segments(const ect_xport_client_t *c, const char *peer_key, const ect_xport
         return st;
     for (size_t j = 0; j < n_runs; j++)
         if (runs[j].first >= c->num_blocks || runs[j].count > c->num_blocks - runs[j].first) {
-            free(rr);
+            ect__free(rr);
             return ect__error(ECT_ERR_OVERFLOW,
                               "xport: local run %zu (blocks %" PRIu64 " + %" PRIu64
                               ") lies outside our %" PRIu64 " blocks",
@@ -598,15 +599,15 @@ plan_segments(const ect_xport_client_t *c, const char *peer_key, const ect_xport
             total += runs[j].count;
     }
     if (mismatch || total != n_blocks) {
-        free(rr);
+        ect__free(rr);
         return ect__error(ECT_ERR_PEER,
                           "xport: peer %s sent %" PRIu64 " block indices for %s%" PRIu64
                           " local blocks",
                           peer_key, n_blocks, mismatch ? "more than " : "", total);
     }
     ect_xport_segment_t *segs = NULL;
-    if (n_rr + n_runs != 0 && (segs = malloc((n_rr + n_runs) * sizeof(*segs))) == NULL) {
-        free(rr);
+    if (n_rr + n_runs != 0 && (segs = ect__malloc((n_rr + n_runs) * sizeof(*segs))) == NULL) {
+        ect__free(rr);
         return ect__error(ECT_ERR_NO_MEMORY, "xport: out of memory");
     }
     /* Walk both lists of runs at once; a piece ends where either run does. */
@@ -634,7 +635,7 @@ plan_segments(const ect_xport_client_t *c, const char *peer_key, const ect_xport
             lo = 0;
         }
     }
-    free(rr);
+    ect__free(rr);
     *segs_p = segs;
     *n_segs_p = n;
     *bytes_p = n_blocks * bs;
@@ -697,7 +698,7 @@ read_free(ect_xport_client_t *c, ect_xport_read_t *r)
 {
     read_unlink(c, r);
     ect__xport_stream_read_free(c->tcp, r->tcp);
-    free(r);
+    ect__free(r);
 }
 
 /* Free detached reads that have finished. */
@@ -743,13 +744,13 @@ start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *
                             .expect_bytes = r->bytes};
     memcpy(req.token, desc->token, ECT_STREAM_TOKEN_LEN);
     size_t len = ect__stream_req_size(&req);
-    uint8_t *buf = malloc(len);
+    uint8_t *buf = ect__malloc(len);
     if (buf == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "xport: out of memory");
     if ((st = ect__stream_req_encode(&req, buf, len, &len)) == ECT_OK)
         st = ect__xport_stream_read_start(c->tcp, &p->tcp_addr, p->tcp_addr_len, p->pool_key, buf,
                                           len, segs, n_segs, r->bytes, &r->tcp);
-    free(buf);
+    ect__free(buf);
     return st;
 }
 
@@ -882,7 +883,7 @@ ect__xport_read_start(ect_xport_client_t *c, const ect_xport_read_params_t *rp,
     if ((st = get_peer(c, key, rp->host, rp->agent_metadata, rp->agent_len, &p)) != ECT_OK ||
         (st = choose(c, p, &desc, &kind)) != ECT_OK)
         goto free_segs;
-    if ((r = calloc(1, sizeof(*r))) == NULL) {
+    if ((r = ect__calloc(1, sizeof(*r))) == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "xport read: out of memory");
         goto free_segs;
     }
@@ -897,10 +898,10 @@ ect__xport_read_start(ect_xport_client_t *c, const ect_xport_read_params_t *rp,
     else
         st = start_same_host(c, p, segs, n_segs, r);
     if (st != ECT_OK) {
-        free(r);
+        ect__free(r);
         goto free_segs;
     }
-    free(segs);
+    ect__free(segs);
     r->next = c->reads;
     if (c->reads != NULL)
         c->reads->prev = r;
@@ -911,7 +912,7 @@ ect__xport_read_start(ect_xport_client_t *c, const ect_xport_read_params_t *rp,
     return ECT_OK;
 
 free_segs:
-    free(segs);
+    ect__free(segs);
     return st;
 }
 
@@ -1003,7 +1004,7 @@ ect__xport_client_destroy(ect_xport_client_t *c)
     for (ect_xport_read_t *r = c->reads, *next; r != NULL; r = next) {
         next = r->next;
         ect__xport_stream_read_free(c->tcp, r->tcp);
-        free(r);
+        ect__free(r);
     }
     c->reads = NULL;
     ect__xport_stream_client_destroy(c->tcp);
@@ -1015,5 +1016,5 @@ ect__xport_client_destroy(ect_xport_client_t *c)
         }
     pthread_cond_destroy(&c->wcond);
     pthread_mutex_destroy(&c->wlock);
-    free(c);
+    ect__free(c);
 }

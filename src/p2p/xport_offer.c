@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "p2p/xport_internal.h"
@@ -81,7 +82,7 @@ ect__xport_offer_encode(const ect_xport_offer_t *offer, uint8_t **blob_p, size_t
         len += 8 + TCP_ENTRY_LEN;
     if (has_shm)
         len += 8 + SAME_HOST_FIXED + offer->path_len;
-    uint8_t *blob = malloc(len);
+    uint8_t *blob = ect__malloc(len);
     if (blob == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "xport offer encode: out of memory");
     ect_bytes_writer_t w = {blob, blob + len};

@@ -38,6 +38,7 @@
 
 #include <ectier/region.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "p2p/xport_internal.h"
 
@@ -124,7 +125,7 @@ ect__xport_shm_peer_open(const ect_xport_offer_t *offer, const ect_xport_desc_t 
                           "offered %llu/%llu): a different /dev/shm?",
                           path, (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
                           (unsigned long long)offer->dev, (unsigned long long)offer->ino);
-    ect_xport_shm_peer_t *p = calloc(1, sizeof(*p));
+    ect_xport_shm_peer_t *p = ect__calloc(1, sizeof(*p));
     if (p == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "xport same-host: out of memory");
     ect_status_t s = ect_region_open_readonly(path, NULL, &p->region);
@@ -161,7 +162,7 @@ ect__xport_shm_peer_open(const ect_xport_offer_t *offer, const ect_xport_desc_t 
 close_region:
     ect_region_close(p->region);
 free_peer:
-    free(p);
+    ect__free(p);
     return s;
 }
 
@@ -171,7 +172,7 @@ ect__xport_shm_peer_close(ect_xport_shm_peer_t *peer)
     if (peer == NULL)
         return;
     ect_region_close(peer->region);
-    free(peer);
+    ect__free(peer);
 }
 
 void
@@ -187,13 +188,13 @@ ect__xport_shm_post(ect_copy_engine_t *engine, const ect_xport_shm_peer_t *peer,
                     const ect_xport_segment_t *segs, size_t n_segs, uint64_t *ticket_p)
 {
     ect_copy_op_t *ops = NULL;
-    if (n_segs != 0 && (ops = malloc(n_segs * sizeof(*ops))) == NULL)
+    if (n_segs != 0 && (ops = ect__malloc(n_segs * sizeof(*ops))) == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "xport same-host: out of memory");
     for (size_t i = 0; i < n_segs; i++)
         ops[i] = (ect_copy_op_t){
             .dst = segs[i].local, .src = peer->data + segs[i].remote_off, .len = segs[i].len};
     ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = ops, .n_ops = n_segs};
     ect_status_t st = ect_copy_engine_submit(engine, &batch, ticket_p);
-    free(ops);
+    ect__free(ops);
     return st;
 }

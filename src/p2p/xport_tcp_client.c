@@ -30,6 +30,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "p2p/xport_internal.h"
@@ -135,7 +136,7 @@ find_read_locked(ect_xport_stream_client_t *c, uint64_t id)
 static void
 pool_put_locked(ect_xport_stream_client_t *c, int fd, const char *key)
 {
-    struct pooled *p = c->n_pool < POOL_MAX ? malloc(sizeof(*p)) : NULL;
+    struct pooled *p = c->n_pool < POOL_MAX ? ect__malloc(sizeof(*p)) : NULL;
     if (p == NULL) {
         close(fd);
         return;
@@ -158,7 +159,7 @@ pool_take_locked(ect_xport_stream_client_t *c, const char *key)
         if (strcmp(p->key, key) == 0 && now - p->idle_since_ns < POOL_IDLE_NS) {
             int fd = p->fd;
             *pp = p->next;
-            free(p);
+            ect__free(p);
             c->n_pool--;
             return fd;
         }
@@ -174,7 +175,7 @@ pool_sweep_locked(ect_xport_stream_client_t *c, uint64_t now)
         if (now - p->idle_since_ns >= POOL_IDLE_NS) {
             *pp = p->next;
             close(p->fd);
-            free(p);
+            ect__free(p);
             c->n_pool--;
         } else {
             pp = &p->next;
@@ -406,7 +407,7 @@ ect__xport_stream_client_create(void (*wake)(void *), void *wake_arg,
                                 ect_xport_stream_client_t **client_p)
 {
     static const char who[] = "xport tcp client";
-    ect_xport_stream_client_t *c = calloc(1, sizeof(*c));
+    ect_xport_stream_client_t *c = ect__calloc(1, sizeof(*c));
     if (c == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", who);
     c->wake = wake;
@@ -444,7 +445,7 @@ close_fds:
         close(c->epoll_fd);
     pthread_mutex_destroy(&c->lock);
 free_client:
-    free(c);
+    ect__free(c);
     return st;
 }
 
@@ -458,12 +459,12 @@ ect__xport_stream_read_start(ect_xport_stream_client_t *c, const struct sockaddr
         read_p == NULL || (segs == NULL && n_segs != 0) || expect == 0 ||
         strlen(pool_key) > ECT_XPORT_POOL_KEY_MAX || addr_len > sizeof(*addr))
         return ect__error(ECT_ERR_INVALID_ARG, "xport tcp read: bad argument");
-    ect_xport_stream_read_t *r = calloc(1, sizeof(*r));
-    if (r == NULL || (r->req = malloc(req_len)) == NULL ||
-        (n_segs != 0 && (r->iov = malloc(n_segs * sizeof(*r->iov))) == NULL)) {
+    ect_xport_stream_read_t *r = ect__calloc(1, sizeof(*r));
+    if (r == NULL || (r->req = ect__malloc(req_len)) == NULL ||
+        (n_segs != 0 && (r->iov = ect__malloc(n_segs * sizeof(*r->iov))) == NULL)) {
         if (r != NULL)
-            free(r->req);
-        free(r);
+            ect__free(r->req);
+        ect__free(r);
         return ect__error(ECT_ERR_NO_MEMORY, "xport tcp read: out of memory");
     }
     memcpy(r->req, request, req_len);
@@ -480,9 +481,9 @@ ect__xport_stream_read_start(ect_xport_stream_client_t *c, const struct sockaddr
             r->iov[r->n_iov++] = (struct iovec){segs[i].local, segs[i].len};
     }
     if (total != expect) {
-        free(r->iov);
-        free(r->req);
-        free(r);
+        ect__free(r->iov);
+        ect__free(r->req);
+        ect__free(r);
         return ect__error(ECT_ERR_INVALID_ARG,
                           "xport tcp read: segments of %" PRIu64 " bytes for %" PRIu64 " expected",
                           total, expect);
@@ -499,9 +500,9 @@ ect__xport_stream_read_start(ect_xport_stream_client_t *c, const struct sockaddr
     if (r->fd < 0 && connect_fresh_locked(r) != 0) {
         pthread_mutex_unlock(&c->lock);
         ect_status_t st = ect__error_errno(ECT_ERR_TRANSPORT, "xport tcp read: cannot connect");
-        free(r->iov);
-        free(r->req);
-        free(r);
+        ect__free(r->iov);
+        ect__free(r->req);
+        ect__free(r);
         return st;
     }
     r->next = c->reads;
@@ -549,9 +550,9 @@ ect__xport_stream_read_free(ect_xport_stream_client_t *c, ect_xport_stream_read_
     if (r->next != NULL)
         r->next->prev = r->prev;
     pthread_mutex_unlock(&c->lock);
-    free(r->iov);
-    free(r->req);
-    free(r);
+    ect__free(r->iov);
+    ect__free(r->req);
+    ect__free(r);
 }
 
 void
@@ -569,13 +570,13 @@ ect__xport_stream_client_destroy(ect_xport_stream_client_t *c)
     for (ect_xport_stream_read_t *r = c->reads, *next; r != NULL; r = next) {
         next = r->next;
         settle_locked(c, r, 0, "client destroyed");
-        free(r->iov);
-        free(r->req);
-        free(r);
+        ect__free(r->iov);
+        ect__free(r->req);
+        ect__free(r);
     }
     pool_sweep_locked(c, UINT64_MAX);
     close(c->stop_fd);
     close(c->epoll_fd);
     pthread_mutex_destroy(&c->lock);
-    free(c);
+    ect__free(c);
 }

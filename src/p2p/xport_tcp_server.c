@@ -39,6 +39,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "p2p/xport_internal.h"
@@ -124,7 +125,7 @@ conn_close(ect_xport_stream_server_t *s, struct sconn *c)
     close(c->fd);
     s->conns[c->slot] = NULL;
     s->n_conns--;
-    free(c);
+    ect__free(c);
 }
 
 /* Ready for the next request: idle until its first byte. */
@@ -162,7 +163,7 @@ accept_all(ect_xport_stream_server_t *s)
             COUNT(s, conns_refused, 1);
             continue;
         }
-        struct sconn *c = malloc(sizeof(*c));
+        struct sconn *c = ect__malloc(sizeof(*c));
         if (c == NULL) {
             close(fd);
             COUNT(s, conns_refused, 1);
@@ -178,7 +179,7 @@ accept_all(ect_xport_stream_server_t *s)
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             close(fd);
-            free(c);
+            ect__free(c);
             COUNT(s, conns_refused, 1);
             continue;
         }
@@ -440,7 +441,7 @@ ect__xport_stream_server_start(const ect_xport_server_params_t *params,
         params->grants->claim == NULL || params->grants->finish == NULL ||
         params->bind_host == NULL || params->send_timeout_ns == 0)
         return ect__error(ECT_ERR_INVALID_ARG, "%s: missing grant callbacks, host or timeout", who);
-    ect_xport_stream_server_t *s = calloc(1, sizeof(*s));
+    ect_xport_stream_server_t *s = ect__calloc(1, sizeof(*s));
     if (s == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", who);
     s->data = params->data;
@@ -513,7 +514,7 @@ close_fds:
 destroy_mutex:
     pthread_mutex_destroy(&s->counters_lock);
 free_server:
-    free(s);
+    ect__free(s);
     return st;
 }
 
@@ -546,5 +547,5 @@ ect__xport_stream_server_stop(ect_xport_stream_server_t *s)
     close(s->epoll_fd);
     close(s->listen_fd);
     pthread_mutex_destroy(&s->counters_lock);
-    free(s);
+    ect__free(s);
 }

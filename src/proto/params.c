@@ -9,6 +9,7 @@
 
 #include <ectier/types.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "common/json.h"
 #include "proto/params.h"
@@ -66,7 +67,7 @@ ect__params_encode(const ect_params_item_t *items, size_t n, char **json_p)
                  cJSON_AddNumberToObject(item, "peer_port", it->peer_port) != NULL &&
                  cJSON_AddNumberToObject(item, "size_bytes", (double)it->size_bytes) != NULL;
         if (ok)
-            ok = cJSON_AddItemToObject(root, it->mm_hash, item);
+            ok = ect__json_put(root, it->mm_hash, item);
         else
             cJSON_Delete(item);
     }
@@ -99,7 +100,7 @@ check_top_keys(const cJSON *root)
     }
     if (n < 2)
         return ECT_OK;
-    const char **names = malloc(n * sizeof(*names));
+    const char **names = ect__malloc(n * sizeof(*names));
     if (names == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "ec_transfer_params: out of memory");
     size_t k = 0;
@@ -111,7 +112,7 @@ check_top_keys(const cJSON *root)
         if (strcmp(names[i - 1], names[i]) == 0)
             st =
                 ect__error(ECT_ERR_PARSE, "ec_transfer_params: \"%.80s\" is given twice", names[i]);
-    free(names);
+    ect__free(names);
     return st;
 }
 
@@ -133,7 +134,7 @@ ect__params_decode(const char *json, ect_params_t **params_p)
         cJSON_Delete(root);
         return st;
     }
-    ect_params_t *p = malloc(sizeof(*p));
+    ect_params_t *p = ect__malloc(sizeof(*p));
     if (p == NULL) {
         cJSON_Delete(root);
         return ect__error(ECT_ERR_NO_MEMORY, "ec_transfer_params: out of memory");
@@ -191,5 +192,5 @@ ect__params_destroy(ect_params_t *params)
     if (params == NULL)
         return;
     cJSON_Delete(params->root);
-    free(params);
+    ect__free(params);
 }

@@ -40,7 +40,7 @@ typedef struct ect_params_item {
     uint64_t size_bytes;
 } ect_params_item_t;
 
-/* The JSON text of n items (malloc'd, NUL-terminated; free() it) into
+/* The JSON text of n items (ect__malloc'd, NUL-terminated; ect__free it) into
  * *json_p.  Metadata that is not a JSON object is published as {} (with a
  * warning).  Returns ECT_OK, ECT_ERR_INVALID_ARG (an empty hash, a served
  * item without host, port or size, a size above 2^53), ECT_ERR_NO_MEMORY. */

@@ -16,6 +16,7 @@
 
 #include <msgpack.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "proto/wire.h"
 
@@ -54,7 +55,7 @@ ect__wire_buf_cleanup(ect__wire_buf_t *buf)
 {
     if (buf == NULL)
         return;
-    free(buf->data);
+    ect__free(buf->data);
     ect__wire_buf_init(buf);
 }
 
@@ -68,7 +69,7 @@ ect__wire_buf_append(ect__wire_buf_t *buf, const void *bytes, size_t n)
         size_t cap = buf->cap != 0 ? buf->cap : 256;
         while (cap < need)
             cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-        uint8_t *grown = realloc(buf->data, cap);
+        uint8_t *grown = ect__realloc(buf->data, cap);
         if (grown == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "wire buffer: cannot grow to %zu bytes", cap);
         buf->data = grown;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "proto/wire.h"
 
@@ -536,7 +537,7 @@ ect__wire_decode_req(const void *data, size_t len, ect_xfer_req_t *req_p)
     if (st != ECT_OK)
         return st;
     size_t size = (size_t)s[REQ_MM_HASH].n + s[REQ_COMPAT].n + s[REQ_SESSION].n + 3;
-    uint8_t *arena = malloc(size);
+    uint8_t *arena = ect__malloc(size);
     if (arena == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "wire decode req: cannot allocate %zu bytes", size);
     uint8_t *cursor = arena;
@@ -565,7 +566,7 @@ ect__wire_decode_ack(const void *data, size_t len, ect_xfer_ack_t *ack_p)
      * bounded by the limits checked above, so the sum cannot overflow. */
     size_t size = (size_t)s[ACK_BLOCKS].n * sizeof(uint64_t) + s[ACK_MM_HASH].n + s[ACK_SESSION].n +
                   2 + s[ACK_AGENT].n + s[ACK_DESC].n;
-    uint8_t *arena = malloc(size);
+    uint8_t *arena = ect__malloc(size);
     if (arena == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "wire decode ack: cannot allocate %zu bytes", size);
     ect_xfer_ack_t ack = {0};
@@ -577,7 +578,7 @@ ect__wire_decode_ack(const void *data, size_t len, ect_xfer_ack_t *ack_p)
             tok_t e;
             /* Validated by the first pass; a failure here is our bug. */
             if (read_tok(&r, &e) != ECT_OK || e.kind != K_INT || e.neg) {
-                free(arena);
+                ect__free(arena);
                 return ect__error(ECT_ERR_INTERNAL,
                                   "wire decode ack: block %u changed between passes", i);
             }
@@ -611,7 +612,7 @@ ect__wire_decode_done(const void *data, size_t len, ect_xfer_done_t *done_p)
     if (s[DONE_MM_HASH].n == 0 || s[DONE_SESSION].n == 0)
         return ect__error(ECT_ERR_PARSE, "wire decode done: empty mm_hash or session_id");
     size_t size = (size_t)s[DONE_MM_HASH].n + s[DONE_SESSION].n + 2;
-    uint8_t *arena = malloc(size);
+    uint8_t *arena = ect__malloc(size);
     if (arena == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "wire decode done: cannot allocate %zu bytes", size);
     uint8_t *cursor = arena;
@@ -673,7 +674,7 @@ ect__xfer_req_cleanup(ect_xfer_req_t *req)
 {
     if (req == NULL)
         return;
-    free(req->arena_);
+    ect__free(req->arena_);
     memset(req, 0, sizeof(*req));
 }
 
@@ -682,7 +683,7 @@ ect__xfer_ack_cleanup(ect_xfer_ack_t *ack)
 {
     if (ack == NULL)
         return;
-    free(ack->arena_);
+    ect__free(ack->arena_);
     memset(ack, 0, sizeof(*ack));
 }
 
@@ -691,6 +692,6 @@ ect__xfer_done_cleanup(ect_xfer_done_t *done)
 {
     if (done == NULL)
         return;
-    free(done->arena_);
+    ect__free(done->arena_);
     memset(done, 0, sizeof(*done));
 }

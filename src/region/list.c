@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "region/region_internal.h"
 
@@ -117,7 +118,7 @@ read_locks(struct lock_table *t)
             continue;
         if (t->n == t->cap) {
             size_t cap = t->cap ? t->cap * 2 : 64;
-            struct lock_entry *v = realloc(t->v, cap * sizeof(*v));
+            struct lock_entry *v = ect__realloc(t->v, cap * sizeof(*v));
             if (v == NULL) {
                 st = ect__error(ECT_ERR_NO_MEMORY, "region list: out of memory");
                 break;
@@ -372,8 +373,8 @@ static void
 names_free(struct name_list *l)
 {
     for (size_t i = 0; i < l->n; i++)
-        free(l->v[i]);
-    free(l->v);
+        ect__free(l->v[i]);
+    ect__free(l->v);
 }
 
 static int
@@ -407,7 +408,7 @@ scan_dir(const char *dir, int *dir_fd_p, struct name_list *out)
             continue;
         if (l.n == cap) {
             size_t ncap = cap ? cap * 2 : 32;
-            char **v = realloc(l.v, ncap * sizeof(*v));
+            char **v = ect__realloc(l.v, ncap * sizeof(*v));
             if (v == NULL) {
                 st = ect__error(ECT_ERR_NO_MEMORY, "region directory %s: out of memory", dir);
                 goto free_names;
@@ -415,7 +416,7 @@ scan_dir(const char *dir, int *dir_fd_p, struct name_list *out)
             l.v = v;
             cap = ncap;
         }
-        if ((l.v[l.n] = strdup(e->d_name)) == NULL) {
+        if ((l.v[l.n] = ect__strdup(e->d_name)) == NULL) {
             st = ect__error(ECT_ERR_NO_MEMORY, "region directory %s: out of memory", dir);
             goto free_names;
         }
@@ -456,7 +457,7 @@ ect_region_list(const char *dir, ect_region_list_fn fn, void *user)
     struct lock_table locks = {NULL, 0, 0};
     if ((st = read_locks(&locks)) != ECT_OK)
         goto free_all;
-    struct file_view *v = malloc(sizeof(*v));
+    struct file_view *v = ect__malloc(sizeof(*v));
     if (v == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "region list: out of memory");
         goto free_all;
@@ -470,10 +471,10 @@ ect_region_list(const char *dir, ect_region_list_fn fn, void *user)
         if (fn(&v->info, user) != 0)
             break;
     }
-    free(v);
+    ect__free(v);
 
 free_all:
-    free(locks.v);
+    ect__free(locks.v);
     names_free(&names);
     close(dir_fd);
     return st;
@@ -490,7 +491,7 @@ ect_region_gc(const char *dir, int dry_run, ect_region_gc_fn fn, void *user, uns
     ect_status_t st = scan_dir(dir, &dir_fd, &names);
     if (st != ECT_OK)
         return st;
-    struct file_view *v = malloc(sizeof(*v));
+    struct file_view *v = ect__malloc(sizeof(*v));
     if (v == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "region gc: out of memory");
         goto free_names;
@@ -525,7 +526,7 @@ ect_region_gc(const char *dir, int dry_run, ect_region_gc_fn fn, void *user, uns
         if (fn != NULL)
             fn(&v->info, outcome, user);
     }
-    free(v);
+    ect__free(v);
     if (removed_p != NULL)
         *removed_p = removed;
 

@@ -60,6 +60,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "region/region_internal.h"
 
@@ -333,7 +334,7 @@ ect__region_spawn_reaper(int fd, const char *dir, const char *file_name, const c
         pthread_mutex_lock(&ours_lock);
         if (n_ours == cap_ours && cap_ours < OURS_MAX) {
             size_t ncap = cap_ours ? cap_ours * 2 : 16;
-            struct our_reaper *grown = realloc(ours, ncap * sizeof(*ours));
+            struct our_reaper *grown = ect__realloc(ours, ncap * sizeof(*ours));
             if (grown != NULL) {
                 ours = grown;
                 cap_ours = ncap;

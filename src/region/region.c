@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "region/region_internal.h"
@@ -580,7 +581,7 @@ region_free(struct ect_region *r)
         munmap(r->map, r->map_len);
     if (r->fd >= 0)
         release_hold(r->fd, r->path);
-    free(r);
+    ect__free(r);
 }
 
 ect_status_t
@@ -588,7 +589,7 @@ ect_region_open(const ect_region_params_t *params, ect_region_t **region_p)
 {
     if (params == NULL || region_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "region open: NULL params or region_p");
-    struct ect_region *r = calloc(1, sizeof(*r));
+    struct ect_region *r = ect__calloc(1, sizeof(*r));
     if (r == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "region open: out of memory");
     r->fd = -1;
@@ -645,7 +646,7 @@ ect_region_open_readonly(const char *path_or_name, const char *dir, ect_region_t
         return ect__error(ECT_ERR_INVALID_ARG, "region open_readonly: NULL argument");
     if (dir != NULL && dir[0] == '\0')
         return ect__error(ECT_ERR_INVALID_ARG, "region open_readonly: empty directory");
-    struct ect_region *r = calloc(1, sizeof(*r));
+    struct ect_region *r = ect__calloc(1, sizeof(*r));
     if (r == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "region open_readonly: out of memory");
     r->fd = -1;

@@ -21,9 +21,11 @@
 
 #include <ectier/step.h>
 
+#include "common/alloc.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/strmap.h"
+#include "step/report.h"
 
 #define META_MAGIC         "ECTM"
 #define REPORT_MAGIC       "ECTR"
@@ -48,7 +50,7 @@ struct ect_step_meta {
 static ect_status_t
 index_rebuild(struct item_list *l, size_t cap)
 {
-    size_t *index = malloc(cap * sizeof(*index));
+    size_t *index = ect__malloc(cap * sizeof(*index));
     if (index == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "step metadata: out of memory for the key index");
     for (size_t i = 0; i < cap; i++)
@@ -59,7 +61,7 @@ index_rebuild(struct item_list *l, size_t cap)
             slot = (slot + 1) & (cap - 1);
         index[slot] = i;
     }
-    free(l->index);
+    ect__free(l->index);
     l->index = index;
     l->index_cap = cap;
     return ECT_OK;
@@ -84,11 +86,11 @@ static void
 list_free(struct item_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {
-        free((void *)l->items[i].key);
-        free((void *)l->items[i].runs);
+        ect__free((void *)l->items[i].key);
+        ect__free((void *)l->items[i].runs);
     }
-    free(l->items);
-    free(l->index);
+    ect__free(l->items);
+    ect__free(l->index);
     memset(l, 0, sizeof(*l));
 }
 
@@ -142,7 +144,7 @@ list_add(struct item_list *l, const char *what, const char *key, uint64_t tid,
         return ect__error(ECT_ERR_EXISTS, "%s: key '%s' is already in this step", what, key);
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
-        ect_step_item_t *items = realloc(l->items, cap * sizeof(*items));
+        ect_step_item_t *items = ect__realloc(l->items, cap * sizeof(*items));
         if (items == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
         l->items = items;
@@ -153,11 +155,11 @@ list_add(struct item_list *l, const char *what, const char *key, uint64_t tid,
         if ((st = index_rebuild(l, cap)) != ECT_OK)
             return st;
     }
-    char *key_copy = malloc(len + 1);
-    ect_run_t *runs_copy = malloc(n_runs > 0 ? n_runs * sizeof(*runs_copy) : 1);
+    char *key_copy = ect__malloc(len + 1);
+    ect_run_t *runs_copy = ect__malloc(n_runs > 0 ? n_runs * sizeof(*runs_copy) : 1);
     if (key_copy == NULL || runs_copy == NULL) {
-        free(key_copy);
-        free(runs_copy);
+        ect__free(key_copy);
+        ect__free(runs_copy);
         return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
     }
     memcpy(key_copy, key, len + 1);
@@ -184,7 +186,7 @@ ect_step_meta_create(ect_step_meta_t **meta_p)
 {
     if (meta_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "step metadata: NULL output");
-    ect_step_meta_t *m = calloc(1, sizeof(*m));
+    ect_step_meta_t *m = ect__calloc(1, sizeof(*m));
     if (m == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "step metadata: out of memory");
     *meta_p = m;
@@ -198,7 +200,7 @@ ect_step_meta_destroy(ect_step_meta_t *meta)
         return;
     list_free(&meta->saves);
     list_free(&meta->loads);
-    free(meta);
+    ect__free(meta);
 }
 
 ect_status_t
@@ -381,7 +383,7 @@ check_step_overlap(const ect_step_meta_t *m)
         total += m->saves.items[i].n_runs;
     if (total < 2)
         return ECT_OK;
-    ect_run_t *all = malloc(total * sizeof(*all));
+    ect_run_t *all = ect__malloc(total * sizeof(*all));
     if (all == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "step metadata decode: out of memory");
     size_t k = 0;
@@ -397,7 +399,7 @@ check_step_overlap(const ect_step_meta_t *m)
             break;
         }
     }
-    free(all);
+    ect__free(all);
     return st;
 }
 
@@ -422,7 +424,7 @@ decode_items(ect_bytes_reader_t *r, struct item_list *l, uint32_t n, int with_ti
                             n_runs, ect__remaining(r));
             break;
         }
-        ect_run_t *grown = realloc(runs, (n_runs ? n_runs : 1) * sizeof(*runs));
+        ect_run_t *grown = ect__realloc(runs, (n_runs ? n_runs : 1) * sizeof(*runs));
         if (grown == NULL) {
             st = ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
             break;
@@ -445,7 +447,7 @@ decode_items(ect_bytes_reader_t *r, struct item_list *l, uint32_t n, int with_ti
         if (st == ECT_ERR_INVALID_ARG || st == ECT_ERR_EXISTS)
             st = ECT_ERR_PARSE; /* the message already says what was wrong */
     }
-    free(runs);
+    ect__free(runs);
     return st;
 }
 
@@ -507,8 +509,41 @@ static void
 key_list_free(struct key_list *l)
 {
     for (size_t i = 0; i < l->n; i++)
-        free(l->keys[i]);
-    free(l->keys);
+        ect__free(l->keys[i]);
+    ect__free(l->keys);
+}
+
+/* Capacity for n more keys than the list holds. */
+static ect_status_t
+key_list_reserve(struct key_list *l, size_t n)
+{
+    if (l->cap - l->n >= n)
+        return ECT_OK;
+    size_t cap = l->cap ? l->cap : 8;
+    while (cap - l->n < n)
+        cap *= 2;
+    char **grown = ect__realloc(l->keys, cap * sizeof(*grown));
+    if (grown == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
+    l->keys = grown;
+    l->cap = cap;
+    return ECT_OK;
+}
+
+static ect_status_t
+loads_reserve(ect_step_report_t *r, size_t n)
+{
+    if (r->cap_loads - r->n_loads >= n)
+        return ECT_OK;
+    size_t cap = r->cap_loads ? r->cap_loads : 8;
+    while (cap - r->n_loads < n)
+        cap *= 2;
+    uint64_t *grown = ect__realloc(r->loads, cap * sizeof(*grown));
+    if (grown == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
+    r->loads = grown;
+    r->cap_loads = cap;
+    return ECT_OK;
 }
 
 static ect_status_t
@@ -520,15 +555,9 @@ key_list_add(struct key_list *l, const char *what, const char *key)
     ect_status_t st = check_key(what, key, len);
     if (st != ECT_OK)
         return st;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        char **grown = realloc(l->keys, cap * sizeof(*grown));
-        if (grown == NULL)
-            return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
-        l->keys = grown;
-        l->cap = cap;
-    }
-    char *copy = strdup(key);
+    if ((st = key_list_reserve(l, 1)) != ECT_OK)
+        return st;
+    char *copy = ect__strdup(key);
     if (copy == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
     l->keys[l->n++] = copy;
@@ -536,11 +565,44 @@ key_list_add(struct key_list *l, const char *what, const char *key)
 }
 
 ect_status_t
+ect__step_report_reserve(ect_step_report_t *report, size_t saves, size_t failed, size_t loads)
+{
+    ect_status_t st = key_list_reserve(&report->saves, saves);
+    if (st == ECT_OK)
+        st = key_list_reserve(&report->failed, failed);
+    if (st == ECT_OK)
+        st = loads_reserve(report, loads);
+    return st;
+}
+
+ect_status_t
+ect__step_report_adopt_save(ect_step_report_t *report, char *key, int failed)
+{
+    struct key_list *l = failed ? &report->failed : &report->saves;
+    ect_status_t st = key_list_reserve(l, 1);
+    if (st != ECT_OK) {
+        ect__free(key);
+        return st;
+    }
+    l->keys[l->n++] = key;
+    return ECT_OK;
+}
+
+ect_status_t
+ect__step_report_push_load(ect_step_report_t *report, uint64_t transfer_id)
+{
+    ect_status_t st = loads_reserve(report, 1);
+    if (st == ECT_OK)
+        report->loads[report->n_loads++] = transfer_id;
+    return st;
+}
+
+ect_status_t
 ect_step_report_create(ect_step_report_t **report_p)
 {
     if (report_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report: NULL output");
-    ect_step_report_t *rep = calloc(1, sizeof(*rep));
+    ect_step_report_t *rep = ect__calloc(1, sizeof(*rep));
     if (rep == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
     *report_p = rep;
@@ -554,8 +616,8 @@ ect_step_report_destroy(ect_step_report_t *report)
         return;
     key_list_free(&report->saves);
     key_list_free(&report->failed);
-    free(report->loads);
-    free(report);
+    ect__free(report->loads);
+    ect__free(report);
 }
 
 ect_status_t
@@ -579,16 +641,7 @@ ect_step_report_add_load(ect_step_report_t *report, uint64_t transfer_id)
 {
     if (report == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report load: NULL report");
-    if (report->n_loads == report->cap_loads) {
-        size_t cap = report->cap_loads ? report->cap_loads * 2 : 8;
-        uint64_t *grown = realloc(report->loads, cap * sizeof(*grown));
-        if (grown == NULL)
-            return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
-        report->loads = grown;
-        report->cap_loads = cap;
-    }
-    report->loads[report->n_loads++] = transfer_id;
-    return ECT_OK;
+    return ect__step_report_push_load(report, transfer_id);
 }
 
 void
@@ -652,9 +705,9 @@ static void
 report_truncate(ect_step_report_t *r, size_t n_saves, size_t n_failed, size_t n_loads)
 {
     for (size_t i = n_saves; i < r->saves.n; i++)
-        free(r->saves.keys[i]);
+        ect__free(r->saves.keys[i]);
     for (size_t i = n_failed; i < r->failed.n; i++)
-        free(r->failed.keys[i]);
+        ect__free(r->failed.keys[i]);
     r->saves.n = n_saves;
     r->failed.n = n_failed;
     r->n_loads = n_loads;

@@ -27,6 +27,7 @@
 
 #include <ectier/scheduler.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
@@ -104,7 +105,7 @@ ect_scheduler_create(const ect_scheduler_params_t *params, ect_scheduler_t **sch
     ect_status_t st = ect_config_validate(params->config);
     if (st != ECT_OK)
         return st;
-    ect_scheduler_t *s = calloc(1, sizeof(*s));
+    ect_scheduler_t *s = ect__calloc(1, sizeof(*s));
     if (s == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory");
     s->cfg = *params->config;
@@ -161,7 +162,7 @@ err_region:
 err_mutex:
     pthread_mutex_destroy(&s->lock);
 err_free:
-    free(s);
+    ect__free(s);
     return st;
 }
 
@@ -170,8 +171,8 @@ free_load_rec(ect_strmap_node_t *node, void *user)
 {
     (void)user;
     struct load_rec *rec = node->value;
-    free(rec->key);
-    free(rec);
+    ect__free(rec->key);
+    ect__free(rec);
 }
 
 static void
@@ -233,7 +234,7 @@ ect_scheduler_destroy(ect_scheduler_t *scheduler)
         return;
     ect_scheduler_shutdown(scheduler);
     pthread_mutex_destroy(&scheduler->lock);
-    free(scheduler);
+    ect__free(scheduler);
 }
 
 static ect_status_t check_ident(const char *what, size_t index, const char *s, int may_be_null,
@@ -343,11 +344,11 @@ entry_runs(ect_cache_t *cache, const char *key, ect_run_t **runs_p, size_t *n_p)
     ect_status_t st = ect_cache_get_runs(cache, key, NULL, 0, &n);
     if (st != ECT_OK)
         return st;
-    ect_run_t *runs = malloc((n ? n : 1) * sizeof(*runs));
+    ect_run_t *runs = ect__malloc((n ? n : 1) * sizeof(*runs));
     if (runs == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory for %zu runs", n);
     if (n > 0 && (st = ect_cache_get_runs(cache, key, runs, n, &n)) != ECT_OK) {
-        free(runs);
+        ect__free(runs);
         return st;
     }
     *runs_p = runs;
@@ -388,14 +389,14 @@ queue_save_locked(ect_scheduler_t *s, const char *key, uint64_t n_blocks)
         goto err_runs;
     if ((st = ect_step_meta_add_save(s->step, key, runs, n_runs)) != ECT_OK)
         goto err_untrack;
-    free(runs);
+    ect__free(runs);
     s->m.saves_queued++;
     return ECT_OK;
 
 err_untrack:
     ect__strmap_remove(&s->saves_in_flight, key, NULL);
 err_runs:
-    free(runs);
+    ect__free(runs);
 err_discard:
     ect__log_failure(ect_cache_discard(s->cache, key), "scheduler");
     return st;
@@ -414,11 +415,11 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
         return ECT_OK; /* absent or not ready: nothing to load */
     ect_run_t *runs = NULL;
     size_t n_runs = 0;
-    struct load_rec *rec = calloc(1, sizeof(*rec));
+    struct load_rec *rec = ect__calloc(1, sizeof(*rec));
     char tk[17];
     uint64_t tid = s->next_tid;
     tid_key(tid, tk);
-    if (rec == NULL || (rec->key = strdup(key)) == NULL) {
+    if (rec == NULL || (rec->key = ect__strdup(key)) == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory queueing a load");
         goto err_rec;
     }
@@ -431,7 +432,7 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
         goto err_runs;
     if ((st = ect_step_meta_add_load(s->step, key, tid, runs, n_runs)) != ECT_OK)
         goto err_untrack;
-    free(runs);
+    ect__free(runs);
     s->next_tid++;
     s->m.loads_queued++;
     return ECT_OK;
@@ -439,11 +440,11 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
 err_untrack:
     ect__strmap_remove(&s->loads_in_flight, tk, NULL);
 err_runs:
-    free(runs);
+    ect__free(runs);
 err_rec:
     if (rec != NULL)
-        free(rec->key);
-    free(rec);
+        ect__free(rec->key);
+    ect__free(rec);
     ect__log_failure(ect_cache_unpin(s->cache, key), "scheduler");
     return st;
 }
@@ -547,8 +548,8 @@ apply_report_locked(ect_scheduler_t *s, const ect_step_report_t *r)
         if (ect_cache_unpin(s->cache, rec->key) != ECT_OK)
             ect__log_last_error(ECT_LOG_WARN, "scheduler: load report");
         s->m.loads_completed++;
-        free(rec->key);
-        free(rec);
+        ect__free(rec->key);
+        ect__free(rec);
     }
     const ect_step_copy_stats_t *cs = ect_step_report_stats(r);
     s->m.save_bytes += cs->save_bytes;

@@ -11,6 +11,14 @@
  * the next take_report hands over, so every bound load is reported exactly
  * once by every rank, and every bound save exactly once by the save rank.
  *
+ * No outcome is ever lost to a failed allocation (step/report.h): binding
+ * a step's metadata reserves room in carry for every outcome the worker
+ * owes (owed_saves, owed_loads: the bound step's and those of batches in
+ * flight) and copies the step's save keys (pending_keys) up front; each
+ * outcome then moves into carry without allocating, and a fresh carry is
+ * reserved the same way before it replaces a taken one.  So every failure
+ * after the bind is reported, and the scheduler releases what it pinned.
+ *
  * The plan, the batch records and their arrays are reused across steps.
  */
 #include <stdlib.h>
@@ -18,11 +26,12 @@
 
 #include <ectier/worker.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
-#include "common/strmap.h"
 #include "copy/plan.h"
 #include "step/instance_region.h"
+#include "step/report.h"
 
 struct batch {
     uint64_t ticket;
@@ -48,7 +57,11 @@ struct ect_worker {
 
     ect_step_meta_t *meta;
     int loads_started;
-    ect_strmap_t saved_this_step;
+    /* Save rank: per save of the bound step, its key (owned) until
+     * ect_worker_save queues it (then NULL: a second save is refused). */
+    char **pending_keys;
+    /* Outcomes not yet in a report, all of them reserved in carry. */
+    size_t owed_saves, owed_loads;
     ect_copy_plan_t save_plan;
     char **save_keys;
     size_t n_save_keys, cap_save_keys;
@@ -59,6 +72,10 @@ struct ect_worker {
     struct batch *inflight;
     size_t n_inflight, cap_inflight;
     ect_step_report_t *carry;
+    /* A report handed out and given back undelivered, and its copy status:
+     * the next take_report hands it out first. */
+    ect_step_report_t *given_back;
+    ect_status_t given_back_status;
 };
 
 ect_status_t
@@ -69,12 +86,11 @@ ect_worker_create(const ect_worker_params_t *params, ect_worker_t **worker_p)
     ect_status_t st = ect_config_validate(params->config);
     if (st != ECT_OK)
         return st;
-    ect_worker_t *w = calloc(1, sizeof(*w));
+    ect_worker_t *w = ect__calloc(1, sizeof(*w));
     if (w == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "worker: out of memory");
     w->geom = *params->geometry;
     w->save_rank = params->tp_rank == 0 && params->pcp_rank == 0;
-    ect__strmap_init(&w->saved_this_step);
     ect__copy_plan_init(&w->save_plan);
     ect__copy_plan_init(&w->load_plan);
     if ((st = ect_step_report_create(&w->carry)) != ECT_OK)
@@ -118,7 +134,7 @@ err_region:
 err_carry:
     ect_step_report_destroy(w->carry);
 err_free:
-    free(w);
+    ect__free(w);
     return st;
 }
 
@@ -144,15 +160,32 @@ static void
 free_keys(char **keys, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        free(keys[i]);
-    free(keys);
+        ect__free(keys[i]);
+    ect__free(keys);
 }
 
 static void
 drop_batch(struct batch *b)
 {
     free_keys(b->keys, b->n_keys);
-    free(b->tids);
+    ect__free(b->tids);
+}
+
+/* Move a save's outcome (key owned) into rep, which has room reserved. */
+static void
+report_save(ect_worker_t *w, ect_step_report_t *rep, char *key, int failed)
+{
+    if (ect__step_report_adopt_save(rep, key, failed) != ECT_OK)
+        ect__log_last_error(ECT_LOG_ERROR, "worker (a save reported without a reservation)");
+    w->owed_saves--;
+}
+
+static void
+report_load(ect_worker_t *w, ect_step_report_t *rep, uint64_t transfer_id)
+{
+    if (ect__step_report_push_load(rep, transfer_id) != ECT_OK)
+        ect__log_last_error(ECT_LOG_ERROR, "worker (a load reported without a reservation)");
+    w->owed_loads--;
 }
 
 ect_status_t
@@ -166,9 +199,36 @@ ect_worker_bind_metadata(ect_worker_t *w, const void *bytes, size_t len)
     ect_status_t st = ect_step_meta_decode(bytes, len, w->geom.num_blocks, &meta);
     if (st != ECT_OK)
         return st;
+    /* Everything that reporting the step's outcomes will need, now, while
+     * failing still changes nothing. */
+    size_t n_saves = w->save_rank ? ect_step_meta_n_saves(meta) : 0;
+    size_t n_loads = ect_step_meta_n_loads(meta);
+    char **keys = NULL;
+    if (n_saves > 0 && (keys = ect__calloc(n_saves, sizeof(*keys))) == NULL) {
+        st = ect__error(ECT_ERR_NO_MEMORY, "worker bind: out of memory");
+        goto err_meta;
+    }
+    for (size_t i = 0; i < n_saves; i++)
+        if ((keys[i] = ect__strdup(ect_step_meta_save(meta, i)->key)) == NULL) {
+            st = ect__error(ECT_ERR_NO_MEMORY, "worker bind: out of memory");
+            goto err_keys;
+        }
+    st = ect__step_report_reserve(w->carry, w->owed_saves + n_saves, w->owed_saves + n_saves,
+                                  w->owed_loads + n_loads);
+    if (st != ECT_OK)
+        goto err_keys;
+    w->owed_saves += n_saves;
+    w->owed_loads += n_loads;
+    w->pending_keys = keys;
     w->meta = meta;
     w->loads_started = 0;
     return ECT_OK;
+
+err_keys:
+    free_keys(keys, n_saves);
+err_meta:
+    ect_step_meta_destroy(meta);
+    return st;
 }
 
 /* Saves queued but never submitted end as failed: their entries' blocks are
@@ -176,11 +236,8 @@ ect_worker_bind_metadata(ect_worker_t *w, const void *bytes, size_t len)
 static void
 fail_queued_saves(ect_worker_t *w)
 {
-    for (size_t i = 0; i < w->n_save_keys; i++) {
-        if (ect_step_report_add_failed_save(w->carry, w->save_keys[i]) != ECT_OK)
-            ect__log_last_error(ECT_LOG_ERROR, "worker");
-        free(w->save_keys[i]);
-    }
+    for (size_t i = 0; i < w->n_save_keys; i++)
+        report_save(w, w->carry, w->save_keys[i], 1);
     w->n_save_keys = 0;
     w->save_bytes = 0;
     ect__copy_plan_reset(&w->save_plan);
@@ -200,20 +257,17 @@ ect_worker_clear_metadata(ect_worker_t *w)
      * encode the item, or ect_worker_save refused it) end as failed: the
      * scheduler then frees their blocks instead of keeping a not-ready entry,
      * and its pending push work, forever. */
-    if (w->save_rank)
-        for (size_t i = 0; i < ect_step_meta_n_saves(w->meta); i++) {
-            const char *key = ect_step_meta_save(w->meta, i)->key;
-            if (ect__strmap_find(&w->saved_this_step, key) == NULL &&
-                ect_step_report_add_failed_save(w->carry, key) != ECT_OK)
-                ect__log_last_error(ECT_LOG_ERROR, "worker");
-        }
+    if (w->save_rank) {
+        for (size_t i = 0; i < ect_step_meta_n_saves(w->meta); i++)
+            if (w->pending_keys[i] != NULL)
+                report_save(w, w->carry, w->pending_keys[i], 1);
+        ect__free(w->pending_keys);
+        w->pending_keys = NULL;
+    }
     /* Loads never started are still reported so their pins are released. */
     if (!w->loads_started)
         for (size_t i = 0; i < ect_step_meta_n_loads(w->meta); i++)
-            ect__log_failure(
-                ect_step_report_add_load(w->carry, ect_step_meta_load(w->meta, i)->transfer_id),
-                "worker");
-    ect__strmap_cleanup(&w->saved_this_step);
+            report_load(w, w->carry, ect_step_meta_load(w->meta, i)->transfer_id);
     ect_step_meta_destroy(w->meta);
     w->meta = NULL;
 }
@@ -223,7 +277,7 @@ push_batch(ect_worker_t *w, const struct batch *b)
 {
     if (w->n_inflight == w->cap_inflight) {
         size_t cap = w->cap_inflight ? w->cap_inflight * 2 : 8;
-        struct batch *grown = realloc(w->inflight, cap * sizeof(*grown));
+        struct batch *grown = ect__realloc(w->inflight, cap * sizeof(*grown));
         if (grown == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "worker: out of memory tracking copies");
         w->inflight = grown;
@@ -255,8 +309,8 @@ ect_worker_start_load(ect_worker_t *w, ect_load_target_fn target, void *user, vo
     if (n == 0)
         return ECT_OK;
     struct batch b = {.dir = ECT_COPY_LOAD};
-    const ect_step_item_t **items = malloc(n * sizeof(*items));
-    b.tids = malloc(n * sizeof(*b.tids));
+    const ect_step_item_t **items = ect__malloc(n * sizeof(*items));
+    b.tids = ect__malloc(n * sizeof(*b.tids));
     ect_status_t st = ECT_OK;
     if (items == NULL || b.tids == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "worker start_load: out of memory");
@@ -297,16 +351,14 @@ ect_worker_start_load(ect_worker_t *w, ect_load_target_fn target, void *user, vo
         ect__log_failure(ect_copy_engine_wait(w->engine, b.ticket), "worker");
         goto err_report;
     }
-    free(items);
+    ect__free(items);
     return ECT_OK;
 
 err_report:
     for (size_t i = 0; i < n; i++)
-        ect__log_failure(
-            ect_step_report_add_load(w->carry, ect_step_meta_load(w->meta, i)->transfer_id),
-            "worker");
-    free(b.tids);
-    free(items);
+        report_load(w, w->carry, ect_step_meta_load(w->meta, i)->transfer_id);
+    ect__free(b.tids);
+    ect__free(items);
     return st;
 }
 
@@ -323,43 +375,33 @@ ect_worker_save(ect_worker_t *w, const char *key, const void *src, size_t nbytes
     const ect_step_item_t *it = ect_step_meta_find_save(w->meta, key);
     if (it == NULL)
         return ECT_OK;
-    if (ect__strmap_find(&w->saved_this_step, key) != NULL)
+    size_t idx = (size_t)(it - ect_step_meta_save(w->meta, 0));
+    if (w->pending_keys[idx] == NULL)
         return ect__error(ECT_ERR_EXISTS, "worker save: '%s' was already saved this step", key);
     /* Everything that can fail before the plan grows: a save that is
      * refused must leave no copy behind (its blocks may be freed). */
     if (w->n_save_keys == w->cap_save_keys) {
         size_t cap = w->cap_save_keys ? w->cap_save_keys * 2 : 8;
-        char **grown = realloc(w->save_keys, cap * sizeof(*grown));
+        char **grown = ect__realloc(w->save_keys, cap * sizeof(*grown));
         if (grown == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "worker save: out of memory");
         w->save_keys = grown;
         w->cap_save_keys = cap;
     }
-    char *copy = strdup(key);
-    if (copy == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "worker save: out of memory");
-    ect_status_t st = ect__strmap_put(&w->saved_this_step, key, NULL, NULL);
+    /* Last, as it cannot be undone; it changes nothing when it fails (and
+     * clear_metadata then reports the save failed). */
+    ect_status_t st = ect__copy_plan_add(&w->save_plan, ECT_COPY_SAVE, &w->view, it->runs,
+                                         it->n_runs, (void *)src, nbytes);
     if (st != ECT_OK)
-        goto err_copy;
-    /* Last, as it cannot be undone; it changes nothing when it fails. */
-    st = ect__copy_plan_add(&w->save_plan, ECT_COPY_SAVE, &w->view, it->runs, it->n_runs,
-                            (void *)src, nbytes);
-    if (st != ECT_OK)
-        goto err_untrack;
-    w->save_keys[w->n_save_keys++] = copy;
+        return st;
+    w->save_keys[w->n_save_keys++] = w->pending_keys[idx];
+    w->pending_keys[idx] = NULL;
     w->save_bytes += nbytes;
     if (w->n_save_keys == 1)
         w->save_stream = compute_stream;
     if (queued_p != NULL)
         *queued_p = 1;
     return ECT_OK;
-
-err_untrack:
-    /* Not saved: clear_metadata reports it as failed. */
-    ect__strmap_remove(&w->saved_this_step, key, NULL);
-err_copy:
-    free(copy);
-    return st;
 }
 
 ect_status_t
@@ -400,6 +442,11 @@ ect_worker_take_report(ect_worker_t *w, ect_step_report_t **report_p)
 {
     if (w == NULL || report_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker take_report: NULL argument");
+    if (w->given_back != NULL) {
+        *report_p = w->given_back;
+        w->given_back = NULL;
+        return w->given_back_status;
+    }
     ect_status_t failure = ECT_OK;
     ect_step_report_t *rep = w->carry;
     size_t kept = 0;
@@ -418,13 +465,11 @@ ect_worker_take_report(ect_worker_t *w, ect_step_report_t **report_p)
                       ect_last_error());
         }
         ect_step_copy_stats_t cs = {0};
-        for (size_t k = 0; k < b->n_keys; k++) {
-            ect__log_failure(st == ECT_OK ? ect_step_report_add_save(rep, b->keys[k])
-                                          : ect_step_report_add_failed_save(rep, b->keys[k]),
-                             "worker");
-        }
+        for (size_t k = 0; k < b->n_keys; k++)
+            report_save(w, rep, b->keys[k], st != ECT_OK);
+        b->n_keys = 0; /* the report owns the keys now */
         for (size_t k = 0; k < b->n_tids; k++)
-            ect__log_failure(ect_step_report_add_load(rep, b->tids[k]), "worker");
+            report_load(w, rep, b->tids[k]);
         if (st == ECT_OK) {
             if (b->dir == ECT_COPY_SAVE) {
                 cs.save_bytes = b->bytes;
@@ -446,13 +491,31 @@ ect_worker_take_report(ect_worker_t *w, ect_step_report_t **report_p)
         *report_p = NULL;
         return failure;
     }
+    /* The fresh carry takes the outcomes still owed; until it has room for
+     * them the completions stay in carry for the next call. */
     ect_step_report_t *fresh;
     ect_status_t st = ect_step_report_create(&fresh);
+    if (st == ECT_OK &&
+        (st = ect__step_report_reserve(fresh, w->owed_saves, w->owed_saves, w->owed_loads)) !=
+            ECT_OK)
+        ect_step_report_destroy(fresh);
     if (st != ECT_OK)
-        return st; /* the completions stay in carry for the next call */
+        return st;
     w->carry = fresh;
     *report_p = rep;
     return failure;
+}
+
+void
+ect__worker_give_back_report(ect_worker_t *w, ect_step_report_t *report, ect_status_t copy_status)
+{
+    if (w->given_back != NULL) {
+        ECT_LOG_E("worker: a second report given back; the first is kept");
+        ect_step_report_destroy(report);
+        return;
+    }
+    w->given_back = report;
+    w->given_back_status = copy_status;
 }
 
 ect_status_t
@@ -482,7 +545,7 @@ ect_worker_destroy(ect_worker_t *w)
     ect__log_failure(ect_worker_wait(w), "worker");
     for (size_t i = 0; i < w->n_inflight; i++)
         drop_batch(&w->inflight[i]);
-    free(w->inflight);
+    ect__free(w->inflight);
     ect_worker_clear_metadata(w);
     free_keys(w->save_keys, w->n_save_keys);
     ect__copy_plan_cleanup(&w->save_plan);
@@ -492,5 +555,6 @@ ect_worker_destroy(ect_worker_t *w)
         ect_copy_engine_destroy(w->engine);
     ect_region_close(w->region);
     ect_step_report_destroy(w->carry);
-    free(w);
+    ect_step_report_destroy(w->given_back);
+    ect__free(w);
 }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "copy/cuda/cuda_internal.h"
 #include "copy/cuda/gather.h"
@@ -47,14 +48,14 @@ ect__cuda_slot_destroy(struct ect__cuda_slot *s)
         cudaFreeHost(s->host_block);
     if (s->dev_block != NULL)
         cudaFree(s->dev_block);
-    free(s->runs);
-    free(s);
+    ect__free(s->runs);
+    ect__free(s);
 }
 
 static ect_status_t
 slot_create(struct ect__cuda_slot **slot_p)
 {
-    struct ect__cuda_slot *s = calloc(1, sizeof(*s));
+    struct ect__cuda_slot *s = ect__calloc(1, sizeof(*s));
     if (s == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "copy cuda: out of memory for a batch slot");
     /* No timing: these events only order and signal, and timing-free events
@@ -71,7 +72,7 @@ slot_create(struct ect__cuda_slot **slot_p)
 out_start:
     cudaEventDestroy(s->start);
 out_free:
-    free(s);
+    ect__free(s);
     return ect__cuda_error(err, "copy cuda: cudaEventCreate");
 }
 
@@ -148,10 +149,10 @@ ensure_scratch(struct ect__cuda_slot *s, size_t n, uint64_t *allocs)
     size_t cap = grow_cap(n, SCRATCH_MIN);
     if (cap > SIZE_MAX / (2 * sizeof(ect_copy_op_t)))
         cap = n;
-    ect_copy_op_t *p = malloc(2 * cap * sizeof(*p));
+    ect_copy_op_t *p = ect__malloc(2 * cap * sizeof(*p));
     if (p == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "copy submit: out of memory for %zu ops", n);
-    free(s->runs);
+    ect__free(s->runs);
     s->runs = p;
     s->dev_runs = p + cap;
     s->scratch_cap = cap;

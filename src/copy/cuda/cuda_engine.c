@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
 #include "copy/cuda/cuda_internal.h"
 
@@ -104,13 +105,13 @@ cuda_destroy(ect_copy_engine_t *engine)
     ect__cuda_unregister_all(e);
     for (unsigned i = 0; i < e->n_streams; i++)
         cudaStreamDestroy(e->streams[i]);
-    free(e->streams);
+    ect__free(e->streams);
     cudaGetLastError();
     if (entered)
         ect__cuda_device_leave(prev);
     pthread_rwlock_destroy(&e->reg_lock);
     pthread_mutex_destroy(&e->lock);
-    free(e);
+    ect__free(e);
 }
 
 /* Errors of cudaGetDeviceCount / cudaSetDevice that mean "no usable GPU
@@ -161,7 +162,7 @@ ect_copy_engine_create_cuda(const ect_copy_cuda_params_t *params, ect_copy_engin
                           count);
 
     ect_status_t st;
-    struct ect__cuda_engine *e = calloc(1, sizeof(*e));
+    struct ect__cuda_engine *e = ect__calloc(1, sizeof(*e));
     if (e == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "copy cuda: out of memory");
     e->device = device;
@@ -200,7 +201,7 @@ ect_copy_engine_create_cuda(const ect_copy_cuda_params_t *params, ect_copy_engin
         st = ect__cuda_error(err, "copy cuda: cudaDeviceGetStreamPriorityRange");
         goto out_device;
     }
-    e->streams = calloc(n_streams, sizeof(*e->streams));
+    e->streams = ect__calloc(n_streams, sizeof(*e->streams));
     if (e->streams == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "copy cuda: out of memory for %u streams", n_streams);
         goto out_device;
@@ -234,7 +235,7 @@ ect_copy_engine_create_cuda(const ect_copy_cuda_params_t *params, ect_copy_engin
 out_streams:
     while (made-- > 0)
         cudaStreamDestroy(e->streams[made]);
-    free(e->streams);
+    ect__free(e->streams);
 out_device:
     ect__cuda_device_leave(prev);
 out_rwlock:
@@ -242,7 +243,7 @@ out_rwlock:
 out_mutex:
     pthread_mutex_destroy(&e->lock);
 out_free:
-    free(e);
+    ect__free(e);
     return st;
 }
 

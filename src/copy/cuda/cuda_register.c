@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "copy/cuda/cuda_internal.h"
@@ -51,7 +52,7 @@ pin_chunk(uintptr_t start, size_t len)
             goto out_unlock;
         }
     }
-    struct pinned_chunk *c = calloc(1, sizeof(*c));
+    struct pinned_chunk *c = ect__calloc(1, sizeof(*c));
     if (c == NULL) {
         err = cudaErrorMemoryAllocation;
         goto out_unlock;
@@ -59,7 +60,7 @@ pin_chunk(uintptr_t start, size_t len)
     err = cudaHostRegister((void *)start, len, cudaHostRegisterPortable | cudaHostRegisterMapped);
     if (err != cudaSuccess) {
         cudaGetLastError();
-        free(c);
+        ect__free(c);
         goto out_unlock;
     }
     c->start = start;
@@ -89,7 +90,7 @@ unpin_chunk(uintptr_t start, size_t len)
                 cudaGetLastError();
             }
             *pp = c->next;
-            free(c);
+            ect__free(c);
         }
         break;
     }
@@ -108,8 +109,8 @@ reg_release(struct ect__cuda_reg *r, size_t n_pinned)
 {
     for (size_t i = 0; i < n_pinned; i++)
         unpin_chunk(r->start + i * r->chunk, chunk_len(r, i));
-    free(r->dev);
-    free(r);
+    ect__free(r->dev);
+    ect__free(r);
 }
 
 ect_status_t
@@ -135,7 +136,7 @@ ect__cuda_register_host(ect_copy_engine_t *engine, void *base, size_t len)
         return ECT_OK;
     }
 
-    struct ect__cuda_reg *r = calloc(1, sizeof(*r));
+    struct ect__cuda_reg *r = ect__calloc(1, sizeof(*r));
     if (r == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "copy register: out of memory");
     r->user_base = b;
@@ -143,9 +144,9 @@ ect__cuda_register_host(ect_copy_engine_t *engine, void *base, size_t len)
     r->end = (b + len + page - 1) & ~(page - 1);
     r->chunk = chunk;
     r->n_chunks = (r->end - r->start + chunk - 1) / chunk;
-    r->dev = calloc(r->n_chunks, sizeof(*r->dev));
+    r->dev = ect__calloc(r->n_chunks, sizeof(*r->dev));
     if (r->dev == NULL) {
-        free(r);
+        ect__free(r);
         return ect__error(ECT_ERR_NO_MEMORY, "copy register: out of memory");
     }
 
