@@ -15,6 +15,8 @@
  *   post_read calls transfer          -> test_read_scattered_blocks_*
  *   release/deregister swallow errors -> test_release_and_deregister_tolerate_null_and_failed
  */
+#include <sys/stat.h>
+
 #include "xport_fixture.h"
 
 #define NB 64
@@ -67,37 +69,37 @@ read_scattered(ect_transport_t prefer, int serve_tcp, int serve_same_host,
     CHECK_EQ_U64(fin[1], 0);
     xf_consumer_close(&c);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_read_scattered_blocks_over_tcp_is_byte_exact)
+TS_SHM_CASE(test_read_scattered_blocks_over_tcp_is_byte_exact)
 {
     read_scattered(ECT_TRANSPORT_TCP, 1, 1, ECT_XPORT_TCP);
 }
 
-RT_CASE(test_read_scattered_blocks_over_same_host_is_byte_exact)
+TS_SHM_CASE(test_read_scattered_blocks_over_same_host_is_byte_exact)
 {
     read_scattered(ECT_TRANSPORT_SAME_HOST, 1, 1, ECT_XPORT_SAME_HOST);
 }
 
-RT_CASE(test_auto_picks_same_host_when_the_offer_has_it)
+TS_SHM_CASE(test_auto_picks_same_host_when_the_offer_has_it)
 {
     read_scattered(ECT_TRANSPORT_AUTO, 1, 1, ECT_XPORT_SAME_HOST);
 }
 
-RT_CASE(test_auto_picks_tcp_when_the_producer_offers_only_tcp)
+TS_SHM_CASE(test_auto_picks_tcp_when_the_producer_offers_only_tcp)
 {
     read_scattered(ECT_TRANSPORT_AUTO, 1, 0, ECT_XPORT_TCP);
 }
 
-RT_CASE(test_same_host_only_producer_serves_without_tcp)
+TS_SHM_CASE(test_same_host_only_producer_serves_without_tcp)
 {
     read_scattered(ECT_TRANSPORT_AUTO, 0, 1, ECT_XPORT_SAME_HOST);
 }
 
 /* Many reads, each of the whole region in reverse block order (every block
  * its own run on the producer), back to back over pooled connections. */
-RT_CASE(test_repeated_reads_over_pooled_connections_all_land)
+TS_SHM_CASE(test_repeated_reads_over_pooled_connections_all_land)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
@@ -129,11 +131,11 @@ RT_CASE(test_repeated_reads_over_pooled_connections_all_land)
     CHECK_EQ_U64(sk.streams_denied + sk.bad_requests + sk.send_failures, 0);
     xf_consumer_close(&c);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
 /* Twelve reads in flight at once, each into its own local blocks. */
-RT_CASE(test_concurrent_tcp_reads_land_without_crosstalk)
+TS_SHM_CASE(test_concurrent_tcp_reads_land_without_crosstalk)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
@@ -164,10 +166,10 @@ RT_CASE(test_concurrent_tcp_reads_land_without_crosstalk)
                                    p.seed, remote[i][b]));
     xf_consumer_close(&c);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_empty_read_is_done_at_once)
+TS_SHM_CASE(test_empty_read_is_done_at_once)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
@@ -184,7 +186,7 @@ RT_CASE(test_empty_read_is_done_at_once)
     xf_check_untouched(&c);
     xf_consumer_close(&c);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
 /* ---- grants: a stream is served only for a live grant, once ------------------------------- */
@@ -218,7 +220,7 @@ expect_denied(struct xf_consumer *c, const ect_xport_read_params_t *rp)
     xf_check_untouched(c);
 }
 
-RT_CASE(test_stream_serves_only_the_right_token_name_and_size_once)
+TS_SHM_CASE(test_stream_serves_only_the_right_token_name_and_size_once)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
@@ -272,13 +274,13 @@ RT_CASE(test_stream_serves_only_the_right_token_name_and_size_once)
     CHECK_EQ_U64(sk.bytes_sent, 3 * XF_BLOCK);
     xf_consumer_close(&c);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
 /* 64 KiB blocks (16384 x 4 bytes). */
 #define BIG_HIDDEN 16384u
 
-RT_CASE(test_cancelled_tcp_read_writes_nothing_afterwards)
+TS_SHM_CASE(test_cancelled_tcp_read_writes_nothing_afterwards)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
@@ -321,7 +323,7 @@ RT_CASE(test_cancelled_tcp_read_writes_nothing_afterwards)
     while (fin[1] == 0 && fin[0] == 0 && ect__now_ns() < deadline);
     CHECK_EQ_U64(fin[0] + fin[1], 1);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
 /* ---- refusals: nothing moves -------------------------------------------------------------- */
@@ -351,7 +353,7 @@ refusal_close(struct refusal_env *e)
     CHECK_EQ_U64(k.reads[ECT_XPORT_TCP] + k.reads[ECT_XPORT_SAME_HOST], 0);
     xf_consumer_close(&e->c);
     xf_producer_stop(&e->p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
 static ect_status_t
@@ -389,17 +391,17 @@ remote_block_out_of_range(ect_transport_t prefer)
     refusal_close(&e);
 }
 
-RT_CASE(test_remote_block_out_of_range_is_peer_error_over_tcp)
+TS_SHM_CASE(test_remote_block_out_of_range_is_peer_error_over_tcp)
 {
     remote_block_out_of_range(ECT_TRANSPORT_TCP);
 }
 
-RT_CASE(test_remote_block_out_of_range_is_peer_error_over_same_host)
+TS_SHM_CASE(test_remote_block_out_of_range_is_peer_error_over_same_host)
 {
     remote_block_out_of_range(ECT_TRANSPORT_SAME_HOST);
 }
 
-RT_CASE(test_block_size_mismatch_is_peer_error)
+TS_SHM_CASE(test_block_size_mismatch_is_peer_error)
 {
     struct refusal_env e;
     refusal_open(&e, ECT_TRANSPORT_AUTO, XF_HIDDEN / 2);
@@ -410,7 +412,7 @@ RT_CASE(test_block_size_mismatch_is_peer_error)
     refusal_close(&e);
 }
 
-RT_CASE(test_post_read_count_mismatch_is_peer_error)
+TS_SHM_CASE(test_post_read_count_mismatch_is_peer_error)
 {
     struct refusal_env e;
     refusal_open(&e, ECT_TRANSPORT_TCP, XF_HIDDEN);
@@ -423,7 +425,7 @@ RT_CASE(test_post_read_count_mismatch_is_peer_error)
     refusal_close(&e);
 }
 
-RT_CASE(test_local_run_outside_our_region_is_overflow)
+TS_SHM_CASE(test_local_run_outside_our_region_is_overflow)
 {
     struct refusal_env e;
     refusal_open(&e, ECT_TRANSPORT_AUTO, XF_HIDDEN);
@@ -438,7 +440,7 @@ RT_CASE(test_local_run_outside_our_region_is_overflow)
     refusal_close(&e);
 }
 
-RT_CASE(test_malformed_offer_or_descriptor_from_peer_is_peer_error)
+TS_SHM_CASE(test_malformed_offer_or_descriptor_from_peer_is_peer_error)
 {
     struct refusal_env e;
     refusal_open(&e, ECT_TRANSPORT_AUTO, XF_HIDDEN);
@@ -470,7 +472,7 @@ RT_CASE(test_malformed_offer_or_descriptor_from_peer_is_peer_error)
     refusal_close(&e);
 }
 
-RT_CASE(test_bad_arguments_are_refused)
+TS_SHM_CASE(test_bad_arguments_are_refused)
 {
     struct refusal_env e;
     refusal_open(&e, ECT_TRANSPORT_AUTO, XF_HIDDEN);
@@ -526,7 +528,7 @@ finish_none(void *user, void *grant, int sent)
     (void)user, (void)grant, (void)sent;
 }
 
-RT_CASE(test_server_offers_its_stream_and_region)
+TS_SHM_CASE(test_server_offers_its_stream_and_region)
 {
     char name[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
@@ -589,10 +591,10 @@ RT_CASE(test_server_offers_its_stream_and_region)
     CHECK(ect__xport_server_agent_metadata(s, &alen2) == agent && alen2 == alen);
     ect__xport_server_stop(s);
     ect_region_close(region);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_two_servers_on_one_region_differ_in_their_instance)
+TS_SHM_CASE(test_two_servers_on_one_region_differ_in_their_instance)
 {
     char name[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
@@ -620,10 +622,10 @@ RT_CASE(test_two_servers_on_one_region_differ_in_their_instance)
     ect__xport_server_stop(a);
     ect__xport_server_stop(b);
     ect_region_close(region);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_server_without_any_transport_is_refused)
+TS_SHM_CASE(test_server_without_any_transport_is_refused)
 {
     char name[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
@@ -655,10 +657,10 @@ RT_CASE(test_server_without_any_transport_is_refused)
     CHECK_STATUS(ect__xport_server_start(&sp, &s), ECT_ERR_INVALID_ARG);
     CHECK(s == NULL);
     ect_region_close(region);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_same_host_only_client_refuses_a_tcp_only_offer)
+TS_SHM_CASE(test_same_host_only_client_refuses_a_tcp_only_offer)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
@@ -688,10 +690,10 @@ RT_CASE(test_same_host_only_client_refuses_a_tcp_only_offer)
     xf_consumer_close(&c);
     xf_producer_stop(&q);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_release_and_deregister_tolerate_null_and_failed)
+TS_SHM_CASE(test_release_and_deregister_tolerate_null_and_failed)
 {
     ect__xport_read_release(NULL, NULL);
     ect__xport_read_cancel(NULL, NULL);

@@ -67,22 +67,22 @@ restart_case(ect_transport_t prefer, ect_xport_kind_t expect)
     CHECK_EQ_U64(k.reads[expect], 2);
     CHECK_EQ_U64(k.failures, 0);
     /* The old mapping was dropped, so the old region file is gone. */
-    CHECK_MSG(!rt_exists(first_path), "%s still exists after the restart", first_path);
+    CHECK_MSG(!ts_exists(first_path), "%s still exists after the restart", first_path);
     /* Same bytes again: no new restart. */
     read_ok(&c, &second, 5601, second.agent, second.agent_len, expect);
     ect__xport_client_counters(c.client, &k);
     CHECK_EQ_U64(k.peer_restarts, 1);
     xf_consumer_close(&c);
     xf_producer_stop(&second);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_producer_restart_over_tcp_is_noticed_counted_and_read_works)
+TS_SHM_CASE(test_producer_restart_over_tcp_is_noticed_counted_and_read_works)
 {
     restart_case(ECT_TRANSPORT_TCP, ECT_XPORT_TCP);
 }
 
-RT_CASE(test_producer_restart_over_same_host_is_noticed_counted_and_read_works)
+TS_SHM_CASE(test_producer_restart_over_same_host_is_noticed_counted_and_read_works)
 {
     restart_case(ECT_TRANSPORT_AUTO, ECT_XPORT_SAME_HOST);
 }
@@ -93,7 +93,7 @@ RT_CASE(test_producer_restart_over_same_host_is_noticed_counted_and_read_works)
 #define BIG_HIDDEN 16384u
 #define BIG_NB     2048u
 
-RT_CASE(test_producer_killed_during_large_tcp_read_fails_the_read)
+TS_SHM_CASE(test_producer_killed_during_large_tcp_read_fails_the_read)
 {
     char pname[64], cname[64];
     names(pname, cname, NULL);
@@ -157,9 +157,9 @@ RT_CASE(test_producer_killed_during_large_tcp_read_fails_the_read)
     xf_producer_stop(&p);
     /* The producer's reaper removes its region once the holder is gone. */
     char path[512];
-    rt_path(path, sizeof(path), RT_SHM, pname);
-    CHECK(rt_wait_gone(path, 5000));
-    rt_check_no_leftovers();
+    ts_region_path(path, sizeof(path), TS_SHM, pname);
+    CHECK(ts_wait_gone(path, 5000));
+    ts_check_no_leftovers();
 }
 
 /* ---- same-host offers that must not be used ------------------------------------------------ */
@@ -209,9 +209,9 @@ bad_same_host_offer(enum bad_offer how, const char *expect_why)
     xf_producer_start(&p, pname, XF_HIDDEN, NB, 4242, 1, 1);
     CHECK_OK(p.status);
     if (how == OUTSIDE_DIR)
-        rt_make_dir(dir, sizeof(dir));
+        ts_shm_make_dir(dir, sizeof(dir));
     if (how == THROUGH_SYMLINK) {
-        snprintf(link_path, sizeof(link_path), RT_SHM "/%s.mmap", lname);
+        snprintf(link_path, sizeof(link_path), TS_SHM "/%s.mmap", lname);
         CHECK(symlink(p.path, link_path) == 0);
     }
     size_t alen;
@@ -245,39 +245,39 @@ bad_same_host_offer(enum bad_offer how, const char *expect_why)
     if (link_path[0])
         unlink(link_path);
     if (dir[0])
-        rt_remove_dir(dir);
+        ts_shm_remove_dir(dir);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_same_host_offer_from_another_boot_falls_back_to_tcp)
+TS_SHM_CASE(test_same_host_offer_from_another_boot_falls_back_to_tcp)
 {
     bad_same_host_offer(OTHER_BOOT, "another host or boot");
 }
 
-RT_CASE(test_same_host_offer_outside_our_region_dir_falls_back_to_tcp)
+TS_SHM_CASE(test_same_host_offer_outside_our_region_dir_falls_back_to_tcp)
 {
     bad_same_host_offer(OUTSIDE_DIR, "is not a file directly inside");
 }
 
-RT_CASE(test_same_host_offer_with_wrong_inode_falls_back_to_tcp)
+TS_SHM_CASE(test_same_host_offer_with_wrong_inode_falls_back_to_tcp)
 {
     bad_same_host_offer(WRONG_INODE, "another file than the producer's");
 }
 
-RT_CASE(test_same_host_offer_through_a_symlink_falls_back_to_tcp)
+TS_SHM_CASE(test_same_host_offer_through_a_symlink_falls_back_to_tcp)
 {
     bad_same_host_offer(THROUGH_SYMLINK, "not a regular file");
 }
 
-RT_CASE(test_same_host_offer_with_dot_dot_path_falls_back_to_tcp)
+TS_SHM_CASE(test_same_host_offer_with_dot_dot_path_falls_back_to_tcp)
 {
     bad_same_host_offer(DOT_DOT, "is not a file directly inside");
 }
 
 /* ---- cache, forget, detach, logging ---------------------------------------------------------- */
 
-RT_CASE(test_transport_choice_is_logged_once_per_peer_and_counted)
+TS_SHM_CASE(test_transport_choice_is_logged_once_per_peer_and_counted)
 {
     char pname[64], qname[64], cname[64];
     names(pname, qname, cname);
@@ -308,10 +308,10 @@ RT_CASE(test_transport_choice_is_logged_once_per_peer_and_counted)
     ect_log_set_sink(NULL, NULL);
     xf_producer_stop(&q);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_connections_are_pooled_per_peer)
+TS_SHM_CASE(test_connections_are_pooled_per_peer)
 {
     /* Two keys for one producer: one choice logged per key, and repeated
      * reads reuse pooled connections (one each while reads are serial). */
@@ -344,10 +344,10 @@ RT_CASE(test_connections_are_pooled_per_peer)
     xf_consumer_close(&c);
     ect_log_set_sink(NULL, NULL);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_remove_remote_peer_forget_is_safe_and_reconnects)
+TS_SHM_CASE(test_remove_remote_peer_forget_is_safe_and_reconnects)
 {
     char pname[64], cname[64];
     names(pname, cname, NULL);
@@ -381,10 +381,10 @@ RT_CASE(test_remove_remote_peer_forget_is_safe_and_reconnects)
     CHECK_EQ_U64(k.reads[ECT_XPORT_TCP], 2);
     xf_consumer_close(&c);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_released_pending_same_host_read_is_detached_and_lands_before_destroy)
+TS_SHM_CASE(test_released_pending_same_host_read_is_detached_and_lands_before_destroy)
 {
     char pname[64], cname[64];
     names(pname, cname, NULL);
@@ -408,10 +408,10 @@ RT_CASE(test_released_pending_same_host_read_is_detached_and_lands_before_destro
     xf_check_landed(&c, &p, remote, 256, &all, 1);
     ect_region_close(c.region);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_same_host_mapping_keeps_a_stopped_producers_file_until_forgotten)
+TS_SHM_CASE(test_same_host_mapping_keeps_a_stopped_producers_file_until_forgotten)
 {
     char pname[64], cname[64];
     names(pname, cname, NULL);
@@ -425,11 +425,11 @@ RT_CASE(test_same_host_mapping_keeps_a_stopped_producers_file_until_forgotten)
     snprintf(path, sizeof(path), "%s", p.path);
     xf_producer_stop(&p);
     /* Our shared lock keeps it (the reader of a mapping must not lose it). */
-    CHECK(rt_exists(path));
+    CHECK(ts_exists(path));
     ect__xport_client_forget_peer(c.client, "127.0.0.1", 1);
-    CHECK(rt_wait_gone(path, 5000));
+    CHECK(ts_wait_gone(path, 5000));
     xf_consumer_close(&c);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
 /* utime + stime of a process, in seconds (/proc/PID/stat fields 14, 15). */
@@ -451,7 +451,7 @@ cpu_seconds(pid_t pid)
     return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
-RT_CASE(test_idle_producer_sleeps_instead_of_spinning)
+TS_SHM_CASE(test_idle_producer_sleeps_instead_of_spinning)
 {
     char pname[64], cname[64];
     names(pname, cname, NULL);
@@ -474,7 +474,7 @@ RT_CASE(test_idle_producer_sleeps_instead_of_spinning)
     read_ok(&c, &p, 1, p.agent, p.agent_len, ECT_XPORT_TCP);
     xf_consumer_close(&c);
     xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
 static const struct ect_test_case cases[] = {

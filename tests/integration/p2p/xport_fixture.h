@@ -15,7 +15,7 @@
  * child starts with no threads of the parent.
  *
  * Every region is named "ectt_<case pid>_<n>" by the case's own process,
- * so the RT_CASE wrapper (region_helpers.h) can check and clean /dev/shm
+ * so the TS_SHM_CASE wrapper (support/region.h) can check and clean /dev/shm
  * afterwards.
  */
 #ifndef ECT_TESTS_XPORT_FIXTURE_H
@@ -35,7 +35,7 @@
 #include "p2p/transport.h"
 #include "p2p/xport_internal.h"
 
-#include "region_helpers.h"
+#include "support/region.h"
 
 /* 7168-byte blocks (1792 x 4 bytes), as an encoder row of bf16 x 3584. */
 #define XF_HIDDEN 1792u
@@ -151,11 +151,11 @@ static inline uint8_t *
 xf_read_blob(int fd, size_t *len_p)
 {
     uint32_t n;
-    rt_read_all(fd, &n, sizeof(n));
+    ts_read_all(fd, &n, sizeof(n));
     uint8_t *b = malloc(n ? n : 1);
     CHECK(b != NULL);
     if (n)
-        rt_read_all(fd, b, n);
+        ts_read_all(fd, b, n);
     *len_p = n;
     return b;
 }
@@ -358,8 +358,8 @@ xf_producer_start(struct xf_producer *p, const char *region_name, uint64_t hidde
     p->seed = seed;
     p->block_size = hidden * 4;
     p->num_blocks = num_blocks;
-    rt_read_all(up[0], &p->status, sizeof(p->status));
-    rt_read_all(up[0], &p->kinds, sizeof(p->kinds));
+    ts_read_all(up[0], &p->status, sizeof(p->status));
+    ts_read_all(up[0], &p->kinds, sizeof(p->kinds));
     p->agent = xf_read_blob(up[0], &p->agent_len);
     size_t plen;
     uint8_t *path = xf_read_blob(up[0], &plen);
@@ -375,12 +375,12 @@ xf_grant(struct xf_producer *p, const uint64_t *remote, size_t n, char hash[64],
     snprintf(hash, 64, "xf-hash-%u", p->next_grant++);
     uint32_t n32 = (uint32_t)n, hl = (uint32_t)strlen(hash);
     CHECK(n <= 4096);
-    rt_write_all(p->cmd_fd, "g", 1);
-    rt_write_all(p->cmd_fd, &n32, sizeof(n32));
+    ts_write_all(p->cmd_fd, "g", 1);
+    ts_write_all(p->cmd_fd, &n32, sizeof(n32));
     if (n)
-        rt_write_all(p->cmd_fd, remote, 8 * n);
-    rt_write_all(p->cmd_fd, &hl, sizeof(hl));
-    rt_write_all(p->cmd_fd, hash, hl);
+        ts_write_all(p->cmd_fd, remote, 8 * n);
+    ts_write_all(p->cmd_fd, &hl, sizeof(hl));
+    ts_write_all(p->cmd_fd, hash, hl);
     size_t dlen;
     uint8_t *d = xf_read_blob(p->reply_fd, &dlen);
     CHECK_EQ_U64(dlen, ECT_XPORT_DESC_LEN);
@@ -392,9 +392,9 @@ xf_grant(struct xf_producer *p, const uint64_t *remote, size_t n, char hash[64],
 static inline void
 xf_producer_counters(struct xf_producer *p, ect_xport_server_counters_t *k, uint64_t fin[2])
 {
-    rt_write_all(p->cmd_fd, "c", 1);
-    rt_read_all(p->reply_fd, k, sizeof(*k));
-    rt_read_all(p->reply_fd, fin, 2 * sizeof(uint64_t));
+    ts_write_all(p->cmd_fd, "c", 1);
+    ts_read_all(p->reply_fd, k, sizeof(*k));
+    ts_read_all(p->reply_fd, fin, 2 * sizeof(uint64_t));
 }
 
 /* The same once the producer has counted `served` streams (or 5 s passed):
@@ -419,7 +419,7 @@ static inline void
 xf_producer_stop(struct xf_producer *p)
 {
     if (p->pid > 0) {
-        rt_write_all(p->cmd_fd, "q", 1);
+        ts_write_all(p->cmd_fd, "q", 1);
         close(p->cmd_fd);
         close(p->reply_fd);
         int st;
