@@ -241,6 +241,15 @@ ts_client_wait_dead(ect_ctl_client_t *client, const char *host, uint16_t port)
     return false;
 }
 
+/* A message as a string in buf[cap], cut to fit. */
+static void
+copy_str(char *buf, size_t cap, const void *p, size_t len)
+{
+    size_t n = len < cap - 1 ? len : cap - 1;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+}
+
 ect_status_t
 ts_server_recv_str(ect_ctl_server_t *server, int timeout_ms, ect_ctl_peer_t *peer, char *buf,
                    size_t cap)
@@ -248,11 +257,8 @@ ts_server_recv_str(ect_ctl_server_t *server, int timeout_ms, ect_ctl_peer_t *pee
     const void *p;
     size_t len;
     ect_status_t st = ect__ctl_server_recv(server, timeout_ms, peer, &p, &len);
-    if (st == ECT_OK) {
-        size_t n = len < cap - 1 ? len : cap - 1;
-        memcpy(buf, p, n);
-        buf[n] = '\0';
-    }
+    if (st == ECT_OK)
+        copy_str(buf, cap, p, len);
     return st;
 }
 
@@ -263,11 +269,8 @@ ts_client_recv_str(ect_ctl_client_t *client, int timeout_ms, char *host, uint16_
     const void *p;
     size_t len;
     ect_status_t st = ect__ctl_client_recv(client, timeout_ms, host, port, &p, &len);
-    if (st == ECT_OK) {
-        size_t n = len < cap - 1 ? len : cap - 1;
-        memcpy(buf, p, n);
-        buf[n] = '\0';
-    }
+    if (st == ECT_OK)
+        copy_str(buf, cap, p, len);
     return st;
 }
 
