@@ -38,6 +38,7 @@ check_no_region_of(const char *id)
     closedir(d);
 }
 
+#if ECT_HAVE_P2P
 static char *
 slurp_file(const char *path)
 {
@@ -49,6 +50,7 @@ slurp_file(const char *path)
     buf[n] = '\0';
     return buf;
 }
+#endif
 
 static const cJSON *
 get(const cJSON *o, const char *name)
@@ -80,6 +82,7 @@ speedup_text(char *buf, size_t cap, double v)
     snprintf(buf, cap, v >= 10 ? "%.0f\u00d7" : "%.1f\u00d7", v);
 }
 
+#if ECT_HAVE_P2P /* the demo has a peer-to-peer part only in P2P builds */
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -173,6 +176,7 @@ check_p2p(const cJSON *p2p, double *peer_speedup_p)
     CHECK_CLOSE(num(b, "speedup"), num(b, "encode_all_ms") / max);
     *peer_speedup_p = encode_ms / num(get(get(seq, "same_host"), "warm"), "p50_ms");
 }
+#endif
 
 static void
 check_no_region_left(const cJSON *o)
