@@ -17,7 +17,8 @@
  *
  * Arguments select cases by substring; "--no-fork" runs them in-process for
  * a debugger.  The program prints one line per case and ends with
- * "<program>: N passed, N failed, N skipped"; it exits 0 only if none failed.
+ * "<program>: N passed, N failed, N skipped".  It exits 1 if any case failed,
+ * ECT_TEST_SKIP_CODE (77) if every case it ran was skipped, else 0.
  */
 #ifndef ECT_TESTS_HARNESS_H
 #define ECT_TESTS_HARNESS_H

@@ -5,41 +5,23 @@
  * The child's stdout and stderr go to memfds, so nothing is left on disk;
  * the few scratch files a case writes are removed before it checks anything.
  */
-#include <errno.h>
 #include <stdarg.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <cjson/cJSON.h>
 
 #include "harness.h"
+#include "support/cli.h"
 
 #define HF_DIR ECT_TEST_DATA_DIR "/hf-configs"
 
 struct run {
-    int rc; /* exit status, or 128 + signal */
+    int rc; /* exit status, 128 + signal, or -1 when killed at the deadline */
     char out[16384];
     char err[16384];
 };
 
-static void
-slurp(int fd, char *buf, size_t len)
-{
-    size_t off = 0;
-    lseek(fd, 0, SEEK_SET);
-    while (off + 1 < len) {
-        ssize_t n = read(fd, buf + off, len - 1 - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        off += (size_t)n;
-    }
-    buf[off] = '\0';
-}
-
-/* Run `ectier geometry ARGS...` (NULL-terminated). */
+/* Run `ectier geometry ARGS...` (NULL-terminated) through ts_cli_exec, its
+ * outputs cut to fit r. */
 static void
 run_geometry(struct run *r, const char *arg0, ...)
 {
@@ -54,26 +36,12 @@ run_geometry(struct run *r, const char *arg0, ...)
     va_end(ap);
     argv[argc] = NULL;
 
-    int out = memfd_create("ectt_cli_out", MFD_CLOEXEC);
-    int err = memfd_create("ectt_cli_err", MFD_CLOEXEC);
-    CHECK(out >= 0 && err >= 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dup2(out, 1);
-        dup2(err, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        CHECK(errno == EINTR);
-    r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    slurp(out, r->out, sizeof(r->out));
-    slurp(err, r->err, sizeof(r->err));
-    close(out);
-    close(err);
+    struct ts_cli_run cr;
+    ts_cli_exec(&cr, 60, 0, argv);
+    r->rc = cr.rc;
+    snprintf(r->out, sizeof(r->out), "%s", cr.out);
+    snprintf(r->err, sizeof(r->err), "%s", cr.err);
+    ts_cli_run_free(&cr);
 }
 
 #define CHECK_RUN(r, want_rc)                                                                      \

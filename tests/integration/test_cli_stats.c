@@ -16,17 +16,17 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 
-#include "cli_helpers.h"
-#include "step_helpers.h"
+#include "support/cli.h"
+#include "support/step.h"
 
 /* ---- a real instance --------------------------------------------------------------- */
 
 static void
-open_instance(struct sh_fx *fx, char address[32])
+open_instance(struct ts_step_fx *fx, char address[32])
 {
-    sh_instance_init(&fx->in, ECT_ROLE_BOTH, 64, true);
+    ts_step_instance_init(&fx->in, ECT_ROLE_BOTH, 64, true);
     snprintf(fx->in.cfg.metrics_address, sizeof(fx->in.cfg.metrics_address), "127.0.0.1:0");
-    fx->s = sh_scheduler(&fx->in, 1);
+    fx->s = ts_scheduler(&fx->in, 1);
     uint16_t port = ect__scheduler_metrics_port(fx->s);
     CHECK(port != 0);
     snprintf(address, 32, "127.0.0.1:%u", port);
@@ -35,24 +35,24 @@ open_instance(struct sh_fx *fx, char address[32])
 static void
 test_stats_summarises_a_real_instance(void)
 {
-    struct sh_fx fx;
+    struct ts_step_fx fx;
     char address[32];
     open_instance(&fx, address);
     for (unsigned i = 0; i < 5; i++) {
         char key[16];
         snprintf(key, sizeof(key), "img-%u", i);
-        sh_store_only(fx.s, key, 1 + i);
+        ts_store_only(fx.s, key, 1 + i);
     }
     CHECK(ect_scheduler_has_cache_item(fx.s, "img-1"));
     CHECK(ect_scheduler_has_cache_item(fx.s, "img-2"));
     CHECK(!ect_scheduler_has_cache_item(fx.s, "other"));
-    ect_step_meta_destroy(sh_step(fx.s)); /* releases the hit pins */
-    ect_metrics_t m = sh_metrics(fx.s);
+    ect_step_meta_destroy(ts_step(fx.s)); /* releases the hit pins */
+    ect_metrics_t m = ts_metrics(fx.s);
     CHECK_EQ_U64(m.hits, 2);
     CHECK_EQ_U64(m.cache.used_blocks, 15);
 
-    struct cli_run r;
-    cli_run(&r, 20, "stats", address, NULL);
+    struct ts_cli_run r;
+    ts_cli_run(&r, 20, "stats", address, NULL);
     CHECK_CLI_RC(&r, 0);
     char want[160];
     snprintf(want, sizeof(want), "ectier stats %s: ", address);
@@ -74,8 +74,8 @@ test_stats_summarises_a_real_instance(void)
         CHECK_MSG(len <= 100, "a line of %zu columns: %.*s", len, (int)len, l);
         l += len + (l[len] == '\n');
     }
-    cli_run_free(&r);
-    sh_fx_close(&fx);
+    ts_cli_run_free(&r);
+    ts_step_fx_close(&fx);
 }
 
 struct looker {
@@ -97,14 +97,14 @@ look_up(void *arg)
 static void
 test_watch_shows_rates_between_scrapes(void)
 {
-    struct sh_fx fx;
+    struct ts_step_fx fx;
     char address[32];
     open_instance(&fx, address);
     struct looker lk = {.s = fx.s};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, look_up, &lk) == 0);
-    struct cli_run r;
-    cli_run(&r, 20, "stats", address, "--watch", "--count", "3", "--interval", "0.2", NULL);
+    struct ts_cli_run r;
+    ts_cli_run(&r, 20, "stats", address, "--watch", "--count", "3", "--interval", "0.2", NULL);
     atomic_store(&lk.stop, 1);
     pthread_join(t, NULL);
     CHECK_CLI_RC(&r, 0);
@@ -121,8 +121,8 @@ test_watch_shows_rates_between_scrapes(void)
     double per_s = strtod(l + strlen("\n  lookups  "), NULL);
     CHECK_MSG(per_s > 10, "lookups at %g/s while a thread looks up every millisecond", per_s);
     CHECK_CONTAINS(l, "/s, CPU-tier hit rate 0.0%");
-    cli_run_free(&r);
-    sh_fx_close(&fx);
+    ts_cli_run_free(&r);
+    ts_step_fx_close(&fx);
 }
 
 /* ---- fake servers --------------------------------------------------------------------- */
@@ -265,13 +265,13 @@ fake_stop(struct fake *f)
 
 /* `ectier stats` against a fake server: its result. */
 static void
-stats_of_fake(struct cli_run *r, enum fake_mode mode, const char *page)
+stats_of_fake(struct ts_cli_run *r, enum fake_mode mode, const char *page)
 {
     struct fake f;
     fake_start(&f, mode, page);
     char address[32];
     snprintf(address, sizeof(address), "127.0.0.1:%u", f.port);
-    cli_run(r, 20, "stats", address, "--timeout", "1", NULL);
+    ts_cli_run(r, 20, "stats", address, "--timeout", "1", NULL);
     fake_stop(&f);
 }
 
@@ -291,7 +291,7 @@ test_stats_reads_percentiles_from_the_buckets(void)
         "ectier_p2p_fetch_seconds_bucket{le=\"0.01\"} 100\n"
         "ectier_p2p_fetch_seconds_bucket{le=\"+Inf\"} 100\n"
         "ectier_p2p_fetch_seconds_sum 0.1\nectier_p2p_fetch_seconds_count 100\n";
-    struct cli_run r;
+    struct ts_cli_run r;
     stats_of_fake(&r, FAKE_PAGE, page);
     CHECK_CLI_RC(&r, 0);
     CHECK_CONTAINS(r.out, "\nlookups    10: CPU-tier hit rate 90.0% (9 hits, 1 misses)\n");
@@ -300,7 +300,7 @@ test_stats_reads_percentiles_from_the_buckets(void)
     CHECK_CONTAINS(r.out, "\nacks in    ok 90, nack_missing 4\n");
     /* What the page lacks is shown as unknown, not as zero. */
     CHECK_CONTAINS(r.out, "\nsaves      - of - landed");
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
 }
 
 static void
@@ -317,7 +317,7 @@ test_stats_shows_the_data_stream_and_grant_refusals(void)
                                "ectier_data_connections_refused_total 6\n"
                                "ectier_data_stream_timeouts_total 7\n"
                                "ectier_data_stream_send_failures_total 8\n";
-    struct cli_run r;
+    struct ts_cli_run r;
     stats_of_fake(&r, FAKE_PAGE, page);
     CHECK_CLI_RC(&r, 0);
     CHECK_CONTAINS(r.out, "\ngrants     3 refused (max_grants, max_grants_per_peer), 1 'done' of "
@@ -325,7 +325,7 @@ test_stats_shows_the_data_stream_and_grant_refusals(void)
     CHECK_CONTAINS(r.out, "\nstream     24 grants served, 42.0 MiB sent; 2 denied, 5 bad "
                           "requests\n");
     CHECK_CONTAINS(r.out, "\nstream cut 6 connections refused, 7 timed out, 8 by the peer\n");
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
 }
 
 static void
@@ -349,14 +349,14 @@ test_hostile_servers_get_a_clear_error_in_bounded_time(void)
         {FAKE_CLOSE, NULL, "before the HTTP headers ended"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct cli_run r;
+        struct ts_cli_run r;
         stats_of_fake(&r, cases[i].mode, cases[i].page);
         CHECK_MSG(r.rc == 1, "case %zu: exit %d\nstdout: %s\nstderr: %s", i, r.rc, r.out, r.err);
         CHECK_CONTAINS(r.err, "ectier stats: 127.0.0.1:");
         CHECK_CONTAINS(r.err, cases[i].words);
         CHECK_MSG(r.secs < 3, "case %zu took %.1f s", i, r.secs);
         CHECK_STR_EQ(r.out, "");
-        cli_run_free(&r);
+        ts_cli_run_free(&r);
     }
     /* Nobody listening: the system's reason. */
     struct fake f;
@@ -364,24 +364,24 @@ test_hostile_servers_get_a_clear_error_in_bounded_time(void)
     char address[32];
     snprintf(address, sizeof(address), "127.0.0.1:%u", f.port);
     fake_stop(&f); /* the port is closed now */
-    struct cli_run r;
-    cli_run(&r, 20, "stats", address, "--timeout", "1", NULL);
+    struct ts_cli_run r;
+    ts_cli_run(&r, 20, "stats", address, "--timeout", "1", NULL);
     CHECK_CLI_RC(&r, 1);
     CHECK_CONTAINS(r.err, "cannot connect");
     CHECK_CONTAINS(r.err, "refused");
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
     /* Usage errors. */
-    cli_run(&r, 10, "stats", NULL);
+    ts_cli_run(&r, 10, "stats", NULL);
     CHECK_CLI_RC(&r, 2);
     CHECK_CONTAINS(r.err, "HOST:PORT");
-    cli_run_free(&r);
-    cli_run(&r, 10, "stats", "127.0.0.1", NULL);
+    ts_cli_run_free(&r);
+    ts_cli_run(&r, 10, "stats", "127.0.0.1", NULL);
     CHECK_CLI_RC(&r, 1);
     CHECK_CONTAINS(r.err, "use host:port");
-    cli_run_free(&r);
-    cli_run(&r, 10, "stats", "127.0.0.1:1", "--interval", "0", NULL);
+    ts_cli_run_free(&r);
+    ts_cli_run(&r, 10, "stats", "127.0.0.1:1", "--interval", "0", NULL);
     CHECK_CLI_RC(&r, 2);
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
 }
 
 static const struct ect_test_case cases[] = {

@@ -9,16 +9,16 @@
 #include <cjson/cJSON.h>
 #include <sys/stat.h>
 
-#include "cli_helpers.h"
-#include "step_helpers.h"
+#include "support/cli.h"
+#include "support/step.h"
 
 /* The command names of `ectier --help` ("  name  summary" lines after
  * "commands:"), into names[]; returns how many. */
 static int
 list_commands(char names[][32], int cap)
 {
-    struct cli_run r;
-    cli_run(&r, 10, "--help", NULL);
+    struct ts_cli_run r;
+    ts_cli_run(&r, 10, "--help", NULL);
     CHECK_CLI_RC(&r, 0);
     const char *p = strstr(r.out, "commands:\n");
     CHECK(p != NULL);
@@ -32,7 +32,7 @@ list_commands(char names[][32], int cap)
         CHECK(p != NULL);
         p++;
     }
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
     return n;
 }
 
@@ -40,8 +40,8 @@ list_commands(char names[][32], int cap)
 static char *
 example_of(const char *cmd)
 {
-    struct cli_run r;
-    cli_run(&r, 10, cmd, "--help", NULL);
+    struct ts_cli_run r;
+    ts_cli_run(&r, 10, cmd, "--help", NULL);
     CHECK_CLI_RC(&r, 0);
     const char *ex = strstr(r.out, "\nexample:\n  ");
     CHECK_MSG(ex != NULL, "`ectier %s --help` shows no example:\n%s", cmd, r.out);
@@ -58,7 +58,7 @@ example_of(const char *cmd)
         CHECK_MSG(len <= 100, "a line of %s's example has %zu columns", cmd, len);
         line += len + (line[len] == '\n');
     }
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
     size_t len = strlen(copy);
     while (len > 0 && copy[len - 1] == '\n')
         copy[--len] = '\0';
@@ -78,13 +78,13 @@ test_every_command_help_shows_an_example(void)
 /* Run an example as a shell command line, from dir, with the built binary
  * in place of "ectier". */
 static void
-run_example(struct cli_run *r, const char *dir, const char *example)
+run_example(struct ts_cli_run *r, const char *dir, const char *example)
 {
     char cmd[4096];
     CHECK(strncmp(example, "ectier ", 7) == 0);
     snprintf(cmd, sizeof(cmd), "cd '%s' && '%s' %s", dir, ECT_CLI_PATH, example + 7);
     const char *argv[] = {cmd, NULL};
-    cli_exec(r, 30, 1, argv);
+    ts_cli_exec(r, 30, 1, argv);
 }
 
 /* Run cmd's example from dir; it succeeds and prints want. */
@@ -92,11 +92,11 @@ static void
 check_example(const char *dir, const char *cmd, const char *want)
 {
     char *ex = example_of(cmd);
-    struct cli_run r;
+    struct ts_cli_run r;
     run_example(&r, dir, ex);
     CHECK_CLI_RC(&r, 0);
     CHECK_CONTAINS(r.out, want);
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
     free(ex);
 }
 
@@ -126,16 +126,16 @@ test_self_contained_examples_run_as_printed(void)
 static void
 test_inspect_names_the_dtype_and_prints_sizes_in_units(void)
 {
-    struct sh_instance in;
-    sh_instance_init(&in, ECT_ROLE_BOTH, 16, true);
+    struct ts_step_instance in;
+    ts_step_instance_init(&in, ECT_ROLE_BOTH, 16, true);
     in.cfg.cpu_bytes = (uint64_t)BLOCKS * HIDDEN * 2;
     CHECK_OK(ect_geometry_init(HIDDEN, ECT_DTYPE_BF16, in.cfg.cpu_bytes, &in.geom));
-    ect_scheduler_t *s = sh_scheduler(&in, 1);
+    ect_scheduler_t *s = ts_scheduler(&in, 1);
     char name[128];
     snprintf(name, sizeof(name), "ectier_%s_dp0", in.id);
 
-    struct cli_run r;
-    cli_run(&r, 10, "inspect", name, NULL);
+    struct ts_cli_run r;
+    ts_cli_run(&r, 10, "inspect", name, NULL);
     CHECK_CLI_RC(&r, 0);
     CHECK_CONTAINS(r.out, "160 blocks x 7.00 KiB = 1.09 MiB (hidden_dim 3584 x bfloat16, "
                           "2 B/element)");
@@ -148,9 +148,9 @@ test_inspect_names_the_dtype_and_prints_sizes_in_units(void)
     CHECK_CONTAINS(r.out, want);
     CHECK_CONTAINS(r.out, "  file 1.");
     CHECK_CONTAINS(r.out, " MiB (");
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
 
-    cli_run(&r, 10, "inspect", name, "--json", NULL);
+    ts_cli_run(&r, 10, "inspect", name, "--json", NULL);
     CHECK_CLI_RC(&r, 0);
     cJSON *doc = cJSON_Parse(r.out);
     CHECK_MSG(cJSON_IsArray(doc) && cJSON_GetArraySize(doc) == 1, "%s", r.out);
@@ -161,10 +161,10 @@ test_inspect_names_the_dtype_and_prints_sizes_in_units(void)
     CHECK_EQ_U64(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "num_blocks")), BLOCKS);
     CHECK_EQ_U64(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "file_size")), st.st_size);
     cJSON_Delete(doc);
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
 
     ect_scheduler_destroy(s);
-    sh_check_gone(in.path);
+    ts_check_gone(in.path);
 }
 
 static const struct ect_test_case cases[] = {

@@ -16,7 +16,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "cli_helpers.h"
+#include "support/cli.h"
 #include "ectier_build_config.h"
 #include "harness.h"
 
@@ -38,6 +38,7 @@ check_no_region_of(const char *id)
     closedir(d);
 }
 
+#if ECT_HAVE_P2P
 static char *
 slurp_file(const char *path)
 {
@@ -49,6 +50,7 @@ slurp_file(const char *path)
     buf[n] = '\0';
     return buf;
 }
+#endif
 
 static const cJSON *
 get(const cJSON *o, const char *name)
@@ -80,6 +82,7 @@ speedup_text(char *buf, size_t cap, double v)
     snprintf(buf, cap, v >= 10 ? "%.0f\u00d7" : "%.1f\u00d7", v);
 }
 
+#if ECT_HAVE_P2P /* the demo has a peer-to-peer part only in P2P builds */
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -173,6 +176,7 @@ check_p2p(const cJSON *p2p, double *peer_speedup_p)
     CHECK_CLOSE(num(b, "speedup"), num(b, "encode_all_ms") / max);
     *peer_speedup_p = encode_ms / num(get(get(seq, "same_host"), "warm"), "p50_ms");
 }
+#endif
 
 static void
 check_no_region_left(const cJSON *o)
@@ -201,8 +205,8 @@ test_demo_json_figures_agree_with_each_other(void)
 {
     char log[128];
     snprintf(log, sizeof(log), "/tmp/ectt_demo_%d.log", (int)getpid());
-    struct cli_run r;
-    cli_run(&r, DEADLINE_S, "demo", "--json", "--no-progress", "--log", log, NULL);
+    struct ts_cli_run r;
+    ts_cli_run(&r, DEADLINE_S, "demo", "--json", "--no-progress", "--log", log, NULL);
     CHECK_CLI_RC(&r, 0);
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithOpts(r.out, &end, 1);
@@ -259,7 +263,7 @@ test_demo_json_figures_agree_with_each_other(void)
               r.err);
     check_no_region_left(o);
     cJSON_Delete(o);
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
     CHECK(unlink(log) == 0);
 }
 
@@ -282,8 +286,8 @@ test_demo_text_fits_100_columns_and_names_its_log(void)
     char cmd[512];
     snprintf(cmd, sizeof(cmd), "TMPDIR=%s exec " ECT_CLI_PATH " demo --no-progress", dir);
     const char *argv[] = {cmd, NULL};
-    struct cli_run r;
-    cli_exec(&r, DEADLINE_S, 1, argv);
+    struct ts_cli_run r;
+    ts_cli_exec(&r, DEADLINE_S, 1, argv);
     CHECK_CLI_RC(&r, 0);
     for (const char *line = r.out; *line != '\0';) {
         const char *nl = strchr(line, '\n');
@@ -315,26 +319,26 @@ test_demo_text_fits_100_columns_and_names_its_log(void)
 #endif
     CHECK(unlink(log) == 0);
     CHECK(rmdir(dir) == 0);
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
 }
 
 static void
 test_demo_rejects_bad_arguments(void)
 {
-    struct cli_run r;
-    cli_run(&r, 30, "demo", "--bogus", NULL);
+    struct ts_cli_run r;
+    ts_cli_run(&r, 30, "demo", "--bogus", NULL);
     CHECK_CLI_RC(&r, 2);
     CHECK_CONTAINS(r.err, "unknown argument '--bogus'");
-    cli_run_free(&r);
-    cli_run(&r, 30, "demo", "--log", NULL);
+    ts_cli_run_free(&r);
+    ts_cli_run(&r, 30, "demo", "--log", NULL);
     CHECK_CLI_RC(&r, 2);
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
     /* A log it cannot write stops it before anything runs. */
-    cli_run(&r, 30, "demo", "--log", "/nonexistent-ectier-dir/demo.log", NULL);
+    ts_cli_run(&r, 30, "demo", "--log", "/nonexistent-ectier-dir/demo.log", NULL);
     CHECK_CLI_RC(&r, 1);
     CHECK_CONTAINS(r.err, "--log /nonexistent-ectier-dir/demo.log: No such file or directory");
     CHECK_MSG(r.out[0] == '\0', "it ran anyway:\n%s", r.out);
-    cli_run_free(&r);
+    ts_cli_run_free(&r);
 }
 
 static const struct ect_test_case cases[] = {

@@ -5,28 +5,32 @@
  * sweep, listing and gc, and the `ectier inspect` / `ectier gc` commands.
  *
  * Cases that need orphans work in a private directory under /dev/shm (see
- * region_helpers.h) so that no other test program's sweep interferes.
+ * support/region.h) so that no other test program's sweep interferes.
  */
+#include <errno.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
 #include "region/region_internal.h"
 
-#include "region_helpers.h"
+#include "support/region.h"
 
 #define NPROC 8
 
 /* ---- sharing between processes ---------------------------------------------------- */
 
-RT_CASE(test_create_in_one_process_join_in_another_shares_memory)
+TS_SHM_CASE(test_create_in_one_process_join_in_another_shares_memory)
 {
     char name[64], path[256];
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), RT_SHM, name);
+    ts_region_path(path, sizeof(path), TS_SHM, name);
     ect_region_params_t p;
-    rt_params(&p, name, NULL, 16);
+    ts_region_params(&p, name, NULL, 16);
 
     /* The joiner is forked before the creator opens, so it inherits no
      * mapping or descriptor of the region. */
@@ -61,9 +65,9 @@ RT_CASE(test_create_in_one_process_join_in_another_shares_memory)
     CHECK_OK(ect_region_open(&p, &r));
     CHECK_EQ_INT(ect_region_is_creator(r), 1);
     memset(ect_region_block_ptr(r, 1), 0x11, 256);
-    rt_write_all(go[1], "g", 1);
+    ts_write_all(go[1], "g", 1);
     char c;
-    rt_read_all(done[0], &c, 1);
+    ts_read_all(done[0], &c, 1);
     int st;
     CHECK(waitpid(child, &st, 0) == child);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "joiner status %d", st);
@@ -71,31 +75,31 @@ RT_CASE(test_create_in_one_process_join_in_another_shares_memory)
     CHECK_EQ_INT(b3[0], 0x33);
     CHECK_EQ_INT(b3[255], 0x33);
     /* The joiner's close did not remove a region the creator still holds. */
-    CHECK(rt_exists(path));
+    CHECK(ts_exists(path));
     ect_region_close(r);
-    CHECK(!rt_exists(path));
-    rt_check_no_leftovers();
+    CHECK(!ts_exists(path));
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_creator_closing_first_leaves_region_to_joiner)
+TS_SHM_CASE(test_creator_closing_first_leaves_region_to_joiner)
 {
     char name[64], path[256];
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), RT_SHM, name);
+    ts_region_path(path, sizeof(path), TS_SHM, name);
     ect_region_params_t p;
-    rt_params(&p, name, NULL, 16);
-    struct rt_holder creator, joiner;
-    rt_spawn_holder(&creator, &p, RT_CLOSE);
+    ts_region_params(&p, name, NULL, 16);
+    struct ts_holder creator, joiner;
+    ts_holder_spawn(&creator, &p, TS_HOLDER_CLOSE);
     CHECK_EQ_INT(creator.status, ECT_OK);
     CHECK_EQ_INT(creator.creator, 1);
-    rt_spawn_holder(&joiner, &p, RT_CLOSE);
+    ts_holder_spawn(&joiner, &p, TS_HOLDER_CLOSE);
     CHECK_EQ_INT(joiner.status, ECT_OK);
     CHECK_EQ_INT(joiner.creator, 0);
-    rt_release(&creator);
-    CHECK(rt_exists(path));
-    rt_release(&joiner);
-    CHECK(!rt_exists(path));
-    rt_check_no_leftovers();
+    ts_holder_release(&creator);
+    CHECK(ts_exists(path));
+    ts_holder_release(&joiner);
+    CHECK(!ts_exists(path));
+    ts_check_no_leftovers();
 }
 
 /* ---- racing creators ------------------------------------------------------------------ */
@@ -110,11 +114,11 @@ static void
 race_case(unsigned test_flags)
 {
     char dir[256], name[64], path[512];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), dir, name);
+    ts_region_path(path, sizeof(path), dir, name);
     ect_region_params_t p;
-    rt_params(&p, name, dir, NPROC);
+    ts_region_params(&p, name, dir, NPROC);
     ect__region_test_flags = test_flags; /* inherited by the children */
 
     int start[2], report[2], verify_go[2], verified[2];
@@ -171,7 +175,7 @@ race_case(unsigned test_flags)
     uint64_t ino = 0;
     for (int k = 0; k < NPROC; k++) {
         struct race_report rep;
-        rt_read_all(report[0], &rep, sizeof(rep));
+        ts_read_all(report[0], &rep, sizeof(rep));
         CHECK_MSG(rep.status == ECT_OK, "a racer's open returned %d", rep.status);
         creators += rep.creator;
         if (k == 0)
@@ -183,7 +187,7 @@ race_case(unsigned test_flags)
     close(verify_go[1]); /* every block is written: read them all */
     for (int k = 0; k < NPROC; k++) {
         char ok;
-        rt_read_all(verified[0], &ok, 1);
+        ts_read_all(verified[0], &ok, 1);
         CHECK_MSG(ok == 1, "a racer did not see every other racer's block");
     }
     for (int k = 0; k < NPROC; k++) {
@@ -193,18 +197,18 @@ race_case(unsigned test_flags)
     }
     ect__region_test_flags = 0;
     /* The last one out removed the file; no temp file is left. */
-    CHECK(!rt_exists(path));
-    CHECK_EQ_INT(rt_count_prefix(dir, ""), 0);
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    CHECK(!ts_exists(path));
+    CHECK_EQ_INT(ts_count_prefix(dir, ""), 0);
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_racing_processes_make_exactly_one_region)
+TS_SHM_CASE(test_racing_processes_make_exactly_one_region)
 {
     race_case(0);
 }
 
-RT_CASE(test_racing_processes_make_exactly_one_region_with_named_temp_files)
+TS_SHM_CASE(test_racing_processes_make_exactly_one_region_with_named_temp_files)
 {
     race_case(ECT__REGION_TEST_NAMED_TMP);
 }
@@ -276,16 +280,16 @@ static void
 sigkill_case(unsigned test_flags)
 {
     char dir[256], name[64], path[512];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), dir, name);
+    ts_region_path(path, sizeof(path), dir, name);
     ect_region_params_t p;
-    rt_params(&p, name, dir, 64);
+    ts_region_params(&p, name, dir, 64);
     ect__region_test_flags = test_flags;
 
-    struct rt_holder h[4];
+    struct ts_holder h[4];
     for (int k = 0; k < 4; k++) {
-        rt_spawn_holder(&h[k], &p, RT_CLOSE);
+        ts_holder_spawn(&h[k], &p, TS_HOLDER_CLOSE);
         CHECK_EQ_INT(h[k].status, ECT_OK);
         CHECK_EQ_INT(h[k].creator, k == 0);
     }
@@ -297,21 +301,21 @@ sigkill_case(unsigned test_flags)
 
     /* The creator dies first: the joiners still hold the region, so it
      * stays, and a new process can still join it. */
-    rt_kill(&h[0]);
+    ts_holder_kill(&h[0]);
     struct timespec ts = {0, 100 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    CHECK(rt_exists(path));
-    struct rt_holder late;
-    rt_spawn_holder(&late, &p, RT_CLOSE);
+    CHECK(ts_exists(path));
+    struct ts_holder late;
+    ts_holder_spawn(&late, &p, TS_HOLDER_CLOSE);
     CHECK_EQ_INT(late.status, ECT_OK);
     CHECK_EQ_INT(late.creator, 0);
 
     /* Now everyone dies; no process of ours opens or sweeps anything. */
     for (int k = 1; k < 4; k++)
-        rt_kill(&h[k]);
-    rt_kill(&late);
-    CHECK_MSG(rt_wait_gone(path, 5000), "%s still exists 5 s after every holder was killed", path);
-    CHECK_EQ_INT(rt_count_prefix(dir, ""), 0); /* no temp file either */
+        ts_holder_kill(&h[k]);
+    ts_holder_kill(&late);
+    CHECK_MSG(ts_wait_gone(path, 5000), "%s still exists 5 s after every holder was killed", path);
+    CHECK_EQ_INT(ts_count_prefix(dir, ""), 0); /* no temp file either */
     int gone = 0;
     for (int waited = 0; waited < 5000 && !gone; waited += 10) {
         gone = process_gone(reaper);
@@ -319,16 +323,16 @@ sigkill_case(unsigned test_flags)
     }
     CHECK_MSG(gone, "reaper %d still running", (int)reaper);
     ect__region_test_flags = 0;
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_sigkill_of_every_holder_leaves_nothing)
+TS_SHM_CASE(test_sigkill_of_every_holder_leaves_nothing)
 {
     sigkill_case(0);
 }
 
-RT_CASE(test_sigkill_of_every_holder_leaves_nothing_with_named_temp_files)
+TS_SHM_CASE(test_sigkill_of_every_holder_leaves_nothing_with_named_temp_files)
 {
     sigkill_case(ECT__REGION_TEST_NAMED_TMP);
 }
@@ -347,11 +351,11 @@ read_proc_locks(char *buf, size_t len)
     buf[n] = '\0';
 }
 
-RT_CASE(test_flock_grants_shared_lock_while_exclusive_request_waits)
+TS_SHM_CASE(test_flock_grants_shared_lock_while_exclusive_request_waits)
 {
     /* The kernel behaviour the reaper depends on. */
     char dir[256], path[512];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     snprintf(path, sizeof(path), "%s/lockfile", dir);
     int a = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
     CHECK(a >= 0);
@@ -392,20 +396,20 @@ RT_CASE(test_flock_grants_shared_lock_while_exclusive_request_waits)
     CHECK(waitpid(child, &w, 0) == child);
     CHECK(WIFEXITED(w) && WEXITSTATUS(w) == 0);
     unlink(path);
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_waiting_reaper_does_not_delay_new_joiners)
+TS_SHM_CASE(test_waiting_reaper_does_not_delay_new_joiners)
 {
     char name[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
     ect_region_params_t p;
-    rt_params(&p, name, NULL, 16);
-    struct rt_holder creator;
-    rt_spawn_holder(&creator, &p, RT_CLOSE);
+    ts_region_params(&p, name, NULL, 16);
+    struct ts_holder creator;
+    ts_holder_spawn(&creator, &p, TS_HOLDER_CLOSE);
     CHECK_EQ_INT(creator.status, ECT_OK);
-    find_region_with_reaper(RT_SHM, name);
+    find_region_with_reaper(TS_SHM, name);
     /* With a 50 ms lock timeout, a reaper that blocked shared locks would
      * make these fail with ECT_ERR_BUSY. */
     p.lock_timeout_ms = 50;
@@ -417,26 +421,26 @@ RT_CASE(test_waiting_reaper_does_not_delay_new_joiners)
     CHECK_OK(ect_region_open_readonly(name, NULL, &r[2]));
     for (int k = 0; k < 3; k++)
         ect_region_close(r[k]);
-    rt_release(&creator);
-    rt_check_no_leftovers();
+    ts_holder_release(&creator);
+    ts_check_no_leftovers();
 }
 
 /* ---- the owner lock across processes ---------------------------------------------------- */
 
-RT_CASE(test_owner_in_another_process_refuses_a_second_owner)
+TS_SHM_CASE(test_owner_in_another_process_refuses_a_second_owner)
 {
     char name[64], path[256], want[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), RT_SHM, name);
+    ts_region_path(path, sizeof(path), TS_SHM, name);
     ect_region_params_t owner, joiner;
-    rt_params(&owner, name, NULL, 16);
+    ts_region_params(&owner, name, NULL, 16);
     owner.flags = ECT_REGION_OWNER;
-    rt_params(&joiner, name, NULL, 16);
-    struct rt_holder first, worker;
-    rt_spawn_holder(&first, &owner, RT_CLOSE);
+    ts_region_params(&joiner, name, NULL, 16);
+    struct ts_holder first, worker;
+    ts_holder_spawn(&first, &owner, TS_HOLDER_CLOSE);
     CHECK_EQ_INT(first.status, ECT_OK);
     /* A joiner in another process is welcome ... */
-    rt_spawn_holder(&worker, &joiner, RT_CLOSE);
+    ts_holder_spawn(&worker, &joiner, TS_HOLDER_CLOSE);
     CHECK_EQ_INT(worker.status, ECT_OK);
     /* ... a second owner is not, here or in a third process. */
     ect_region_t *r = NULL;
@@ -444,42 +448,42 @@ RT_CASE(test_owner_in_another_process_refuses_a_second_owner)
     snprintf(want, sizeof(want), "owned by pid %d", (int)first.pid);
     CHECK_CONTAINS(ect_last_error(), want);
     CHECK_CONTAINS(ect_last_error(), path);
-    struct rt_holder second;
-    rt_spawn_holder(&second, &owner, RT_CLOSE);
+    struct ts_holder second;
+    ts_holder_spawn(&second, &owner, TS_HOLDER_CLOSE);
     CHECK_EQ_INT(second.status, ECT_ERR_BUSY);
-    rt_release(&second);
-    struct found f = find_region(RT_SHM, name);
+    ts_holder_release(&second);
+    struct found f = find_region(TS_SHM, name);
     CHECK_EQ_INT(f.info.owner_pid, first.pid);
     CHECK_EQ_INT(f.info.n_holders, 2);
-    rt_release(&worker);
-    rt_release(&first);
-    CHECK(!rt_exists(path));
-    rt_check_no_leftovers();
+    ts_holder_release(&worker);
+    ts_holder_release(&first);
+    CHECK(!ts_exists(path));
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_sigkilled_owner_lets_a_new_owner_in_and_the_reaper_still_cleans_up)
+TS_SHM_CASE(test_sigkilled_owner_lets_a_new_owner_in_and_the_reaper_still_cleans_up)
 {
     char dir[256], name[64], path[512];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), dir, name);
+    ts_region_path(path, sizeof(path), dir, name);
     ect_region_params_t owner, joiner;
-    rt_params(&owner, name, dir, 16);
+    ts_region_params(&owner, name, dir, 16);
     owner.flags = ECT_REGION_OWNER;
-    rt_params(&joiner, name, dir, 16);
-    struct rt_holder first, worker, next;
-    rt_spawn_holder(&first, &owner, RT_CLOSE);
+    ts_region_params(&joiner, name, dir, 16);
+    struct ts_holder first, worker, next;
+    ts_holder_spawn(&first, &owner, TS_HOLDER_CLOSE);
     CHECK_EQ_INT(first.status, ECT_OK);
     CHECK_EQ_INT(first.creator, 1);
-    rt_spawn_holder(&worker, &joiner, RT_CLOSE);
+    ts_holder_spawn(&worker, &joiner, TS_HOLDER_CLOSE);
     CHECK_EQ_INT(worker.status, ECT_OK);
     struct found f = find_region_with_reaper(dir, name);
     CHECK_EQ_INT(f.info.owner_pid, first.pid);
 
     /* The owner dies without closing: its lock goes with it, and a
      * restarted owner takes the region over at once. */
-    rt_kill(&first);
-    rt_spawn_holder(&next, &owner, RT_CLOSE);
+    ts_holder_kill(&first);
+    ts_holder_spawn(&next, &owner, TS_HOLDER_CLOSE);
     CHECK_MSG(next.status == ECT_OK, "a new owner after SIGKILL got %d", next.status);
     CHECK_EQ_INT(next.creator, 0);
     /* The first creator's reaper still waits (it requeues itself behind the
@@ -489,11 +493,11 @@ RT_CASE(test_sigkilled_owner_lets_a_new_owner_in_and_the_reaper_still_cleans_up)
     CHECK_EQ_INT(f.info.n_holders, 2);
 
     /* Everyone dies: the reaper removes the file, owner lock or not. */
-    rt_kill(&worker);
-    rt_kill(&next);
-    CHECK_MSG(rt_wait_gone(path, 5000), "%s still exists 5 s after every holder was killed", path);
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    ts_holder_kill(&worker);
+    ts_holder_kill(&next);
+    CHECK_MSG(ts_wait_gone(path, 5000), "%s still exists 5 s after every holder was killed", path);
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
 /* ---- no zombie reapers ------------------------------------------------------------------ */
@@ -501,15 +505,15 @@ RT_CASE(test_sigkilled_owner_lets_a_new_owner_in_and_the_reaper_still_cleans_up)
 /* A process that is PID 1 of its container, or a child subreaper (a
  * supervisor), becomes the parent of every reaper it orphans by the double
  * fork; a loop of regions must not leave it one zombie each. */
-RT_CASE(test_a_loop_of_regions_leaves_no_zombie_reapers_for_a_subreaper)
+TS_SHM_CASE(test_a_loop_of_regions_leaves_no_zombie_reapers_for_a_subreaper)
 {
     CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
     char name[64], path[256];
     ect_region_params_t p;
     for (int i = 0; i < 50; i++) {
         ect_test_unique_name(name, sizeof(name), "ectt_");
-        rt_path(path, sizeof(path), RT_SHM, name);
-        rt_params(&p, name, NULL, 4);
+        ts_region_path(path, sizeof(path), TS_SHM, name);
+        ts_region_params(&p, name, NULL, 4);
         ect_region_t *a = NULL, *b = NULL;
         CHECK_OK(ect_region_open(&p, &a));
         CHECK_EQ_INT(ect_region_is_creator(a), 1);
@@ -521,13 +525,13 @@ RT_CASE(test_a_loop_of_regions_leaves_no_zombie_reapers_for_a_subreaper)
         } else {
             ect_region_close(a);
         }
-        CHECK(!rt_exists(path));
+        CHECK(!ts_exists(path));
     }
     size_t zombies = ect_test_children(getpid(), 1, NULL, 0);
     size_t live = ect_test_children(getpid(), 0, NULL, 0);
     CHECK_MSG(zombies == 0 && live == 0,
               "after 50 regions this process has %zu zombie and %zu live children", zombies, live);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
 /* ---- sweep, list and gc ---------------------------------------------------------------- */
@@ -563,7 +567,7 @@ exists_in(const char *dir, const char *file_name)
 {
     char path[512];
     snprintf(path, sizeof(path), "%s/%s", dir, file_name);
-    return rt_exists(path);
+    return ts_exists(path);
 }
 
 /* A directory with one of everything; returns the live holder. */
@@ -572,18 +576,18 @@ struct zoo {
     char live[64], orphan[64];
     char live_path[512], orphan_path[512], foreign_path[512], temp_path[512], other_path[512];
     char foreign_temp_path[512];
-    struct rt_holder holder;
+    struct ts_holder holder;
 };
 
 static void
 make_zoo(struct zoo *z)
 {
     memset(z, 0, sizeof(*z));
-    rt_make_dir(z->dir, sizeof(z->dir));
+    ts_shm_make_dir(z->dir, sizeof(z->dir));
     ect_test_unique_name(z->live, sizeof(z->live), "ectt_");
     ect_test_unique_name(z->orphan, sizeof(z->orphan), "ectt_");
-    rt_path(z->live_path, sizeof(z->live_path), z->dir, z->live);
-    rt_path(z->orphan_path, sizeof(z->orphan_path), z->dir, z->orphan);
+    ts_region_path(z->live_path, sizeof(z->live_path), z->dir, z->live);
+    ts_region_path(z->orphan_path, sizeof(z->orphan_path), z->dir, z->orphan);
     snprintf(z->foreign_path, sizeof(z->foreign_path), "%s/ectier_foreign.mmap", z->dir);
     snprintf(z->temp_path, sizeof(z->temp_path), "%s/%s.Ab12Cd.ectier.tmp", z->dir, z->orphan);
     snprintf(z->other_path, sizeof(z->other_path), "%s/vllm_ec_other.mmap", z->dir);
@@ -591,13 +595,13 @@ make_zoo(struct zoo *z)
              z->orphan);
 
     ect_region_params_t p;
-    rt_params(&p, z->live, z->dir, 32);
+    ts_region_params(&p, z->live, z->dir, 32);
     p.flags = ECT_REGION_NO_SWEEP;
     p.instance_id = "zoo";
-    rt_spawn_holder(&z->holder, &p, RT_CLOSE);
+    ts_holder_spawn(&z->holder, &p, TS_HOLDER_CLOSE);
     CHECK_EQ_INT(z->holder.status, ECT_OK);
     find_region_with_reaper(z->dir, z->live);
-    rt_make_orphan(z->dir, z->orphan, 8);
+    ts_region_make_orphan(z->dir, z->orphan, 8);
     /* A temp file of an interrupted creation of the orphan's name. */
     write_temp_like(z->dir, strrchr(z->temp_path, '/') + 1, z->orphan, 4096);
     const char *paths[] = {z->foreign_path, z->foreign_temp_path, z->other_path};
@@ -615,28 +619,28 @@ clean_zoo(struct zoo *z)
     unlink(z->foreign_path);
     unlink(z->other_path);
     unlink(z->foreign_temp_path);
-    rt_release(&z->holder); /* its close removes the live region */
-    CHECK(!rt_exists(z->live_path));
-    rt_remove_dir(z->dir);
-    rt_check_no_leftovers();
+    ts_holder_release(&z->holder); /* its close removes the live region */
+    CHECK(!ts_exists(z->live_path));
+    ts_shm_remove_dir(z->dir);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_sweep_at_open_removes_orphans_but_not_live_or_foreign_files)
+TS_SHM_CASE(test_sweep_at_open_removes_orphans_but_not_live_or_foreign_files)
 {
     struct zoo z;
     make_zoo(&z);
     char other[64];
     ect_test_unique_name(other, sizeof(other), "ectt_");
     ect_region_params_t p;
-    rt_params(&p, other, z.dir, 4);
+    ts_region_params(&p, other, z.dir, 4);
     ect_region_t *r = NULL;
     CHECK_OK(ect_region_open(&p, &r));
-    CHECK(!rt_exists(z.orphan_path));
-    CHECK(!rt_exists(z.temp_path));
-    CHECK(rt_exists(z.live_path));
-    CHECK(rt_exists(z.foreign_path));
-    CHECK(rt_exists(z.other_path));
-    CHECK(rt_exists(z.foreign_temp_path)); /* not provably ours */
+    CHECK(!ts_exists(z.orphan_path));
+    CHECK(!ts_exists(z.temp_path));
+    CHECK(ts_exists(z.live_path));
+    CHECK(ts_exists(z.foreign_path));
+    CHECK(ts_exists(z.other_path));
+    CHECK(ts_exists(z.foreign_temp_path)); /* not provably ours */
     ect_region_close(r);
     clean_zoo(&z);
 }
@@ -687,7 +691,7 @@ seen_index(const struct seen_list *s, const char *name)
     return -1;
 }
 
-RT_CASE(test_list_reports_geometry_holders_and_problems)
+TS_SHM_CASE(test_list_reports_geometry_holders_and_problems)
 {
     struct zoo z;
     make_zoo(&z);
@@ -751,7 +755,7 @@ RT_CASE(test_list_reports_geometry_holders_and_problems)
     clean_zoo(&z);
 }
 
-RT_CASE(test_gc_removes_only_orphans_and_reports_each)
+TS_SHM_CASE(test_gc_removes_only_orphans_and_reports_each)
 {
     struct zoo z;
     make_zoo(&z);
@@ -760,7 +764,7 @@ RT_CASE(test_gc_removes_only_orphans_and_reports_each)
     CHECK_OK(ect_region_gc(z.dir, 1, gc_cb, s, &removed));
     CHECK_EQ_INT(removed, 2);
     CHECK_EQ_INT(s->n, 4); /* the two foreign files are reported as left */
-    CHECK(rt_exists(z.orphan_path) && rt_exists(z.temp_path)); /* dry run */
+    CHECK(ts_exists(z.orphan_path) && ts_exists(z.temp_path)); /* dry run */
 
     memset(s, 0, sizeof(*s));
     CHECK_OK(ect_region_gc(z.dir, 0, gc_cb, s, &removed));
@@ -776,12 +780,12 @@ RT_CASE(test_gc_removes_only_orphans_and_reports_each)
     int fti = seen_index(s, strrchr(z.foreign_temp_path, '/') + 1);
     CHECK(fti >= 0);
     CHECK_EQ_INT(s->outcome[fti], ECT_ERR_INCOMPATIBLE);
-    CHECK(rt_exists(z.foreign_temp_path));
-    CHECK(!rt_exists(z.orphan_path));
-    CHECK(!rt_exists(z.temp_path));
-    CHECK(rt_exists(z.live_path));
-    CHECK(rt_exists(z.foreign_path));
-    CHECK(rt_exists(z.other_path));
+    CHECK(ts_exists(z.foreign_temp_path));
+    CHECK(!ts_exists(z.orphan_path));
+    CHECK(!ts_exists(z.temp_path));
+    CHECK(ts_exists(z.live_path));
+    CHECK(ts_exists(z.foreign_path));
+    CHECK(ts_exists(z.other_path));
 
     CHECK_OK(ect_region_gc(z.dir, 0, NULL, NULL, &removed));
     CHECK_EQ_INT(removed, 0);
@@ -793,10 +797,10 @@ RT_CASE(test_gc_removes_only_orphans_and_reports_each)
 
 static char *run_cli(const char *args, int *rc_p);
 
-RT_CASE(test_gc_and_sweep_remove_only_temp_files_that_are_provably_ours)
+TS_SHM_CASE(test_gc_and_sweep_remove_only_temp_files_that_are_provably_ours)
 {
     char dir[256];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     /* Ours: the name pattern of a creation ("<region>.XXXXXX.ectier.tmp") and
      * a header that names that region, from a creator killed while it
      * reserved the pages (the file is shorter than the header says). */
@@ -833,7 +837,7 @@ RT_CASE(test_gc_and_sweep_remove_only_temp_files_that_are_provably_ours)
     char name[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
     ect_region_params_t p;
-    rt_params(&p, name, dir, 4);
+    ts_region_params(&p, name, dir, 4);
     ect_region_t *r = NULL;
     CHECK_OK(ect_region_open(&p, &r));
     CHECK(!exists_in(dir, ours));
@@ -857,14 +861,14 @@ RT_CASE(test_gc_and_sweep_remove_only_temp_files_that_are_provably_ours)
         unlink(path);
     }
     free(s);
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_inspect_and_gc_tell_the_truth_about_links_fifos_and_directories)
+TS_SHM_CASE(test_inspect_and_gc_tell_the_truth_about_links_fifos_and_directories)
 {
     char dir[256], path[512], args[512];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     snprintf(path, sizeof(path), "%s/ectier_link.mmap", dir);
     CHECK(symlink("/nonexistent-ectier-target", path) == 0);
     snprintf(path, sizeof(path), "%s/ectier_fifo.mmap", dir);
@@ -917,8 +921,8 @@ RT_CASE(test_inspect_and_gc_tell_the_truth_about_links_fifos_and_directories)
         else
             unlink(path);
     }
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
 /* ---- the CLI ------------------------------------------------------------------------ */
@@ -949,7 +953,7 @@ run_cli(const char *args, int *rc_p)
     return out;
 }
 
-RT_CASE(test_cli_inspect_and_gc_on_live_and_orphaned_regions)
+TS_SHM_CASE(test_cli_inspect_and_gc_on_live_and_orphaned_regions)
 {
     struct zoo z;
     make_zoo(&z);
@@ -1021,7 +1025,7 @@ RT_CASE(test_cli_inspect_and_gc_on_live_and_orphaned_regions)
     snprintf(want, sizeof(want), "would remove %s (orphaned region", z.orphan_path);
     CHECK_CONTAINS(out, want);
     CHECK_CONTAINS(out, "2 would be removed");
-    CHECK(rt_exists(z.orphan_path));
+    CHECK(ts_exists(z.orphan_path));
     free(out);
 
     snprintf(args, sizeof(args), "gc --dir %s", z.dir);
@@ -1037,10 +1041,10 @@ RT_CASE(test_cli_inspect_and_gc_on_live_and_orphaned_regions)
     CHECK_CONTAINS(out, ", 2 left (not provably ectier's)");
     CHECK(strstr(out, z.live) == NULL);
     free(out);
-    CHECK(!rt_exists(z.orphan_path));
-    CHECK(!rt_exists(z.temp_path));
-    CHECK(rt_exists(z.live_path));
-    CHECK(rt_exists(z.foreign_path));
+    CHECK(!ts_exists(z.orphan_path));
+    CHECK(!ts_exists(z.temp_path));
+    CHECK(ts_exists(z.live_path));
+    CHECK(ts_exists(z.foreign_path));
 
     out = run_cli("gc --bogus", &rc);
     CHECK_EQ_INT(rc, 2);

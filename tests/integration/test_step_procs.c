@@ -16,10 +16,12 @@
  * scheduler stays consistent meanwhile: its other entries, saves and
  * evictions work, and the pinned entry is never evicted under a load.
  */
+#include <errno.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 
-#include "step_helpers.h"
+#include "support/step.h"
 
 #define MSG_STEP    0u
 #define MSG_STOP    1u
@@ -75,7 +77,7 @@ pattern(const char *key, unsigned char *p, size_t n)
 static size_t
 payload_bytes(uint64_t n_blocks)
 {
-    return n_blocks ? (size_t)(n_blocks * SH_BLOCK - 3) : 0;
+    return n_blocks ? (size_t)(n_blocks * TS_STEP_BLOCK - 3) : 0;
 }
 
 /* ---- the worker process ---------------------------------------------------- */
@@ -157,7 +159,7 @@ worker_step(ect_worker_t *w, int down, int up, uint32_t flags, const void *meta,
 }
 
 static int
-worker_main(const struct sh_instance *in, unsigned rank, int down, int up)
+worker_main(const struct ts_step_instance *in, unsigned rank, int down, int up)
 {
     ect_worker_params_t p = {
         .config = &in->cfg, .geometry = &in->geom, .instance_id = in->id, .tp_rank = rank};
@@ -196,7 +198,7 @@ struct proc {
 };
 
 static void
-spawn_workers(const struct sh_instance *in, struct proc *procs, unsigned n)
+spawn_workers(const struct ts_step_instance *in, struct proc *procs, unsigned n)
 {
     for (unsigned r = 0; r < n; r++) {
         int down[2], up[2];
@@ -224,7 +226,7 @@ static void
 send_step(struct proc *p, const ect_step_meta_t *m, uint32_t flags)
 {
     size_t len;
-    void *bytes = sh_encode_meta(m, &len);
+    void *bytes = ts_encode_meta(m, &len);
     uint32_t hdr[3] = {MSG_STEP, flags, (uint32_t)len};
     CHECK(xwrite(p->down, hdr, sizeof(hdr)) == 0);
     CHECK(xwrite(p->down, bytes, len) == 0);
@@ -253,7 +255,7 @@ recv_reply(struct proc *p, struct reply *r)
 static void
 run_step(ect_scheduler_t *s, struct proc *procs, unsigned n, struct reply *replies)
 {
-    ect_step_meta_t *m = sh_step(s);
+    ect_step_meta_t *m = ts_step(s);
     for (unsigned r = 0; r < n; r++)
         send_step(&procs[r], m, 0);
     size_t total = 0;
@@ -297,11 +299,11 @@ save_img(ect_scheduler_t *s, struct proc *procs)
 {
     struct reply rep[2];
     CHECK(!ect_scheduler_has_cache_item(s, "img"));
-    sh_alloc(s, "img", 3);
+    ts_alloc(s, "img", 3);
     run_step(s, procs, 2, rep);
     CHECK(rep[0].len > 0);       /* rank 0 saved */
     CHECK_EQ_U64(rep[1].len, 0); /* rank 1 had nothing to report */
-    CHECK(sh_cached(s, "img"));
+    CHECK(ts_cached(s, "img"));
     free_replies(rep, 2);
 }
 
@@ -309,16 +311,16 @@ static void
 test_load_needs_both_ranks_reports_across_processes(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    struct sh_instance in;
-    sh_instance_init(&in, ECT_ROLE_BOTH, 16, true);
-    ect_scheduler_t *s = sh_scheduler(&in, 2);
+    struct ts_step_instance in;
+    ts_step_instance_init(&in, ECT_ROLE_BOTH, 16, true);
+    ect_scheduler_t *s = ts_scheduler(&in, 2);
     struct proc procs[2];
     spawn_workers(&in, procs, 2);
     save_img(s, procs);
 
     CHECK(ect_scheduler_has_cache_item(s, "img"));
-    sh_alloc(s, "img", 3);
-    ect_step_meta_t *m = sh_step(s);
+    ts_alloc(s, "img", 3);
+    ect_step_meta_t *m = ts_step(s);
     CHECK_EQ_U64(ect_step_meta_n_loads(m), 1);
     struct reply rep[2];
     for (unsigned r = 0; r < 2; r++)
@@ -330,41 +332,41 @@ test_load_needs_both_ranks_reports_across_processes(void)
     }
     /* One rank's report is not enough to release the pin. */
     CHECK_OK(ect_scheduler_update_connector_output(s, rep[0].report, rep[0].len));
-    ect_metrics_t mt = sh_metrics(s);
+    ect_metrics_t mt = ts_metrics(s);
     CHECK_EQ_U64(mt.cache.pins, 1);
     CHECK_EQ_U64(mt.loads_completed, 0);
     CHECK(ect_scheduler_has_pending_push_work(s));
     CHECK_OK(ect_scheduler_update_connector_output(s, rep[1].report, rep[1].len));
-    mt = sh_metrics(s);
+    mt = ts_metrics(s);
     CHECK_EQ_U64(mt.cache.pins, 0);
     CHECK_EQ_U64(mt.loads_completed, 1);
-    CHECK(mt.load_bytes >= 2 * 3 * SH_BLOCK); /* both ranks' copies */
+    CHECK(mt.load_bytes >= 2 * 3 * TS_STEP_BLOCK); /* both ranks' copies */
     CHECK(!ect_scheduler_has_pending_push_work(s));
     /* A replay of either report changes nothing. */
     CHECK_OK(ect_scheduler_update_connector_output(s, rep[1].report, rep[1].len));
-    CHECK_EQ_U64(sh_metrics(s).loads_completed, 1);
+    CHECK_EQ_U64(ts_metrics(s).loads_completed, 1);
     free_replies(rep, 2);
     ect_step_meta_destroy(m);
 
     for (unsigned r = 0; r < 2; r++)
         stop_worker(&procs[r]);
     ect_scheduler_destroy(s);
-    sh_check_gone(in.path);
+    ts_check_gone(in.path);
 }
 
 static void
 test_sigkill_of_a_worker_mid_step_leaves_the_load_pinned(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    struct sh_instance in;
-    sh_instance_init(&in, ECT_ROLE_BOTH, 16, true);
-    ect_scheduler_t *s = sh_scheduler(&in, 2);
+    struct ts_step_instance in;
+    ts_step_instance_init(&in, ECT_ROLE_BOTH, 16, true);
+    ect_scheduler_t *s = ts_scheduler(&in, 2);
     struct proc procs[2];
     spawn_workers(&in, procs, 2);
     save_img(s, procs);
 
-    sh_alloc(s, "img", 3);
-    ect_step_meta_t *m = sh_step(s);
+    ts_alloc(s, "img", 3);
+    ect_step_meta_t *m = ts_step(s);
     send_step(&procs[0], m, 0);
     send_step(&procs[1], m, FLAG_STALL);
     char c = 0;
@@ -384,33 +386,33 @@ test_sigkill_of_a_worker_mid_step_leaves_the_load_pinned(void)
 
     /* The load waits for a report that will never come: the entry stays
      * pinned and the instance has pending work. */
-    ect_metrics_t mt = sh_metrics(s);
+    ect_metrics_t mt = ts_metrics(s);
     CHECK_EQ_U64(mt.cache.pins, 1);
     CHECK_EQ_U64(mt.cache.entries_pinned, 1);
     CHECK_EQ_U64(mt.loads_completed, 0);
     CHECK(ect_scheduler_has_pending_push_work(s));
-    CHECK(sh_cached(s, "img"));
+    CHECK(ts_cached(s, "img"));
 
     /* Consistent otherwise: the surviving rank saves a new item, and a save
      * that would need the pinned blocks is skipped rather than evicting
      * them. */
-    sh_alloc(s, "other", 2);
+    ts_alloc(s, "other", 2);
     struct reply one;
     run_step(s, procs, 1, &one);
     free_replies(&one, 1);
-    CHECK(sh_cached(s, "other"));
-    sh_alloc(s, "huge", 14);
-    m = sh_step(s);
+    CHECK(ts_cached(s, "other"));
+    ts_alloc(s, "huge", 14);
+    m = ts_step(s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 0);
     ect_step_meta_destroy(m);
-    CHECK_EQ_U64(sh_metrics(s).saves_skipped_full, 1);
-    CHECK(sh_cached(s, "img"));
-    CHECK_EQ_U64(sh_metrics(s).cache.pins, 1);
+    CHECK_EQ_U64(ts_metrics(s).saves_skipped_full, 1);
+    CHECK(ts_cached(s, "img"));
+    CHECK_EQ_U64(ts_metrics(s).cache.pins, 1);
 
     /* Tearing down releases everything: nothing stays in /dev/shm. */
     stop_worker(&procs[0]);
     ect_scheduler_destroy(s);
-    sh_check_gone(in.path);
+    ts_check_gone(in.path);
 }
 
 /* ---- the reference engine loop with a worker killed ----------------------- */
@@ -481,7 +483,7 @@ test_demo_fails_cleanly_when_a_worker_is_killed(void)
     CHECK_EQ_U64(children_of(demo, kids, 4), 0);
     char path[128];
     snprintf(path, sizeof(path), "/dev/shm/ectier_loop%d_dp0.mmap", (int)demo);
-    sh_check_gone(path);
+    ts_check_gone(path);
 }
 
 static const struct ect_test_case cases[] = {

@@ -10,7 +10,7 @@
 #include <ectier/ectier.h>
 
 #include "harness.h"
-#include "region_helpers.h"
+#include "support/region.h"
 
 #define CFG_BOTH                                                                                   \
     "{\"ec_connector\": \"ECTierConnector\", \"ec_connector_module_path\": \"ectier.vllm\", "      \
@@ -196,7 +196,7 @@ struct fx {
 static void
 fx_open(struct fx *f, const char *extra)
 {
-    rt_make_dir(f->dir, sizeof(f->dir));
+    ts_shm_make_dir(f->dir, sizeof(f->dir));
     snprintf(f->engine, sizeof(f->engine),
              "{\"model\": \"m\", \"engine_version\": \"0\", \"hidden_dim\": 16, "
              "\"dtype\": \"float32\", \"instance_id\": \"bind%d\", \"region_dir\": \"%s\"%s%s}",
@@ -229,7 +229,7 @@ fx_close(struct fx *f, ect_scheduler_t *s, ect_worker_t *w)
 {
     ect_worker_destroy(w);
     ect_scheduler_destroy(s);
-    rt_remove_dir(f->dir);
+    ts_shm_remove_dir(f->dir);
 }
 
 static void
@@ -515,8 +515,8 @@ test_engine_description_errors_leave_nothing_behind(void)
     CHECK_STATUS(ect_scheduler_create_json("{}", 2, f.engine, strlen(f.engine), &s),
                  ECT_ERR_CONFIG);
     CHECK(s == NULL);
-    CHECK_EQ_INT(rt_count_prefix(f.dir, ""), 0);
-    rt_remove_dir(f.dir);
+    CHECK_EQ_INT(ts_count_prefix(f.dir, ""), 0);
+    ts_shm_remove_dir(f.dir);
 }
 
 static void
@@ -631,10 +631,10 @@ test_region_list_and_gc_json(void)
     CHECK_STR_EQ(str(cJSON_GetArrayItem(list, 0), "name"), "ectier_orphan_dp0");
     CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(list, 0), "removed")));
     cJSON_Delete(list);
-    CHECK(rt_exists(dst));
+    CHECK(ts_exists(dst));
     CHECK_OK(ect_region_gc_json(f.dir, 0, &text));
     ect_free(text);
-    CHECK(!rt_exists(dst));
+    CHECK(!ts_exists(dst));
     CHECK_STATUS(ect_region_list_json("/nonexistent-ectier", &text), ECT_ERR_NOT_FOUND);
     fx_close(&f, s, NULL);
 }

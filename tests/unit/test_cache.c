@@ -8,7 +8,7 @@
 #include <ectier/cache.h>
 
 #include "cache/cache_internal.h"
-#include "cache_helpers.h"
+#include "support/cache.h"
 #include "harness.h"
 
 static ect_cache_t *
@@ -29,7 +29,7 @@ test_alloc_unique_ascending_block_ids(void)
     uint64_t a[16], b[16];
     CHECK_OK(ect_cache_alloc(c, "a", 5));
     CHECK_OK(ect_cache_alloc(c, "b", 7));
-    size_t na = entry_ids(c, "a", a, 16), nb = entry_ids(c, "b", b, 16);
+    size_t na = ts_entry_ids(c, "a", a, 16), nb = ts_entry_ids(c, "b", b, 16);
     CHECK_EQ_U64(na, 5);
     CHECK_EQ_U64(nb, 7);
     for (size_t i = 1; i < na; i++)
@@ -55,13 +55,13 @@ test_alloc_returns_runs_copied_out(void)
     ect_cache_t *c = make_cache(8);
     CHECK_OK(ect_cache_alloc(c, "a", 3));
     ect_run_t runs[4];
-    size_t n = entry_runs(c, "a", runs);
+    size_t n = ts_entry_runs(c, "a", runs);
     CHECK_EQ_U64(n, 1);
     CHECK_EQ_U64(runs[0].count, 3);
     uint64_t first = runs[0].first;
     runs[0].first = 99;
     runs[0].count = 99;
-    n = entry_runs(c, "a", runs);
+    n = ts_entry_runs(c, "a", runs);
     CHECK_EQ_U64(n, 1);
     CHECK_EQ_U64(runs[0].first, first);
     CHECK_EQ_U64(runs[0].count, 3);
@@ -111,7 +111,7 @@ test_alloc_returns_no_space_when_full(void)
     CHECK_OK(ect_cache_alloc(c, "a", 4));
     CHECK_STATUS(ect_cache_alloc(c, "b", 1), ECT_ERR_NO_SPACE);
     CHECK_CONTAINS(ect_last_error(), "'b'");
-    CHECK(!entry_exists(c, "b"));
+    CHECK(!ts_entry_exists(c, "b"));
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.alloc_no_space, 1);
@@ -139,13 +139,13 @@ static void
 test_alloc_n_blocks_exceeding_capacity_is_overflow_error(void)
 {
     ect_cache_t *c = make_cache(8);
-    alloc_ready(c, "old", 2);
+    ts_alloc_ready(c, "old", 2);
     CHECK_STATUS(ect_cache_alloc(c, "big", 9), ECT_ERR_OVERFLOW);
     CHECK_CONTAINS(ect_last_error(), "'big'");
     CHECK_CONTAINS(ect_last_error(), "9");
-    CHECK(entry_exists(c, "old"));           /* nothing evicted */
+    CHECK(ts_entry_exists(c, "old"));           /* nothing evicted */
     CHECK_OK(ect_cache_alloc(c, "fits", 8)); /* exactly the capacity is fine */
-    CHECK(!entry_exists(c, "old"));
+    CHECK(!ts_entry_exists(c, "old"));
     ect_cache_destroy(c);
 }
 
@@ -170,7 +170,7 @@ test_get_returns_entry(void)
     ect_cache_t *c = make_cache(8);
     CHECK_OK(ect_cache_alloc(c, "a", 3));
     ect_run_t r1[4], r2[4];
-    CHECK_EQ_U64(entry_runs(c, "a", r1), 1);
+    CHECK_EQ_U64(ts_entry_runs(c, "a", r1), 1);
     CHECK_OK(ect_cache_mark_ready(c, "a"));
     CHECK_OK(ect_cache_pin(c, "a"));
     ect_cache_entry_t info;
@@ -178,7 +178,7 @@ test_get_returns_entry(void)
     CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_PINNED);
     CHECK_EQ_U64(info.pin_count, 1);
     CHECK_EQ_U64(info.n_blocks, 3);
-    CHECK_EQ_U64(entry_runs(c, "a", r2), 1);
+    CHECK_EQ_U64(ts_entry_runs(c, "a", r2), 1);
     CHECK_EQ_U64(r1[0].first, r2[0].first);
     CHECK_EQ_U64(r1[0].count, r2[0].count);
     ect_cache_destroy(c);
@@ -189,7 +189,7 @@ test_get_returns_not_ready_entry(void)
 {
     ect_cache_t *c = make_cache(8);
     CHECK_OK(ect_cache_alloc(c, "a", 3));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_NOT_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_NOT_READY);
     ect_cache_destroy(c);
 }
 
@@ -217,7 +217,7 @@ static void
 test_mark_ready_already_ready_is_state_error(void)
 {
     ect_cache_t *c = make_cache(8);
-    alloc_ready(c, "a", 3);
+    ts_alloc_ready(c, "a", 3);
     CHECK_STATUS(ect_cache_mark_ready(c, "a"), ECT_ERR_STATE);
     CHECK_CONTAINS(ect_last_error(), "'a' is already ready");
     /* Still evictable once, not appended twice to the FIFO. */
@@ -243,7 +243,7 @@ test_pin_not_ready_is_state_error(void)
     CHECK_OK(ect_cache_alloc(c, "a", 2));
     CHECK_STATUS(ect_cache_pin(c, "a"), ECT_ERR_STATE);
     CHECK_CONTAINS(ect_last_error(), "'a' is not ready");
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_NOT_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_NOT_READY);
     ect_cache_destroy(c);
 }
 
@@ -251,15 +251,15 @@ static void
 test_pin_unpin_basic(void)
 {
     ect_cache_t *c = make_cache(8);
-    alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "a", 2);
     CHECK_OK(ect_cache_pin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.evictable_blocks, 0);
     CHECK_EQ_U64(st.pins, 1);
     CHECK_OK(ect_cache_unpin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.evictable_blocks, 2);
     CHECK_EQ_U64(st.pins, 0);
@@ -270,16 +270,16 @@ static void
 test_nested_pin(void)
 {
     ect_cache_t *c = make_cache(8);
-    alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "a", 2);
     CHECK_OK(ect_cache_pin(c, "a"));
     CHECK_OK(ect_cache_pin(c, "a"));
     ect_cache_entry_t info;
     CHECK_OK(ect_cache_get(c, "a", &info));
     CHECK_EQ_U64(info.pin_count, 2);
     CHECK_OK(ect_cache_unpin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     CHECK_OK(ect_cache_unpin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_destroy(c);
 }
 
@@ -287,7 +287,7 @@ static void
 test_unpin_unpinned_is_state_error(void)
 {
     ect_cache_t *c = make_cache(8);
-    alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "a", 2);
     CHECK_STATUS(ect_cache_unpin(c, "a"), ECT_ERR_STATE);
     CHECK_CONTAINS(ect_last_error(), "'a' is ready with no pin to drop");
     CHECK_OK(ect_cache_alloc(c, "b", 2));
@@ -325,7 +325,7 @@ static void
 test_has_held_entries_true_while_pinned(void)
 {
     ect_cache_t *c = make_cache(8);
-    alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "a", 2);
     CHECK_OK(ect_cache_pin(c, "a"));
     CHECK_EQ_INT(ect_cache_has_held_entries(c), 1);
     CHECK_OK(ect_cache_unpin(c, "a"));
@@ -339,12 +339,12 @@ static void
 test_eviction_frees_ready_unpinned_fifo(void)
 {
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "a", 2);
-    alloc_ready(c, "b", 2);
+    ts_alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "b", 2);
     CHECK_OK(ect_cache_alloc(c, "c", 2));
-    CHECK(!entry_exists(c, "a"));
-    CHECK(entry_exists(c, "b"));
-    CHECK(entry_exists(c, "c"));
+    CHECK(!ts_entry_exists(c, "a"));
+    CHECK(ts_entry_exists(c, "b"));
+    CHECK(ts_entry_exists(c, "c"));
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.evicted_entries, 1);
@@ -357,12 +357,12 @@ static void
 test_eviction_skips_pinned(void)
 {
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "a", 2);
-    alloc_ready(c, "b", 2);
+    ts_alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "b", 2);
     CHECK_OK(ect_cache_pin(c, "a"));
     CHECK_OK(ect_cache_alloc(c, "c", 2));
-    CHECK(entry_exists(c, "a"));
-    CHECK(!entry_exists(c, "b"));
+    CHECK(ts_entry_exists(c, "a"));
+    CHECK(!ts_entry_exists(c, "b"));
     ect_cache_destroy(c);
 }
 
@@ -371,10 +371,10 @@ test_eviction_skips_not_ready(void)
 {
     ect_cache_t *c = make_cache(4);
     CHECK_OK(ect_cache_alloc(c, "a", 2)); /* oldest, but not ready */
-    alloc_ready(c, "b", 2);
+    ts_alloc_ready(c, "b", 2);
     CHECK_OK(ect_cache_alloc(c, "c", 2));
-    CHECK(entry_exists(c, "a"));
-    CHECK(!entry_exists(c, "b"));
+    CHECK(ts_entry_exists(c, "a"));
+    CHECK(!ts_entry_exists(c, "b"));
     ect_cache_destroy(c);
 }
 
@@ -383,11 +383,11 @@ test_eviction_no_space_if_all_non_evictable(void)
 {
     ect_cache_t *c = make_cache(4);
     CHECK_OK(ect_cache_alloc(c, "a", 2));
-    alloc_ready(c, "b", 2);
+    ts_alloc_ready(c, "b", 2);
     CHECK_OK(ect_cache_pin(c, "b"));
     CHECK_STATUS(ect_cache_alloc(c, "c", 1), ECT_ERR_NO_SPACE);
-    CHECK(entry_exists(c, "a"));
-    CHECK(entry_exists(c, "b"));
+    CHECK(ts_entry_exists(c, "a"));
+    CHECK(ts_entry_exists(c, "b"));
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.evicted_entries, 0);
@@ -399,11 +399,11 @@ test_eviction_fail_fast_no_wasted_eviction(void)
 {
     /* Free 0, evictable 2, need 3: fail and keep a. */
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "a", 2);
     CHECK_OK(ect_cache_alloc(c, "held", 2));
     CHECK_STATUS(ect_cache_alloc(c, "c", 3), ECT_ERR_NO_SPACE);
-    CHECK(entry_exists(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
+    CHECK(ts_entry_exists(c, "a"));
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.evicted_entries, 0);
@@ -416,14 +416,14 @@ static void
 test_eviction_multiple_entries(void)
 {
     ect_cache_t *c = make_cache(6);
-    alloc_ready(c, "a", 2);
-    alloc_ready(c, "b", 2);
-    alloc_ready(c, "c", 2);
+    ts_alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "b", 2);
+    ts_alloc_ready(c, "c", 2);
     CHECK_OK(ect_cache_alloc(c, "d", 4));
-    CHECK(!entry_exists(c, "a"));
-    CHECK(!entry_exists(c, "b"));
-    CHECK(entry_exists(c, "c"));
-    CHECK(entry_exists(c, "d"));
+    CHECK(!ts_entry_exists(c, "a"));
+    CHECK(!ts_entry_exists(c, "b"));
+    CHECK(ts_entry_exists(c, "c"));
+    CHECK(ts_entry_exists(c, "d"));
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);
 }
@@ -434,15 +434,15 @@ static void
 test_eviction_order_restarts_at_last_unpin(void)
 {
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "a", 2);
-    alloc_ready(c, "b", 2);
+    ts_alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "b", 2);
     CHECK_OK(ect_cache_pin(c, "a"));
     CHECK_OK(ect_cache_pin(c, "a"));
     CHECK_OK(ect_cache_unpin(c, "a")); /* still pinned: stays off the FIFO */
     CHECK_OK(ect_cache_unpin(c, "a")); /* now a is younger than b */
     CHECK_OK(ect_cache_alloc(c, "c", 2));
-    CHECK(entry_exists(c, "a"));
-    CHECK(!entry_exists(c, "b"));
+    CHECK(ts_entry_exists(c, "a"));
+    CHECK(!ts_entry_exists(c, "b"));
     ect_cache_destroy(c);
 }
 
@@ -452,13 +452,13 @@ static void
 test_eviction_takes_older_zero_block_entries_in_order(void)
 {
     ect_cache_t *c = make_cache(2);
-    alloc_ready(c, "zero", 0);
-    alloc_ready(c, "a", 2);
-    alloc_ready(c, "young-zero", 0);
+    ts_alloc_ready(c, "zero", 0);
+    ts_alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "young-zero", 0);
     CHECK_OK(ect_cache_alloc(c, "b", 2));
-    CHECK(!entry_exists(c, "zero"));
-    CHECK(!entry_exists(c, "a"));
-    CHECK(entry_exists(c, "young-zero"));
+    CHECK(!ts_entry_exists(c, "zero"));
+    CHECK(!ts_entry_exists(c, "a"));
+    CHECK(ts_entry_exists(c, "young-zero"));
     ect_cache_destroy(c);
 }
 
@@ -484,7 +484,7 @@ test_pin_if_ready_distinguishes_absent_not_ready_and_pinned(void)
     CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_PINNED);
     CHECK_EQ_U64(info.pin_count, 1);
     CHECK_OK(ect_cache_unpin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_destroy(c);
 }
 
@@ -496,7 +496,7 @@ test_discard_frees_a_not_ready_entry(void)
     ect_cache_t *c = make_cache(4);
     CHECK_OK(ect_cache_alloc(c, "a", 4));
     CHECK_OK(ect_cache_discard(c, "a"));
-    CHECK(!entry_exists(c, "a"));
+    CHECK(!ts_entry_exists(c, "a"));
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.free_blocks, 4);
@@ -509,13 +509,13 @@ static void
 test_discard_ready_or_pinned_is_state_error(void)
 {
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "a", 2);
     CHECK_STATUS(ect_cache_discard(c, "a"), ECT_ERR_STATE);
     CHECK_CONTAINS(ect_last_error(), "'a' is ready");
     CHECK_OK(ect_cache_pin(c, "a"));
     CHECK_STATUS(ect_cache_discard(c, "a"), ECT_ERR_STATE);
     CHECK_CONTAINS(ect_last_error(), "'a' is pinned");
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     CHECK_STATUS(ect_cache_discard(c, "missing"), ECT_ERR_NOT_FOUND);
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);
@@ -527,9 +527,9 @@ static void
 test_listener_sees_stored_evicted_and_discarded(void)
 {
     ect_cache_t *c = make_cache(4);
-    struct event_log log = {0};
-    CHECK_OK(ect_cache_set_listener(c, record_event, &log));
-    alloc_ready(c, "a", 3);
+    struct ts_event_log log = {0};
+    CHECK_OK(ect_cache_set_listener(c, ts_record_event, &log));
+    ts_alloc_ready(c, "a", 3);
     CHECK_OK(ect_cache_alloc(c, "b", 1));
     CHECK_OK(ect_cache_discard(c, "b"));
     CHECK_OK(ect_cache_alloc(c, "c", 2)); /* evicts a */
@@ -579,15 +579,15 @@ test_listener_calling_back_into_cache_gets_state_error_not_deadlock(void)
     CHECK_EQ_INT(r.pin_status, ECT_ERR_STATE);
     CHECK_EQ_INT(r.alloc_status, ECT_ERR_STATE);
     CHECK_EQ_INT(r.held, 0); /* has_held_entries works from the listener */
-    CHECK(!entry_exists(c, "from-listener"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
+    CHECK(!ts_entry_exists(c, "from-listener"));
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     /* A second cache is not locked: the listener of one may use another. */
     ect_cache_t *other = make_cache(4);
     r.cache = other;
     CHECK_OK(ect_cache_alloc(c, "b", 2));
     CHECK_OK(ect_cache_mark_ready(c, "b"));
     CHECK_EQ_INT(r.alloc_status, ECT_OK);
-    CHECK(entry_exists(other, "from-listener"));
+    CHECK(ts_entry_exists(other, "from-listener"));
     ect_cache_destroy(other);
     ect_cache_destroy(c);
 }
@@ -599,8 +599,8 @@ test_stats_count_states_blocks_and_evictions(void)
 {
     ect_cache_t *c = make_cache(10);
     CHECK_OK(ect_cache_alloc(c, "nr", 2));
-    alloc_ready(c, "r", 3);
-    alloc_ready(c, "p", 1);
+    ts_alloc_ready(c, "r", 3);
+    ts_alloc_ready(c, "p", 1);
     CHECK_OK(ect_cache_pin(c, "p"));
     CHECK_OK(ect_cache_pin(c, "p"));
     ect_cache_stats_t st;

@@ -6,7 +6,7 @@
 #include <ectier/cache.h>
 
 #include "cache/cache_internal.h"
-#include "cache_helpers.h"
+#include "support/cache.h"
 #include "harness.h"
 
 static ect_cache_t *
@@ -54,7 +54,7 @@ test_null_cache_is_invalid_arg_everywhere(void)
     CHECK_STATUS(ect_cache_release_hold(NULL, 1), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect_cache_expire_holds(NULL, 1, &n), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect_cache_stats(NULL, &st), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_cache_set_listener(NULL, record_event, NULL), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_cache_set_listener(NULL, ts_record_event, NULL), ECT_ERR_INVALID_ARG);
     CHECK_EQ_INT(ect_cache_has_held_entries(NULL), 0);
 }
 
@@ -73,7 +73,7 @@ test_null_empty_and_too_long_keys_are_invalid_arg(void)
     CHECK_CONTAINS(ect_last_error(), "longer than 1024 bytes");
     longest[ECT_KEY_MAX] = '\0'; /* 1024 bytes: accepted */
     CHECK_OK(ect_cache_alloc(c, longest, 1));
-    CHECK(entry_exists(c, longest));
+    CHECK(ts_entry_exists(c, longest));
 
     const char *bad[] = {NULL, ""};
     for (int i = 0; i < 2; i++) {
@@ -101,7 +101,7 @@ static void
 test_null_outputs_are_invalid_arg(void)
 {
     ect_cache_t *c = make_cache(8);
-    alloc_ready(c, "k", 2);
+    ts_alloc_ready(c, "k", 2);
     ect_run_t runs[2];
     CHECK_STATUS(ect_cache_get(c, "k", NULL), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect_cache_get_runs(c, "k", runs, 2, NULL), ECT_ERR_INVALID_ARG);
@@ -111,7 +111,7 @@ test_null_outputs_are_invalid_arg(void)
     CHECK_STATUS(ect_cache_hold(c, "k", 1, NULL), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect_cache_stats(c, NULL), ECT_ERR_INVALID_ARG);
     /* None of those pinned or held anything. */
-    CHECK_EQ_INT(entry_state(c, "k"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "k"), ECT_CACHE_ENTRY_READY);
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);
 }
@@ -186,7 +186,7 @@ test_repeated_misuse_leaves_the_cache_consistent(void)
         CHECK_STATUS(ect_cache_alloc(c, "b", 7), ECT_ERR_OVERFLOW);
         CHECK_OK(ect__cache_check(c));
         CHECK_OK(ect_cache_alloc(c, "evicts-a", 6));
-        CHECK(!entry_exists(c, "a"));
+        CHECK(!ts_entry_exists(c, "a"));
         CHECK_OK(ect_cache_discard(c, "evicts-a"));
         CHECK_OK(ect__cache_check(c));
     }

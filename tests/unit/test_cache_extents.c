@@ -8,7 +8,7 @@
 
 #include "cache/cache_internal.h"
 #include "cache/extent.h"
-#include "cache_helpers.h"
+#include "support/cache.h"
 #include "harness.h"
 
 static ect_cache_t *
@@ -37,8 +37,8 @@ carve(ect_cache_t *c, const uint64_t *sizes, const int *hole, int n)
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof(key), "f%d", i);
         CHECK_OK(ect_cache_alloc(c, key, sizes[i]));
-        ect_run_t runs[MAX_TEST_RUNS];
-        CHECK_EQ_U64(entry_runs(c, key, runs), 1);
+        ect_run_t runs[TS_MAX_RUNS];
+        CHECK_EQ_U64(ts_entry_runs(c, key, runs), 1);
         CHECK_EQ_U64(runs[0].first, at); /* a fresh cache fills from block 0 */
         at += sizes[i];
     }
@@ -55,8 +55,8 @@ test_fresh_cache_gives_one_run(void)
 {
     ect_cache_t *c = make_cache(1000);
     CHECK_OK(ect_cache_alloc(c, "a", 1000));
-    ect_run_t runs[MAX_TEST_RUNS];
-    CHECK_EQ_U64(entry_runs(c, "a", runs), 1);
+    ect_run_t runs[TS_MAX_RUNS];
+    CHECK_EQ_U64(ts_entry_runs(c, "a", runs), 1);
     CHECK_EQ_U64(runs[0].first, 0);
     CHECK_EQ_U64(runs[0].count, 1000);
     ect_cache_destroy(c);
@@ -71,15 +71,15 @@ test_alloc_takes_the_best_fitting_free_run(void)
     int hole[] = {1, 0, 1, 0, 1, 0};
     carve(c, sizes, hole, 6);
     CHECK_EQ_U64(stats(c).free_runs, 3);
-    ect_run_t runs[MAX_TEST_RUNS];
+    ect_run_t runs[TS_MAX_RUNS];
     CHECK_OK(ect_cache_alloc(c, "three", 3)); /* exactly the 3-block hole at 6 */
-    CHECK_EQ_U64(entry_runs(c, "three", runs), 1);
+    CHECK_EQ_U64(ts_entry_runs(c, "three", runs), 1);
     CHECK_EQ_U64(runs[0].first, 6);
     CHECK_OK(ect_cache_alloc(c, "four", 4)); /* smallest hole >= 4: the 5 at 0 */
-    CHECK_EQ_U64(entry_runs(c, "four", runs), 1);
+    CHECK_EQ_U64(ts_entry_runs(c, "four", runs), 1);
     CHECK_EQ_U64(runs[0].first, 0);
     CHECK_OK(ect_cache_alloc(c, "six", 6)); /* only the 8 at 10 fits */
-    CHECK_EQ_U64(entry_runs(c, "six", runs), 1);
+    CHECK_EQ_U64(ts_entry_runs(c, "six", runs), 1);
     CHECK_EQ_U64(runs[0].first, 10);
     CHECK_EQ_U64(stats(c).free_runs, 2); /* the ends of the 5 and 8 holes */
     CHECK_OK(ect__cache_check(c));
@@ -98,15 +98,15 @@ test_fragmented_space_gives_fewest_runs_largest_first(void)
     CHECK_EQ_U64(stats(c).largest_free_run, 4);
     /* 6 blocks: the 4 whole, then the best fit for 2 (the 2, not the 3). */
     CHECK_OK(ect_cache_alloc(c, "six", 6));
-    ect_run_t runs[MAX_TEST_RUNS];
-    CHECK_EQ_U64(entry_runs(c, "six", runs), 2);
+    ect_run_t runs[TS_MAX_RUNS];
+    CHECK_EQ_U64(ts_entry_runs(c, "six", runs), 2);
     CHECK_EQ_U64(runs[0].first, 0); /* sorted by first id */
     CHECK_EQ_U64(runs[0].count, 2);
     CHECK_EQ_U64(runs[1].first, 3);
     CHECK_EQ_U64(runs[1].count, 4);
     /* The 3 and the 1 are left; 4 blocks need both. */
     CHECK_OK(ect_cache_alloc(c, "four", 4));
-    CHECK_EQ_U64(entry_runs(c, "four", runs), 2);
+    CHECK_EQ_U64(ts_entry_runs(c, "four", runs), 2);
     CHECK_EQ_U64(runs[0].first, 8);
     CHECK_EQ_U64(runs[0].count, 3);
     CHECK_EQ_U64(runs[1].first, 12);
@@ -132,7 +132,7 @@ test_multi_run_entry_ids_are_ascending(void)
     }
     CHECK_OK(ect_cache_alloc(c, "scattered", 32));
     uint64_t ids[64];
-    CHECK_EQ_U64(entry_ids(c, "scattered", ids, 64), 32);
+    CHECK_EQ_U64(ts_entry_ids(c, "scattered", ids, 64), 32);
     for (int i = 0; i < 32; i++)
         CHECK_EQ_U64(ids[i], (uint64_t)(2 * i));
     ect_cache_stats_t st = stats(c);
@@ -157,8 +157,8 @@ test_freed_runs_coalesce_with_both_neighbours(void)
     CHECK_EQ_U64(stats(c).free_runs, 1);
     CHECK_EQ_U64(stats(c).largest_free_run, 30);
     CHECK_OK(ect_cache_alloc(c, "all", 30));
-    ect_run_t runs[MAX_TEST_RUNS];
-    CHECK_EQ_U64(entry_runs(c, "all", runs), 1);
+    ect_run_t runs[TS_MAX_RUNS];
+    CHECK_EQ_U64(ts_entry_runs(c, "all", runs), 1);
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);
 }
@@ -195,14 +195,14 @@ test_eviction_of_a_multi_run_entry_frees_every_run(void)
     int hole[] = {1, 0, 1, 0};
     carve(c, sizes, hole, 4);
     CHECK_OK(ect_cache_alloc(c, "split", 6));
-    ect_run_t runs[MAX_TEST_RUNS];
-    CHECK_EQ_U64(entry_runs(c, "split", runs), 2);
+    ect_run_t runs[TS_MAX_RUNS];
+    CHECK_EQ_U64(ts_entry_runs(c, "split", runs), 2);
     CHECK_OK(ect_cache_mark_ready(c, "split"));
     CHECK_OK(ect_cache_discard(c, "f1"));
     CHECK_OK(ect_cache_discard(c, "f3"));
     /* 4 blocks free (1 + 3); 10 needs split evicted, which restores one run. */
     CHECK_OK(ect_cache_alloc(c, "whole", 10));
-    CHECK_EQ_U64(entry_runs(c, "whole", runs), 1);
+    CHECK_EQ_U64(ts_entry_runs(c, "whole", runs), 1);
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);
 }

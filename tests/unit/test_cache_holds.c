@@ -6,7 +6,7 @@
 #include <ectier/cache.h>
 
 #include "cache/cache_internal.h"
-#include "cache_helpers.h"
+#include "support/cache.h"
 #include "harness.h"
 
 #define SEC 1000000000ull
@@ -23,8 +23,8 @@ static void
 test_announced_encoding_is_not_evictable(void)
 {
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "announced", 2);
-    alloc_ready(c, "other", 2);
+    ts_alloc_ready(c, "announced", 2);
+    ts_alloc_ready(c, "other", 2);
     uint64_t id = 0;
     CHECK_OK(ect_cache_hold(c, "announced", 30 * SEC, &id));
     CHECK(id != 0);
@@ -34,13 +34,13 @@ test_announced_encoding_is_not_evictable(void)
     CHECK_EQ_U64(info.holds_active, 1);
     /* The older entry is held, so the newer one is evicted instead... */
     CHECK_OK(ect_cache_alloc(c, "new", 2));
-    CHECK(entry_exists(c, "announced"));
-    CHECK(!entry_exists(c, "other"));
+    CHECK(ts_entry_exists(c, "announced"));
+    CHECK(!ts_entry_exists(c, "other"));
     /* ...and when only the held one could make room, nothing is evicted. */
     CHECK_OK(ect_cache_mark_ready(c, "new"));
     CHECK_OK(ect_cache_pin(c, "new"));
     CHECK_STATUS(ect_cache_alloc(c, "more", 2), ECT_ERR_NO_SPACE);
-    CHECK(entry_exists(c, "announced"));
+    CHECK(ts_entry_exists(c, "announced"));
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);
 }
@@ -49,8 +49,8 @@ static void
 test_hold_is_released_once_the_read_lands(void)
 {
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "a", 2);
-    alloc_ready(c, "b", 2);
+    ts_alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "b", 2);
     uint64_t id;
     CHECK_OK(ect_cache_hold(c, "a", 30 * SEC, &id));
     CHECK_OK(ect_cache_release_hold(c, id)); /* the consumer's read was served */
@@ -60,8 +60,8 @@ test_hold_is_released_once_the_read_lands(void)
     CHECK_EQ_U64(info.pin_count, 0);
     /* Released after b became evictable, so a is now the younger one. */
     CHECK_OK(ect_cache_alloc(c, "c", 2));
-    CHECK(entry_exists(c, "a"));
-    CHECK(!entry_exists(c, "b"));
+    CHECK(ts_entry_exists(c, "a"));
+    CHECK(!ts_entry_exists(c, "b"));
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.holds_active, 0);
@@ -73,19 +73,19 @@ test_hold_lapses_when_no_consumer_ever_reads(void)
 {
     /* The seed's lease 0: the hold lapses at the next expiry sweep. */
     ect_cache_t *c = make_cache(2);
-    alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "a", 2);
     uint64_t now = 1000 * SEC, id;
     CHECK_OK(ect_cache_hold(c, "a", now + 0, &id));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     size_t expired = 99;
     CHECK_OK(ect_cache_expire_holds(c, now - 1, &expired));
     CHECK_EQ_U64(expired, 0);
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     CHECK_OK(ect_cache_expire_holds(c, now, &expired));
     CHECK_EQ_U64(expired, 1);
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     CHECK_OK(ect_cache_alloc(c, "b", 2)); /* a can be evicted again */
-    CHECK(!entry_exists(c, "a"));
+    CHECK(!ts_entry_exists(c, "a"));
     ect_cache_stats_t st;
     CHECK_OK(ect_cache_stats(c, &st));
     CHECK_EQ_U64(st.holds_expired, 1);
@@ -113,7 +113,7 @@ test_hold_is_taken_when_a_late_save_lands(void)
     CHECK_EQ_U64(info.holds_active, 1);
     CHECK_STATUS(ect_cache_alloc(c, "x", 3), ECT_ERR_NO_SPACE); /* not evictable */
     CHECK_OK(ect_cache_release_hold(c, id));
-    CHECK_EQ_INT(entry_state(c, "late"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "late"), ECT_CACHE_ENTRY_READY);
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);
 }
@@ -122,7 +122,7 @@ static void
 test_each_announcement_keeps_its_own_hold(void)
 {
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "a", 2);
     uint64_t first, second;
     CHECK_OK(ect_cache_hold(c, "a", 10 * SEC, &first));
     CHECK_OK(ect_cache_hold(c, "a", 20 * SEC, &second));
@@ -133,10 +133,10 @@ test_each_announcement_keeps_its_own_hold(void)
     size_t expired;
     CHECK_OK(ect_cache_expire_holds(c, 15 * SEC, &expired));
     CHECK_EQ_U64(expired, 1);
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED); /* the later lease still holds */
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED); /* the later lease still holds */
     CHECK_STATUS(ect_cache_release_hold(c, first), ECT_ERR_NOT_FOUND);
     CHECK_OK(ect_cache_release_hold(c, second));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_destroy(c);
 }
 
@@ -144,7 +144,7 @@ static void
 test_release_hold_twice_is_not_found_and_never_double_unpins(void)
 {
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "a", 2);
     CHECK_OK(ect_cache_pin(c, "a")); /* a load's pin, apart from the hold */
     uint64_t id;
     CHECK_OK(ect_cache_hold(c, "a", 30 * SEC, &id));
@@ -165,14 +165,14 @@ static void
 test_unpin_never_drops_a_hold(void)
 {
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "a", 2);
     uint64_t id;
     CHECK_OK(ect_cache_hold(c, "a", 30 * SEC, &id));
     CHECK_STATUS(ect_cache_unpin(c, "a"), ECT_ERR_STATE);
     CHECK_CONTAINS(ect_last_error(), "1 holds active");
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     CHECK_OK(ect_cache_release_hold(c, id));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_destroy(c);
 }
 
@@ -191,8 +191,8 @@ test_discard_drops_pending_holds(void)
     CHECK_EQ_U64(st.holds_pending, 0);
     CHECK_EQ_U64(st.holds_active, 0);
     /* A new entry under the same key does not inherit the dropped holds. */
-    alloc_ready(c, "a", 2);
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
+    ts_alloc_ready(c, "a", 2);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     size_t expired;
     CHECK_OK(ect_cache_expire_holds(c, 100 * SEC, &expired));
     CHECK_EQ_U64(expired, 0);
@@ -211,7 +211,7 @@ test_expired_pending_hold_does_not_pin_at_mark_ready(void)
     CHECK_OK(ect_cache_expire_holds(c, 6 * SEC, &expired));
     CHECK_EQ_U64(expired, 1);
     CHECK_OK(ect_cache_mark_ready(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     ect_cache_destroy(c);
 }
 
@@ -237,21 +237,21 @@ test_expire_holds_ends_only_lapsed_leases_in_deadline_order(void)
     uint64_t deadlines[] = {40, 10, 30, 20};
     uint64_t ids[4];
     for (int i = 0; i < 4; i++) {
-        alloc_ready(c, keys[i], 2);
+        ts_alloc_ready(c, keys[i], 2);
         CHECK_OK(ect_cache_hold(c, keys[i], deadlines[i] * SEC, &ids[i]));
     }
     size_t expired;
     CHECK_OK(ect_cache_expire_holds(c, 25 * SEC, &expired));
     CHECK_EQ_U64(expired, 2);
-    CHECK_EQ_INT(entry_state(c, "k1"), ECT_CACHE_ENTRY_READY);
-    CHECK_EQ_INT(entry_state(c, "k3"), ECT_CACHE_ENTRY_READY);
-    CHECK_EQ_INT(entry_state(c, "k0"), ECT_CACHE_ENTRY_PINNED);
-    CHECK_EQ_INT(entry_state(c, "k2"), ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_INT(ts_entry_state(c, "k1"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "k3"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "k0"), ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_INT(ts_entry_state(c, "k2"), ECT_CACHE_ENTRY_PINNED);
     /* Expiry order is deadline order, so k1 (10 s) went to the FIFO before
      * k3 (20 s) and is evicted first. */
     CHECK_OK(ect_cache_alloc(c, "new", 2));
-    CHECK(!entry_exists(c, "k1"));
-    CHECK(entry_exists(c, "k3"));
+    CHECK(!ts_entry_exists(c, "k1"));
+    CHECK(ts_entry_exists(c, "k3"));
     CHECK_OK(ect_cache_expire_holds(c, 25 * SEC, NULL)); /* NULL count is fine */
     CHECK_OK(ect_cache_expire_holds(c, UINT64_MAX, &expired));
     CHECK_EQ_U64(expired, 2);
@@ -266,7 +266,7 @@ static void
 test_hold_ids_are_unique_and_never_zero(void)
 {
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "a", 1);
+    ts_alloc_ready(c, "a", 1);
     uint64_t prev = 0;
     for (int i = 0; i < 100; i++) {
         uint64_t id;
@@ -286,7 +286,7 @@ static void
 test_holds_mixed_with_pins_release_in_any_order(void)
 {
     ect_cache_t *c = make_cache(4);
-    alloc_ready(c, "a", 2);
+    ts_alloc_ready(c, "a", 2);
     uint64_t h1, h2;
     CHECK_OK(ect_cache_hold(c, "a", 10 * SEC, &h1));
     CHECK_OK(ect_cache_pin(c, "a"));
@@ -296,9 +296,9 @@ test_holds_mixed_with_pins_release_in_any_order(void)
     CHECK_EQ_U64(info.pin_count, 3);
     CHECK_OK(ect_cache_release_hold(c, h2));
     CHECK_OK(ect_cache_unpin(c, "a"));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_PINNED);
     CHECK_OK(ect_cache_expire_holds(c, 10 * SEC, NULL));
-    CHECK_EQ_INT(entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
+    CHECK_EQ_INT(ts_entry_state(c, "a"), ECT_CACHE_ENTRY_READY);
     CHECK_EQ_INT(ect_cache_has_held_entries(c), 0);
     CHECK_OK(ect__cache_check(c));
     ect_cache_destroy(c);

@@ -15,7 +15,7 @@
 #include <ectier/cache.h>
 
 #include "cache/cache_internal.h"
-#include "cache_helpers.h"
+#include "support/cache.h"
 #include "harness.h"
 
 /* ---- deterministic random numbers ----------------------------------------------- */
@@ -168,7 +168,7 @@ compare_with_model(ect_cache_t *c, const struct model *m)
                                                                        : ECT_CACHE_ENTRY_READY;
         CHECK_EQ_INT(info.state, want);
         uint64_t ids[NB];
-        size_t n = entry_ids(c, key, ids, NB);
+        size_t n = ts_entry_ids(c, key, ids, NB);
         if (info.n_runs > 1)
             multi_run_checks++;
         CHECK_EQ_U64(n, e->n);
@@ -410,7 +410,7 @@ test_concurrent_pin_unpin(void)
 {
     ect_cache_t *c = NULL;
     CHECK_OK(ect_cache_create(16, &c));
-    alloc_ready(c, "shared", 4);
+    ts_alloc_ready(c, "shared", 4);
     pthread_t t[8];
     struct pin_arg args[8];
     for (int i = 0; i < 8; i++) {
@@ -540,7 +540,7 @@ test_index_finds_every_key_through_incremental_rehash(void)
         CHECK_OK(ect_cache_alloc(c, key, 0));
         /* Probe an older key at every step, so lookups run mid-rehash. */
         snprintf(key, sizeof(key), "item-%d", i / 2);
-        CHECK(entry_exists(c, key));
+        CHECK(ts_entry_exists(c, key));
     }
     for (int i = 0; i < N; i += 2) {
         snprintf(key, sizeof(key), "item-%d", i);
@@ -548,7 +548,7 @@ test_index_finds_every_key_through_incremental_rehash(void)
     }
     for (int i = 0; i < N; i++) {
         snprintf(key, sizeof(key), "item-%d", i);
-        CHECK_EQ_INT(entry_exists(c, key), i % 2);
+        CHECK_EQ_INT(ts_entry_exists(c, key), i % 2);
     }
     CHECK_STATUS(ect_cache_alloc(c, "item-1", 0), ECT_ERR_EXISTS);
     CHECK_OK(ect__cache_check(c));

@@ -9,7 +9,7 @@
 
 #include <ectier/ectier.h>
 
-#include "config_cases.h"
+#include "support/config.h"
 
 /* ---- valid configs and defaults -------------------------------------------------- */
 
@@ -17,8 +17,8 @@ static void
 test_minimal_config_gives_documented_defaults(void)
 {
     ect_config_t cfg;
-    poison(&cfg);
-    CHECK_OK(parse_extra("\"ec_cpu_bytes\": 1073741824", 1, &cfg));
+    ts_config_poison(&cfg);
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1073741824", 1, &cfg));
     CHECK_EQ_INT(cfg.role, ECT_ROLE_BOTH);
     CHECK_EQ_U64(cfg.cpu_bytes, 1073741824);
     CHECK(!cfg.p2p_enabled);
@@ -49,7 +49,7 @@ test_init_matches_parsed_defaults(void)
     CHECK_OK(ect_config_init(&a));
     CHECK_EQ_U64(a.cpu_bytes, 0);
     CHECK_EQ_INT(a.role, ECT_ROLE_PRODUCER);
-    CHECK_OK(parse_extra("\"ec_cpu_bytes\": 5", 1, &b));
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 5", 1, &b));
     a.role = b.role;
     a.cpu_bytes = b.cpu_bytes;
     CHECK(memcmp(&a, &b, sizeof(a)) == 0);
@@ -69,7 +69,7 @@ test_each_role_and_connector_name_is_accepted(void)
                      "{\"ec_connector\": \"%s\", \"ec_role\": \"%s\", "
                      "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": 4096}}",
                      connectors[c], roles[r]);
-            CHECK_OK(parse_text(json, 1, &cfg));
+            CHECK_OK(ts_parse_text(json, 1, &cfg));
             CHECK_EQ_INT(cfg.role, r);
             CHECK_STR_EQ(ect_role_str(cfg.role), roles[r]);
         }
@@ -112,7 +112,7 @@ test_cpu_bytes_accepts_number_decimal_string_and_suffixes(void)
         char members[128];
         ect_config_t cfg;
         snprintf(members, sizeof(members), "\"ec_cpu_bytes\": %s", cases[i].json);
-        CHECK_MSG(parse_extra(members, 1, &cfg) == ECT_OK, "%s: %s", cases[i].json,
+        CHECK_MSG(ts_parse_extra(members, 1, &cfg) == ECT_OK, "%s: %s", cases[i].json,
                   ect_last_error());
         CHECK_EQ_U64(cfg.cpu_bytes, cases[i].bytes);
     }
@@ -122,7 +122,7 @@ static void
 test_engine_top_level_keys_are_ignored(void)
 {
     ect_config_t cfg;
-    CHECK_OK(parse_text(
+    CHECK_OK(ts_parse_text(
         "{\"engine_id\": \"e-1\", \"ec_buffer_device\": \"cuda\", \"ec_buffer_size\": 1e9, "
         "\"ec_ip\": \"127.0.0.1\", \"ec_port\": 14579, \"ec_rank\": null, "
         "\"ec_parallel_size\": 1, \"ec_connector_module_path\": null, "
@@ -138,7 +138,7 @@ static void
 test_every_extra_key_reaches_its_field(void)
 {
     ect_config_t cfg;
-    CHECK_OK(parse_extra("\"ec_cpu_bytes\": \"3MiB\", \"ec_enable_nixl\": true, "
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": \"3MiB\", \"ec_enable_nixl\": true, "
                          "\"consumer_ack_timeout_s\": 0.5, \"read_timeout_s\": \"7.25\", "
                          "\"quarantine_s\": 90, \"producer_pin_lease_s\": 12, "
                          "\"announce_lease_s\": 0, \"defer_budget_s\": 5, "
@@ -186,7 +186,7 @@ test_bool_accepts_json_bools_and_documented_words(void)
         char members[128];
         ect_config_t cfg;
         snprintf(members, sizeof(members), "\"ec_cpu_bytes\": 1, \"prefault\": %s", cases[i].json);
-        CHECK_MSG(parse_extra(members, 1, &cfg) == ECT_OK, "%s: %s", cases[i].json,
+        CHECK_MSG(ts_parse_extra(members, 1, &cfg) == ECT_OK, "%s: %s", cases[i].json,
                   ect_last_error());
         CHECK_MSG(cfg.prefault == cases[i].value, "%s gave %d", cases[i].json, cfg.prefault);
     }
@@ -196,17 +196,17 @@ static void
 test_enable_p2p_is_an_alias_and_both_must_agree(void)
 {
     ect_config_t cfg;
-    CHECK_OK(parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_p2p\": \"yes\"", 1, &cfg));
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_p2p\": \"yes\"", 1, &cfg));
     CHECK(cfg.p2p_enabled);
-    CHECK_OK(parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_p2p\": true, \"ec_enable_nixl\": \"1\"",
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_p2p\": true, \"ec_enable_nixl\": \"1\"",
                          1, &cfg));
     CHECK(cfg.p2p_enabled);
-    poison(&cfg);
+    ts_config_poison(&cfg);
     CHECK_STATUS(
-        parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": true, \"ec_enable_p2p\": \"no\"", 1,
+        ts_parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": true, \"ec_enable_p2p\": \"no\"", 1,
                     &cfg),
         ECT_ERR_CONFIG);
-    CHECK(untouched(&cfg));
+    CHECK(ts_config_untouched(&cfg));
     CHECK_CONTAINS(ect_last_error(), "ec_enable_nixl and ec_enable_p2p");
     CHECK_CONTAINS(ect_last_error(), "different values");
 }
@@ -233,7 +233,7 @@ static void
 test_escaped_unicode_in_values_is_decoded(void)
 {
     ect_config_t cfg;
-    CHECK_OK(parse_text(" \n{\"ec_connector\": \"ect\\u0069er\", \"ec_role\": \"ec_b\\u006fth\", "
+    CHECK_OK(ts_parse_text(" \n{\"ec_connector\": \"ect\\u0069er\", \"ec_role\": \"ec_b\\u006fth\", "
                         "\"ec_connector_extra_config\": {\"region_name\": \"r\\u005f1\", "
                         "\"ec_cpu_bytes\": 1}}\r\n\t ",
                         1, &cfg));
@@ -246,7 +246,7 @@ test_escaped_unicode_in_values_is_decoded(void)
 static void
 test_connector_and_role_errors_name_allowed_values(void)
 {
-    static const struct bad_case cases[] = {
+    static const struct ts_bad_case cases[] = {
         {"{\"ec_role\": \"ec_both\", \"ec_connector_extra_config\": {\"ec_cpu_bytes\": 1}}",
          ECT_ERR_CONFIG, "ec_connector is missing",
          "\"ECTierConnector\", \"ECCPUConnector\", \"ectier\""},
@@ -270,20 +270,20 @@ test_connector_and_role_errors_name_allowed_values(void)
 static void
 test_missing_or_zero_cpu_bytes_says_must_be_specified(void)
 {
-    static const struct bad_case cases[] = {
-        {"{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_both\"}", ECT_ERR_CONFIG, CPU_MISSING,
+    static const struct ts_bad_case cases[] = {
+        {"{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_both\"}", ECT_ERR_CONFIG, TS_CPU_MISSING,
          "ec_connector_extra_config is missing"},
         {"{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_both\", "
          "\"ec_connector_extra_config\": null}",
-         ECT_ERR_CONFIG, CPU_MISSING, "null"},
-        {"", ECT_ERR_CONFIG, CPU_MISSING, "missing"},
-        {"\"ec_enable_nixl\": false", ECT_ERR_CONFIG, CPU_MISSING, "missing"},
-        {"\"ec_cpu_bytes\": 0", ECT_ERR_CONFIG, CPU_MISSING, "ec_cpu_bytes = 0"},
-        {"\"ec_cpu_bytes\": false", ECT_ERR_CONFIG, CPU_MISSING, "ec_cpu_bytes = false"},
-        {"\"ec_cpu_bytes\": null", ECT_ERR_CONFIG, CPU_MISSING, "ec_cpu_bytes = null"},
-        {"\"ec_cpu_bytes\": \"0\"", ECT_ERR_CONFIG, CPU_MISSING, "ec_cpu_bytes = \"0\""},
-        {"\"ec_cpu_bytes\": \"0GiB\"", ECT_ERR_CONFIG, CPU_MISSING, "\"0GiB\""},
-        {"\"ec_cpu_bytes\": -0.0", ECT_ERR_CONFIG, CPU_MISSING, "ec_cpu_bytes = -0"},
+         ECT_ERR_CONFIG, TS_CPU_MISSING, "null"},
+        {"", ECT_ERR_CONFIG, TS_CPU_MISSING, "missing"},
+        {"\"ec_enable_nixl\": false", ECT_ERR_CONFIG, TS_CPU_MISSING, "missing"},
+        {"\"ec_cpu_bytes\": 0", ECT_ERR_CONFIG, TS_CPU_MISSING, "ec_cpu_bytes = 0"},
+        {"\"ec_cpu_bytes\": false", ECT_ERR_CONFIG, TS_CPU_MISSING, "ec_cpu_bytes = false"},
+        {"\"ec_cpu_bytes\": null", ECT_ERR_CONFIG, TS_CPU_MISSING, "ec_cpu_bytes = null"},
+        {"\"ec_cpu_bytes\": \"0\"", ECT_ERR_CONFIG, TS_CPU_MISSING, "ec_cpu_bytes = \"0\""},
+        {"\"ec_cpu_bytes\": \"0GiB\"", ECT_ERR_CONFIG, TS_CPU_MISSING, "\"0GiB\""},
+        {"\"ec_cpu_bytes\": -0.0", ECT_ERR_CONFIG, TS_CPU_MISSING, "ec_cpu_bytes = -0"},
     };
     CHECK_BAD(cases, 1);
 }
@@ -291,7 +291,7 @@ test_missing_or_zero_cpu_bytes_says_must_be_specified(void)
 static void
 test_bad_cpu_bytes_values_are_named(void)
 {
-    static const struct bad_case cases[] = {
+    static const struct ts_bad_case cases[] = {
         {"\"ec_cpu_bytes\": -1", ECT_ERR_CONFIG, "ec_cpu_bytes = -1", "negative"},
         {"\"ec_cpu_bytes\": 1.5", ECT_ERR_CONFIG, "ec_cpu_bytes = 1.5", "whole number"},
         {"\"ec_cpu_bytes\": 1e400", ECT_ERR_CONFIG, "ec_cpu_bytes = inf", "finite"},
@@ -319,7 +319,7 @@ test_bad_cpu_bytes_values_are_named(void)
 static void
 test_misplaced_top_level_keys_are_refused(void)
 {
-    static const struct bad_case cases[] = {
+    static const struct ts_bad_case cases[] = {
         {"{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_both\", \"ec_enable_nixl\": true, "
          "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": 1}}",
          ECT_ERR_CONFIG, "ec_enable_nixl is a top-level key", "llm-d#2535"},
@@ -336,7 +336,7 @@ test_misplaced_top_level_keys_are_refused(void)
 static void
 test_unknown_extra_keys_are_named_with_suggestions(void)
 {
-    static const struct bad_case cases[] = {
+    static const struct ts_bad_case cases[] = {
         {"\"ec_cpu_byte\": 5", ECT_ERR_CONFIG,
          "unknown key in ec_connector_extra_config: "
          "\"ec_cpu_byte\"",
@@ -359,7 +359,7 @@ test_unknown_extra_keys_are_named_with_suggestions(void)
     };
     CHECK_BAD(cases, 1);
     ect_config_t cfg;
-    CHECK_STATUS(parse_extra("\"ec_cpu_bytes\": 5, \"zebra\": 1", 1, &cfg), ECT_ERR_CONFIG);
+    CHECK_STATUS(ts_parse_extra("\"ec_cpu_bytes\": 5, \"zebra\": 1", 1, &cfg), ECT_ERR_CONFIG);
     CHECK_CONTAINS(ect_last_error(), "\"zebra\"");
     CHECK_MSG(strstr(ect_last_error(), "did you mean") == NULL, "'zebra' got a suggestion: %s",
               ect_last_error());
@@ -368,7 +368,7 @@ test_unknown_extra_keys_are_named_with_suggestions(void)
 static void
 test_bad_bools_timeouts_and_counts_are_named(void)
 {
-    static const struct bad_case cases[] = {
+    static const struct ts_bad_case cases[] = {
         {"\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": \"maybe\"", ECT_ERR_CONFIG,
          "ec_enable_nixl = \"maybe\"", "\"yes\""},
         {"\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": 1", ECT_ERR_CONFIG, "ec_enable_nixl = 1",
@@ -423,7 +423,7 @@ test_bad_bools_timeouts_and_counts_are_named(void)
 static void
 test_bad_strings_are_named(void)
 {
-    static const struct bad_case cases[] = {
+    static const struct ts_bad_case cases[] = {
         {"\"ec_cpu_bytes\": 1, \"region_name\": \"../x\"", ECT_ERR_CONFIG, "region_name = \"../x\"",
          "region name"},
         {"\"ec_cpu_bytes\": 1, \"region_name\": \".hidden\"", ECT_ERR_CONFIG,
@@ -491,14 +491,14 @@ test_valid_endpoint_and_address_forms_are_accepted(void)
     for (size_t i = 0; i < sizeof(endpoints) / sizeof(endpoints[0]); i++) {
         snprintf(members, sizeof(members), "\"ec_cpu_bytes\": 1, \"events_endpoint\": \"%s\"",
                  endpoints[i]);
-        CHECK_MSG(parse_extra(members, 1, &cfg) == ECT_OK, "%s: %s", endpoints[i],
+        CHECK_MSG(ts_parse_extra(members, 1, &cfg) == ECT_OK, "%s: %s", endpoints[i],
                   ect_last_error());
         CHECK_STR_EQ(cfg.events_endpoint, endpoints[i]);
     }
     for (size_t i = 0; i < sizeof(addresses) / sizeof(addresses[0]); i++) {
         snprintf(members, sizeof(members), "\"ec_cpu_bytes\": 1, \"metrics_address\": \"%s\"",
                  addresses[i]);
-        CHECK_MSG(parse_extra(members, 1, &cfg) == ECT_OK, "%s: %s", addresses[i],
+        CHECK_MSG(ts_parse_extra(members, 1, &cfg) == ECT_OK, "%s: %s", addresses[i],
                   ect_last_error());
         CHECK_STR_EQ(cfg.metrics_address, addresses[i]);
     }
@@ -513,13 +513,13 @@ test_region_name_of_exactly_the_limit_fits(void)
     memset(name, 'n', ECT_CONFIG_NAME_MAX);
     name[ECT_CONFIG_NAME_MAX] = '\0';
     snprintf(members, sizeof(members), "\"ec_cpu_bytes\": 1, \"region_name\": \"%s\"", name);
-    CHECK_OK(parse_extra(members, 1, &cfg));
+    CHECK_OK(ts_parse_extra(members, 1, &cfg));
     CHECK_STR_EQ(cfg.region_name, name);
     strcat(name, "n");
     snprintf(members, sizeof(members), "\"ec_cpu_bytes\": 1, \"region_name\": \"%s\"", name);
-    poison(&cfg);
-    CHECK_STATUS(parse_extra(members, 1, &cfg), ECT_ERR_CONFIG);
-    CHECK(untouched(&cfg));
+    ts_config_poison(&cfg);
+    CHECK_STATUS(ts_parse_extra(members, 1, &cfg), ECT_ERR_CONFIG);
+    CHECK(ts_config_untouched(&cfg));
     CHECK_CONTAINS(ect_last_error(), "region_name = \"nnnn");
     CHECK_CONTAINS(ect_last_error(), "is 201 bytes long: use at most 200 bytes");
 }
@@ -536,14 +536,14 @@ test_side_channel_env_is_read_for_p2p_producers(void)
     ect_config_t cfg;
     setenv("VLLM_EC_SIDE_CHANNEL_HOST", "10.0.0.5", 1);
     setenv("VLLM_EC_SIDE_CHANNEL_PORT", "6000", 1);
-    CHECK_OK(parse_text(p2p_producer, 1, &cfg));
+    CHECK_OK(ts_parse_text(p2p_producer, 1, &cfg));
     CHECK_STR_EQ(cfg.side_channel_host, "10.0.0.5");
     CHECK_EQ_INT(cfg.side_channel_port, 6000);
     /* ec_both produces too. */
-    CHECK_OK(parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": true", 1, &cfg));
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": true", 1, &cfg));
     CHECK_STR_EQ(cfg.side_channel_host, "10.0.0.5");
     setenv("VLLM_EC_SIDE_CHANNEL_PORT", "0", 1);
-    CHECK_OK(parse_text(p2p_producer, 1, &cfg));
+    CHECK_OK(ts_parse_text(p2p_producer, 1, &cfg));
     CHECK_EQ_INT(cfg.side_channel_port, 0);
 }
 
@@ -555,12 +555,12 @@ test_ectier_env_names_win_over_vllm_names(void)
     setenv("VLLM_EC_SIDE_CHANNEL_PORT", "not-even-a-port", 1);
     setenv("ECTIER_SIDE_CHANNEL_HOST", "[fd00::1]", 1);
     setenv("ECTIER_SIDE_CHANNEL_PORT", " 7001 ", 1);
-    CHECK_OK(parse_text(p2p_producer, 1, &cfg));
+    CHECK_OK(ts_parse_text(p2p_producer, 1, &cfg));
     CHECK_STR_EQ(cfg.side_channel_host, "[fd00::1]");
     CHECK_EQ_INT(cfg.side_channel_port, 7001);
     /* An empty ECTIER_ value counts as unset: the VLLM_ one applies. */
     setenv("ECTIER_SIDE_CHANNEL_HOST", "", 1);
-    CHECK_OK(parse_text(p2p_producer, 1, &cfg));
+    CHECK_OK(ts_parse_text(p2p_producer, 1, &cfg));
     CHECK_STR_EQ(cfg.side_channel_host, "vllm-host");
 }
 
@@ -571,14 +571,14 @@ test_side_channel_env_is_ignored_unless_p2p_producer(void)
     setenv("VLLM_EC_SIDE_CHANNEL_HOST", "bad host", 1);
     setenv("VLLM_EC_SIDE_CHANNEL_PORT", "99999", 1);
     /* Consumer with P2P. */
-    CHECK_OK(parse_text("{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_consumer\", "
+    CHECK_OK(ts_parse_text("{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_consumer\", "
                         "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": 1, "
                         "\"ec_enable_nixl\": true}}",
                         1, &cfg));
     CHECK_STR_EQ(cfg.side_channel_host, "localhost");
     CHECK_EQ_INT(cfg.side_channel_port, 5601);
     /* Producer without P2P. */
-    CHECK_OK(parse_text("{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_producer\", "
+    CHECK_OK(ts_parse_text("{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_producer\", "
                         "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": 1}}",
                         1, &cfg));
     CHECK_EQ_INT(cfg.side_channel_port, 5601);
@@ -611,10 +611,10 @@ test_bad_side_channel_env_names_variable_and_value(void)
         unsetenv("ECTIER_SIDE_CHANNEL_HOST");
         unsetenv("ECTIER_SIDE_CHANNEL_PORT");
         setenv(cases[i].var, cases[i].value, 1);
-        poison(&cfg);
-        CHECK_MSG(parse_text(p2p_producer, 1, &cfg) == ECT_ERR_CONFIG, "%s=%s accepted",
+        ts_config_poison(&cfg);
+        CHECK_MSG(ts_parse_text(p2p_producer, 1, &cfg) == ECT_ERR_CONFIG, "%s=%s accepted",
                   cases[i].var, cases[i].value);
-        CHECK(untouched(&cfg));
+        CHECK(ts_config_untouched(&cfg));
         CHECK_CONTAINS(ect_last_error(), cases[i].message);
     }
 }
@@ -624,7 +624,7 @@ test_bad_side_channel_env_names_variable_and_value(void)
 static void
 test_p2p_without_p2p_build_is_unsupported_with_how_to(void)
 {
-    static const struct bad_case cases[] = {
+    static const struct ts_bad_case cases[] = {
         {"\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": true", ECT_ERR_UNSUPPORTED,
          "ec_enable_nixl is true", "libzmq3-dev libmsgpack-dev"},
         {"\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": \"yes\"", ECT_ERR_UNSUPPORTED,
@@ -636,7 +636,7 @@ test_p2p_without_p2p_build_is_unsupported_with_how_to(void)
     };
     CHECK_BAD(cases, 0);
     ect_config_t cfg;
-    CHECK_OK(parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": false", 0, &cfg));
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": false", 0, &cfg));
     CHECK(!cfg.p2p_enabled);
 }
 
@@ -673,13 +673,13 @@ test_p2p_only_keys_warn_when_p2p_is_off(void)
     ect_config_t cfg;
     ect_log_set_sink(capture, &c);
     ect_log_set_level(ECT_LOG_WARN);
-    CHECK_OK(parse_extra("\"ec_cpu_bytes\": 1, \"read_timeout_s\": 5", 1, &cfg));
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"read_timeout_s\": 5", 1, &cfg));
     CHECK_EQ_INT(c.warnings, 1);
     CHECK_CONTAINS(c.last, "read_timeout_s has no effect while P2P is off");
-    CHECK_OK(parse_extra("\"ec_cpu_bytes\": 1, \"read_timeout_s\": 5, \"ec_enable_nixl\": true", 1,
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"read_timeout_s\": 5, \"ec_enable_nixl\": true", 1,
                          &cfg));
     CHECK_EQ_INT(c.warnings, 1);
-    CHECK_OK(parse_extra("\"ec_cpu_bytes\": 1, \"copy_threads\": 4", 1, &cfg));
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"copy_threads\": 4", 1, &cfg));
     CHECK_EQ_INT(c.warnings, 1);
     ect_log_set_sink(NULL, NULL);
 }
@@ -692,7 +692,7 @@ test_validate_accepts_init_plus_required_values(void)
     ect_config_t cfg;
     CHECK_OK(ect_config_init(&cfg));
     CHECK_STATUS(ect_config_validate(&cfg), ECT_ERR_CONFIG);
-    CHECK_CONTAINS(ect_last_error(), CPU_MISSING);
+    CHECK_CONTAINS(ect_last_error(), TS_CPU_MISSING);
     cfg.cpu_bytes = 1 << 20;
     cfg.role = ECT_ROLE_CONSUMER;
     CHECK_OK(ect_config_validate(&cfg));

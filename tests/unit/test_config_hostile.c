@@ -4,12 +4,12 @@
  * keys, non-object documents.  Each case checks the status, the message and
  * that the output struct was left untouched.
  */
-#include "config_cases.h"
+#include "support/config.h"
 
 static void
 test_duplicate_keys_are_refused(void)
 {
-    static const struct bad_case cases[] = {
+    static const struct ts_bad_case cases[] = {
         {"{\"ec_role\": \"ec_consumer\", \"ec_connector\": \"ectier\", \"ec_role\": \"ec_both\"}",
          ECT_ERR_CONFIG, "the key \"ec_role\" twice", "at the top level"},
         {"{\"engine_id\": 1, \"engine_id\": 2}", ECT_ERR_CONFIG, "\"engine_id\" twice",
@@ -25,7 +25,7 @@ test_duplicate_keys_are_refused(void)
 static void
 test_malformed_json_is_a_parse_error_with_offset(void)
 {
-    static const struct bad_case cases[] = {
+    static const struct ts_bad_case cases[] = {
         {"{", ECT_ERR_PARSE, "not valid JSON", "offset"},
         {"{\"ec_role\": }", ECT_ERR_PARSE, "not valid JSON", "offset 12"},
         {"{\"a\": 1,}", ECT_ERR_PARSE, "not valid JSON", "offset"},
@@ -49,7 +49,7 @@ test_malformed_json_is_a_parse_error_with_offset(void)
 static void
 test_non_object_top_level_is_refused(void)
 {
-    static const struct bad_case cases[] = {
+    static const struct ts_bad_case cases[] = {
         {"[]", ECT_ERR_CONFIG, "must be a JSON object", "got an array"},
         {"\"ec_both\"", ECT_ERR_CONFIG, "must be a JSON object", "got \"ec_both\""},
         {"5", ECT_ERR_CONFIG, "must be a JSON object", "got 5"},
@@ -65,9 +65,9 @@ test_non_object_top_level_is_refused(void)
     /* Cases not starting with '{' are whole documents here, not members. */
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ect_config_t cfg;
-        poison(&cfg);
-        CHECK_STATUS(parse_text(cases[i].members, 1, &cfg), cases[i].status);
-        CHECK(untouched(&cfg));
+        ts_config_poison(&cfg);
+        CHECK_STATUS(ts_parse_text(cases[i].members, 1, &cfg), cases[i].status);
+        CHECK(ts_config_untouched(&cfg));
         CHECK_CONTAINS(ect_last_error(), cases[i].key);
         CHECK_CONTAINS(ect_last_error(), cases[i].value);
     }
@@ -93,16 +93,16 @@ test_bad_utf8_nul_bytes_and_escaped_nul_are_refused(void)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ect_config_t cfg;
-        poison(&cfg);
+        ts_config_poison(&cfg);
         CHECK_MSG(ect__config_parse_ex(cases[i].bytes, cases[i].len, 1, &cfg) == ECT_ERR_PARSE,
                   "case %zu: %s", i, ect_last_error());
-        CHECK(untouched(&cfg));
+        CHECK(ts_config_untouched(&cfg));
         CHECK_CONTAINS(ect_last_error(), cases[i].message);
     }
     /* An escaped backslash followed by u0000 is text, not an escaped NUL. */
     ect_config_t cfg;
     CHECK_STATUS(
-        parse_extra("\"ec_cpu_bytes\": 1, \"curve_client_key_file\": \"a\\\\u0000\"", 1, &cfg),
+        ts_parse_extra("\"ec_cpu_bytes\": 1, \"curve_client_key_file\": \"a\\\\u0000\"", 1, &cfg),
         ECT_OK);
     CHECK_STR_EQ(cfg.curve_client_key_file, "a\\u0000");
 }
@@ -111,22 +111,22 @@ static void
 test_deep_nesting_is_refused_without_recursion(void)
 {
     ect_config_t cfg;
-    char *s = repeat("[", 10000, "");
-    poison(&cfg);
-    CHECK_STATUS(parse_text(s, 1, &cfg), ECT_ERR_PARSE);
-    CHECK(untouched(&cfg));
+    char *s = ts_repeat("[", 10000, "");
+    ts_config_poison(&cfg);
+    CHECK_STATUS(ts_parse_text(s, 1, &cfg), ECT_ERR_PARSE);
+    CHECK(ts_config_untouched(&cfg));
     CHECK_CONTAINS(ect_last_error(), "more than 32 deep");
     free(s);
-    s = repeat("{\"a\":", 10000, "1");
-    CHECK_STATUS(parse_text(s, 1, &cfg), ECT_ERR_PARSE);
+    s = ts_repeat("{\"a\":", 10000, "1");
+    CHECK_STATUS(ts_parse_text(s, 1, &cfg), ECT_ERR_PARSE);
     CHECK_CONTAINS(ect_last_error(), "deep (offset");
     free(s);
     /* Brackets inside strings do not count. */
     char *members = NULL;
-    char *brackets = repeat("[{", 100, "");
+    char *brackets = ts_repeat("[{", 100, "");
     CHECK(asprintf(&members, "\"ec_cpu_bytes\": 1, \"curve_client_key_file\": \"%s\"", brackets) >
           0);
-    CHECK_OK(parse_extra(members, 1, &cfg));
+    CHECK_OK(ts_parse_extra(members, 1, &cfg));
     free(members);
     free(brackets);
 }
@@ -135,35 +135,35 @@ static void
 test_enormous_values_keys_and_documents_are_refused_briefly(void)
 {
     ect_config_t cfg;
-    char *big = repeat("a", 500000, "");
+    char *big = ts_repeat("a", 500000, "");
     char *members = NULL;
 
     CHECK(asprintf(&members, "\"ec_cpu_bytes\": 1, \"region_name\": \"%s\"", big) > 0);
-    poison(&cfg);
-    CHECK_STATUS(parse_extra(members, 1, &cfg), ECT_ERR_CONFIG);
-    CHECK(untouched(&cfg));
+    ts_config_poison(&cfg);
+    CHECK_STATUS(ts_parse_extra(members, 1, &cfg), ECT_ERR_CONFIG);
+    CHECK(ts_config_untouched(&cfg));
     CHECK_CONTAINS(ect_last_error(), "region_name = \"aaaa");
     CHECK_CONTAINS(ect_last_error(), "... (500000 bytes) is 500000 bytes long");
     CHECK(strlen(ect_last_error()) < 300);
     free(members);
 
     CHECK(asprintf(&members, "\"ec_cpu_bytes\": 1, \"%s\": 1", big) > 0);
-    CHECK_STATUS(parse_extra(members, 1, &cfg), ECT_ERR_CONFIG);
+    CHECK_STATUS(ts_parse_extra(members, 1, &cfg), ECT_ERR_CONFIG);
     CHECK_CONTAINS(ect_last_error(), "unknown key");
     CHECK_CONTAINS(ect_last_error(), "(500000 bytes)");
     CHECK(strlen(ect_last_error()) < 300);
     free(members);
 
     CHECK(asprintf(&members, "\"ec_cpu_bytes\": \"%s\"", big) > 0);
-    CHECK_STATUS(parse_extra(members, 1, &cfg), ECT_ERR_CONFIG);
+    CHECK_STATUS(ts_parse_extra(members, 1, &cfg), ECT_ERR_CONFIG);
     CHECK_CONTAINS(ect_last_error(), "ec_cpu_bytes = \"aaa");
     free(members);
     free(big);
 
     /* A number literal too long for cJSON. */
-    char *digits = repeat("9", 400, "");
+    char *digits = ts_repeat("9", 400, "");
     CHECK(asprintf(&members, "\"ec_cpu_bytes\": %s", digits) > 0);
-    ect_status_t s = parse_extra(members, 1, &cfg);
+    ect_status_t s = ts_parse_extra(members, 1, &cfg);
     CHECK_MSG(s == ECT_ERR_PARSE || s == ECT_ERR_CONFIG, "400 digits gave %d", s);
     CHECK_CONTAINS(ect_last_error(), s == ECT_ERR_CONFIG ? "ec_cpu_bytes" : "JSON");
     free(members);
@@ -193,7 +193,7 @@ test_too_many_keys_are_refused(void)
         o += (size_t)sprintf(doc + o, "%s\"k%d\": %d", i ? "," : "", i, i);
     doc[o++] = '}';
     doc[o] = '\0';
-    CHECK_STATUS(parse_text(doc, 1, &cfg), ECT_ERR_CONFIG);
+    CHECK_STATUS(ts_parse_text(doc, 1, &cfg), ECT_ERR_CONFIG);
     CHECK_CONTAINS(ect_last_error(), "more than 256 keys at the top level");
     free(doc);
 }

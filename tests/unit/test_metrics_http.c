@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "step_helpers.h"
+#include "support/step.h"
 
 static int
 connect_port(uint16_t port)
@@ -76,7 +76,7 @@ get(uint16_t port, const char *path)
 }
 
 struct http_fx {
-    struct sh_instance in;
+    struct ts_step_instance in;
     ect_scheduler_t *s;
     uint16_t port;
 };
@@ -84,9 +84,9 @@ struct http_fx {
 static void
 http_fx_open(struct http_fx *fx)
 {
-    sh_instance_init(&fx->in, ECT_ROLE_BOTH, 16, true);
+    ts_step_instance_init(&fx->in, ECT_ROLE_BOTH, 16, true);
     snprintf(fx->in.cfg.metrics_address, sizeof(fx->in.cfg.metrics_address), "127.0.0.1:0");
-    fx->s = sh_scheduler(&fx->in, 1);
+    fx->s = ts_scheduler(&fx->in, 1);
     fx->port = ect__scheduler_metrics_port(fx->s);
     CHECK(fx->port != 0);
 }
@@ -95,7 +95,7 @@ static void
 http_fx_close(struct http_fx *fx)
 {
     ect_scheduler_destroy(fx->s);
-    sh_check_gone(fx->in.path);
+    ts_check_gone(fx->in.path);
 }
 
 static void
@@ -348,8 +348,8 @@ test_a_taken_port_fails_create_naming_the_address(void)
 {
     struct http_fx fx;
     http_fx_open(&fx);
-    struct sh_instance other;
-    sh_instance_init(&other, ECT_ROLE_BOTH, 16, true);
+    struct ts_step_instance other;
+    ts_step_instance_init(&other, ECT_ROLE_BOTH, 16, true);
     snprintf(other.cfg.metrics_address, sizeof(other.cfg.metrics_address), "127.0.0.1:%u", fx.port);
     ect_scheduler_params_t p = {
         .config = &other.cfg, .geometry = &other.geom, .instance_id = other.id};
@@ -357,7 +357,7 @@ test_a_taken_port_fails_create_naming_the_address(void)
     CHECK_STATUS(ect_scheduler_create(&p, &s), ECT_ERR_IO);
     CHECK(s == NULL);
     CHECK_CONTAINS(ect_last_error(), other.cfg.metrics_address);
-    sh_check_gone(other.path);
+    ts_check_gone(other.path);
     http_fx_close(&fx);
 }
 

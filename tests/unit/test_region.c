@@ -6,14 +6,17 @@
  * SIGKILL, the reaper, sweep, gc, the CLI) is in
  * tests/integration/test_region_procs.c.
  */
+#include <errno.h>
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "region/region_internal.h"
 
-#include "region_helpers.h"
+#include "support/region.h"
 
 /* Rss in KiB of the mapping that starts at start, from /proc/self/smaps. */
 static long
@@ -89,13 +92,13 @@ header_for(const ect_region_params_t *p, struct ect__region_header *h)
 
 /* ---- layout ---------------------------------------------------------------------- */
 
-RT_CASE(test_open_creates_file_with_header_and_blocks)
+TS_SHM_CASE(test_open_creates_file_with_header_and_blocks)
 {
     char name[64], path[256];
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), RT_SHM, name);
+    ts_region_path(path, sizeof(path), TS_SHM, name);
     ect_region_params_t p;
-    rt_params(&p, name, NULL, 100);
+    ts_region_params(&p, name, NULL, 100);
     p.instance_id = "inst-7";
     ect_region_t *r = NULL;
     CHECK_OK(ect_region_open(&p, &r));
@@ -154,17 +157,17 @@ RT_CASE(test_open_creates_file_with_header_and_blocks)
     CHECK_EQ_INT(b, 0xab);
 
     ect_region_close(r);
-    CHECK(!rt_exists(path));
-    rt_check_no_leftovers();
+    CHECK(!ts_exists(path));
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_default_name_comes_from_instance_and_rank)
+TS_SHM_CASE(test_default_name_comes_from_instance_and_rank)
 {
     char dir[256], inst[64], want[512];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     ect_test_unique_name(inst, sizeof(inst), "i");
     ect_region_params_t p;
-    rt_params(&p, NULL, dir, 4);
+    ts_region_params(&p, NULL, dir, 4);
     p.instance_id = inst;
     p.dp_rank = 3;
     ect_region_t *r = NULL;
@@ -173,10 +176,10 @@ RT_CASE(test_default_name_comes_from_instance_and_rank)
     CHECK_STR_EQ(ect_region_name(r), want);
     snprintf(want, sizeof(want), "%s/ectier_%s_dp3.mmap", dir, inst);
     CHECK_STR_EQ(ect_region_path(r), want);
-    CHECK(rt_exists(want));
+    CHECK(ts_exists(want));
     ect_region_close(r);
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
 /* ---- argument checks ------------------------------------------------------------- */
@@ -185,17 +188,17 @@ static void
 expect_bad_name(const char *dir, const char *name, const char *in_message)
 {
     ect_region_params_t p;
-    rt_params(&p, name, dir, 4);
+    ts_region_params(&p, name, dir, 4);
     ect_region_t *r = (ect_region_t *)0x1;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
     CHECK(r == (ect_region_t *)0x1); /* not written on failure */
     CHECK_CONTAINS(ect_last_error(), in_message);
 }
 
-RT_CASE(test_bad_names_are_rejected_and_create_nothing)
+TS_SHM_CASE(test_bad_names_are_rejected_and_create_nothing)
 {
     char dir[256];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     char longname[202];
     memset(longname, 'a', 201);
     longname[201] = '\0';
@@ -209,101 +212,101 @@ RT_CASE(test_bad_names_are_rejected_and_create_nothing)
     /* The longest allowed name works. */
     longname[200] = '\0';
     ect_region_params_t p;
-    rt_params(&p, longname, dir, 4);
+    ts_region_params(&p, longname, dir, 4);
     ect_region_t *r = NULL;
     CHECK_OK(ect_region_open(&p, &r));
     ect_region_close(r);
 
     /* No name and no instance id; a bad instance id. */
-    rt_params(&p, NULL, dir, 4);
+    ts_region_params(&p, NULL, dir, 4);
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "neither a name nor an instance id");
     p.instance_id = "x/y";
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "instance id 'x/y'");
 
-    CHECK_EQ_INT(rt_count_prefix(dir, ""), 0);
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    CHECK_EQ_INT(ts_count_prefix(dir, ""), 0);
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_bad_geometry_and_directory_are_rejected)
+TS_SHM_CASE(test_bad_geometry_and_directory_are_rejected)
 {
     char dir[256], name[64], file[300];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     ect_test_unique_name(name, sizeof(name), "ectt_");
     ect_region_params_t p;
     ect_region_t *r = NULL;
 
     /* The geometry's one check (ect_geometry_validate), named with the region. */
-    rt_params(&p, name, dir, 4);
+    ts_region_params(&p, name, dir, 4);
     p.geometry.dtype = (ect_dtype_t)99;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), name);
     CHECK_CONTAINS(ect_last_error(), "dtype value 99 is not a known dtype");
 
-    rt_params(&p, name, dir, 4);
+    ts_region_params(&p, name, dir, 4);
     p.geometry.hidden_dim = 0;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "hidden_dim must be positive");
 
-    rt_params(&p, name, dir, 4);
+    ts_region_params(&p, name, dir, 4);
     p.geometry.block_size_bytes = 512;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(),
                    "block_size_bytes 512 is not hidden_dim 64 x 4-byte float32 = 256");
 
-    rt_params(&p, name, dir, 0);
+    ts_region_params(&p, name, dir, 0);
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "num_blocks is 0");
 
-    rt_params(&p, name, dir, UINT64_MAX / 256);
+    ts_region_params(&p, name, dir, UINT64_MAX / 256);
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_OVERFLOW);
     CHECK_CONTAINS(ect_last_error(), "do not fit");
 
-    rt_params(&p, name, dir, 4);
+    ts_region_params(&p, name, dir, 4);
     p.geometry.hidden_dim = UINT64_MAX / 2;
     p.geometry.block_size_bytes = 0;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_OVERFLOW);
     CHECK_CONTAINS(ect_last_error(), "exceeds the limit");
 
-    rt_params(&p, name, dir, 4);
+    ts_region_params(&p, name, dir, 4);
     p.flags = 1u << 20;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "unknown flags");
 
     snprintf(file, sizeof(file), "%s/nonexistent", dir);
-    rt_params(&p, name, file, 4);
+    ts_region_params(&p, name, file, 4);
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_NOT_FOUND);
     CHECK_CONTAINS(ect_last_error(), file);
 
-    rt_params(&p, name, "", 4);
+    ts_region_params(&p, name, "", 4);
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
 
     snprintf(file, sizeof(file), "%s/plainfile", dir);
     write_file(file, NULL, 10, 'x');
-    rt_params(&p, name, file, 4);
+    ts_region_params(&p, name, file, 4);
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "is not a directory");
     unlink(file);
 
     CHECK_STATUS(ect_region_open(NULL, &r), ECT_ERR_INVALID_ARG);
-    rt_params(&p, name, dir, 4);
+    ts_region_params(&p, name, dir, 4);
     CHECK_STATUS(ect_region_open(&p, NULL), ECT_ERR_INVALID_ARG);
 
-    CHECK_EQ_INT(rt_count_prefix(dir, ""), 0);
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    CHECK_EQ_INT(ts_count_prefix(dir, ""), 0);
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
 /* ---- joining ------------------------------------------------------------------- */
 
-RT_CASE(test_second_open_joins_and_shares_memory)
+TS_SHM_CASE(test_second_open_joins_and_shares_memory)
 {
     char name[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
     ect_region_params_t p;
-    rt_params(&p, name, NULL, 16);
+    ts_region_params(&p, name, NULL, 16);
     ect_region_t *a = NULL, *b = NULL;
     CHECK_OK(ect_region_open(&p, &a));
     p.flags = ECT_REGION_NO_PREFAULT;
@@ -324,16 +327,16 @@ RT_CASE(test_second_open_joins_and_shares_memory)
     CHECK(fcntl(ect_region_fd(b), F_GETFD) & FD_CLOEXEC);
     ect_region_close(a);
     ect_region_close(b);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_join_with_other_geometry_is_incompatible)
+TS_SHM_CASE(test_join_with_other_geometry_is_incompatible)
 {
     char name[64], path[256];
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), RT_SHM, name);
+    ts_region_path(path, sizeof(path), TS_SHM, name);
     ect_region_params_t p;
-    rt_params(&p, name, NULL, 16);
+    ts_region_params(&p, name, NULL, 16);
     ect_region_t *a = NULL, *b = NULL;
     CHECK_OK(ect_region_open(&p, &a));
 
@@ -344,10 +347,10 @@ RT_CASE(test_join_with_other_geometry_is_incompatible)
                                      "num_blocks=16");
     CHECK_CONTAINS(ect_last_error(), "asked for hidden_dim=32 dtype=3 element_size=4 "
                                      "block_size=128 num_blocks=16");
-    rt_params(&p, name, NULL, 17);
+    ts_region_params(&p, name, NULL, 17);
     CHECK_STATUS(ect_region_open(&p, &b), ECT_ERR_INCOMPATIBLE);
     /* Same row bytes, another dtype: 128 x bfloat16 = 64 x float32. */
-    rt_params(&p, name, NULL, 16);
+    ts_region_params(&p, name, NULL, 16);
     p.geometry.dtype = ECT_DTYPE_BF16;
     p.geometry.hidden_dim = 128;
     CHECK_STATUS(ect_region_open(&p, &b), ECT_ERR_INCOMPATIBLE);
@@ -355,21 +358,21 @@ RT_CASE(test_join_with_other_geometry_is_incompatible)
 
     /* The failed joins took nothing away: the region is intact and the
      * last close still removes it. */
-    CHECK(rt_exists(path));
+    CHECK(ts_exists(path));
     memset(ect_region_data(a), 1, 16 * 256);
     ect_region_close(a);
-    CHECK(!rt_exists(path));
-    rt_check_no_leftovers();
+    CHECK(!ts_exists(path));
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_garbage_file_under_the_name_is_incompatible_and_untouched)
+TS_SHM_CASE(test_garbage_file_under_the_name_is_incompatible_and_untouched)
 {
     char name[64], path[256];
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), RT_SHM, name);
+    ts_region_path(path, sizeof(path), TS_SHM, name);
     write_file(path, NULL, 8192, 'x');
     ect_region_params_t p;
-    rt_params(&p, name, NULL, 16);
+    ts_region_params(&p, name, NULL, 16);
     ect_region_t *r = NULL;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INCOMPATIBLE);
     CHECK_CONTAINS(ect_last_error(), "not an ectier region");
@@ -386,17 +389,17 @@ RT_CASE(test_garbage_file_under_the_name_is_incompatible_and_untouched)
     CHECK_STR_EQ(content, "yyy");
     free(content);
     unlink(path);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_wrong_size_or_bad_header_file_is_incompatible_and_untouched)
+TS_SHM_CASE(test_wrong_size_or_bad_header_file_is_incompatible_and_untouched)
 {
     char dir[256], name[64], path[512];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), dir, name);
+    ts_region_path(path, sizeof(path), dir, name);
     ect_region_params_t p;
-    rt_params(&p, name, dir, 16);
+    ts_region_params(&p, name, dir, 16);
     p.flags = ECT_REGION_NO_SWEEP; /* the file is an orphan: keep the sweep off it */
     struct ect__region_header h;
     header_for(&p, &h);
@@ -462,26 +465,26 @@ RT_CASE(test_wrong_size_or_bad_header_file_is_incompatible_and_untouched)
     CHECK_OK(ect_region_open(&p, &r));
     CHECK_EQ_INT(ect_region_is_creator(r), 0);
     ect_region_close(r); /* last holder: removes it */
-    CHECK(!rt_exists(path));
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    CHECK(!ts_exists(path));
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_symlink_or_fifo_under_the_name_is_refused_without_hanging)
+TS_SHM_CASE(test_symlink_or_fifo_under_the_name_is_refused_without_hanging)
 {
     char dir[256], name[64], path[512], target[512];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), dir, name);
+    ts_region_path(path, sizeof(path), dir, name);
     snprintf(target, sizeof(target), "%s/target", dir);
     ect_region_params_t p;
-    rt_params(&p, name, dir, 16);
+    ts_region_params(&p, name, dir, 16);
     ect_region_t *r = NULL;
 
     CHECK(symlink(target, path) == 0);
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_INCOMPATIBLE);
     CHECK_CONTAINS(ect_last_error(), "symbolic link");
-    CHECK(!rt_exists(target)); /* nothing created through the link */
+    CHECK(!ts_exists(target)); /* nothing created through the link */
     unlink(path);
 
     CHECK(mkfifo(path, 0600) == 0);
@@ -489,18 +492,18 @@ RT_CASE(test_symlink_or_fifo_under_the_name_is_refused_without_hanging)
     CHECK_CONTAINS(ect_last_error(), "not a regular file");
     CHECK_STATUS(ect_region_open_readonly(path, NULL, &r), ECT_ERR_INCOMPATIBLE);
     unlink(path);
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_exclusively_held_file_gives_busy_then_joins)
+TS_SHM_CASE(test_exclusively_held_file_gives_busy_then_joins)
 {
     char dir[256], name[64], path[512];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), dir, name);
+    ts_region_path(path, sizeof(path), dir, name);
     ect_region_params_t p;
-    rt_params(&p, name, dir, 16);
+    ts_region_params(&p, name, dir, 16);
     struct ect__region_header h;
     header_for(&p, &h);
     write_file(path, &h, h.file_size, 0);
@@ -512,16 +515,16 @@ RT_CASE(test_exclusively_held_file_gives_busy_then_joins)
     ect_region_t *r = NULL;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_BUSY);
     CHECK_CONTAINS(ect_last_error(), "exclusively for 200 ms");
-    CHECK(rt_exists(path)); /* the sweep did not take a locked file */
+    CHECK(ts_exists(path)); /* the sweep did not take a locked file */
 
     close(fd);
     p.flags = ECT_REGION_NO_SWEEP; /* now it is an orphan the sweep would take */
     CHECK_OK(ect_region_open(&p, &r));
     CHECK_EQ_INT(ect_region_is_creator(r), 0);
     ect_region_close(r);
-    CHECK(!rt_exists(path));
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    CHECK(!ts_exists(path));
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
 /* ---- the owner lock -------------------------------------------------------------------- */
@@ -549,21 +552,21 @@ static struct owner_seen
 list_owner(const char *name)
 {
     struct owner_seen o = {.name = name};
-    CHECK_OK(ect_region_list(RT_SHM, owner_cb, &o));
+    CHECK_OK(ect_region_list(TS_SHM, owner_cb, &o));
     CHECK(o.seen);
     return o;
 }
 
-RT_CASE(test_second_owner_in_one_process_is_refused_joiners_are_not)
+TS_SHM_CASE(test_second_owner_in_one_process_is_refused_joiners_are_not)
 {
     char name[64], path[256], pid[32];
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), RT_SHM, name);
+    ts_region_path(path, sizeof(path), TS_SHM, name);
     snprintf(pid, sizeof(pid), "pid %d", (int)getpid());
     ect_region_params_t owner, joiner;
-    rt_params(&owner, name, NULL, 8);
+    ts_region_params(&owner, name, NULL, 8);
     owner.flags = ECT_REGION_OWNER;
-    rt_params(&joiner, name, NULL, 8);
+    ts_region_params(&joiner, name, NULL, 8);
 
     ect_region_t *a = NULL, *b = NULL, *c = NULL, *ro = NULL;
     CHECK_OK(ect_region_open(&owner, &a));
@@ -589,7 +592,7 @@ RT_CASE(test_second_owner_in_one_process_is_refused_joiners_are_not)
     /* The owner goes: the region lives on with its joiners, and the next
      * owner gets in at once. */
     ect_region_close(a);
-    CHECK(rt_exists(path));
+    CHECK(ts_exists(path));
     CHECK_EQ_INT(list_owner(name).owner_pid, 0);
     CHECK_OK(ect_region_open(&owner, &c));
     CHECK_EQ_INT(ect_region_is_creator(c), 0);
@@ -598,25 +601,25 @@ RT_CASE(test_second_owner_in_one_process_is_refused_joiners_are_not)
     ect_region_close(ro);
     ect_region_close(b);
     ect_region_close(c);
-    CHECK(!rt_exists(path));
-    rt_check_no_leftovers();
+    CHECK(!ts_exists(path));
+    ts_check_no_leftovers();
 }
 
 /* The creator's new reaper shares the creator's open file description
  * until it has closed what it inherited; ownership taken on that
  * description must still end with the creator's close, however soon. */
-RT_CASE(test_ownership_ends_with_the_close_even_right_after_creation)
+TS_SHM_CASE(test_ownership_ends_with_the_close_even_right_after_creation)
 {
     /* A reaper slow to start (a loaded machine) makes the window wide. */
     ect__region_test_flags = ECT__REGION_TEST_SLOW_REAPER;
     for (int round = 0; round < 3; round++) {
         char name[64], path[256];
         ect_test_unique_name(name, sizeof(name), "ectt_");
-        rt_path(path, sizeof(path), RT_SHM, name);
+        ts_region_path(path, sizeof(path), TS_SHM, name);
         ect_region_params_t owner, joiner;
-        rt_params(&owner, name, NULL, 4);
+        ts_region_params(&owner, name, NULL, 4);
         owner.flags = ECT_REGION_OWNER;
-        rt_params(&joiner, name, NULL, 4);
+        ts_region_params(&joiner, name, NULL, 4);
         ect_region_t *a = NULL, *b = NULL, *c = NULL;
         CHECK_OK(ect_region_open(&owner, &a));
         CHECK(ect_region_is_creator(a));
@@ -625,35 +628,35 @@ RT_CASE(test_ownership_ends_with_the_close_even_right_after_creation)
         CHECK_MSG(ect_region_open(&owner, &c) == ECT_OK, "round %d: %s", round, ect_last_error());
         ect_region_close(c);
         ect_region_close(b);
-        CHECK(!rt_exists(path));
+        CHECK(!ts_exists(path));
     }
     ect__region_test_flags = 0;
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
 /* ---- closing ----------------------------------------------------------------------- */
 
-RT_CASE(test_only_the_last_close_removes_the_file)
+TS_SHM_CASE(test_only_the_last_close_removes_the_file)
 {
     char name[64], path[256];
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), RT_SHM, name);
+    ts_region_path(path, sizeof(path), TS_SHM, name);
     ect_region_params_t p;
-    rt_params(&p, name, NULL, 8);
+    ts_region_params(&p, name, NULL, 8);
     ect_region_t *a = NULL, *b = NULL, *c = NULL;
     CHECK_OK(ect_region_open(&p, &a));
     CHECK_OK(ect_region_open(&p, &b));
     CHECK_OK(ect_region_open(&p, &c));
     ect_region_close(a); /* the creator goes first */
-    CHECK(rt_exists(path));
+    CHECK(ts_exists(path));
     ect_region_close(c);
-    CHECK(rt_exists(path));
+    CHECK(ts_exists(path));
     ect_region_close(b);
-    CHECK(!rt_exists(path));
-    rt_check_no_leftovers();
+    CHECK(!ts_exists(path));
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_close_and_accessors_accept_null)
+TS_SHM_CASE(test_close_and_accessors_accept_null)
 {
     ect_region_close(NULL);
     CHECK(ect_region_data(NULL) == NULL);
@@ -668,13 +671,13 @@ RT_CASE(test_close_and_accessors_accept_null)
 
 /* ---- read-only ----------------------------------------------------------------------- */
 
-RT_CASE(test_readonly_open_sees_data_and_keeps_region_alive)
+TS_SHM_CASE(test_readonly_open_sees_data_and_keeps_region_alive)
 {
     char name[64], path[256];
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), RT_SHM, name);
+    ts_region_path(path, sizeof(path), TS_SHM, name);
     ect_region_params_t p;
-    rt_params(&p, name, NULL, 8);
+    ts_region_params(&p, name, NULL, 8);
     p.instance_id = "ro-inst";
     ect_region_t *w = NULL, *ro = NULL, *ro2 = NULL;
     CHECK_OK(ect_region_open(&p, &w));
@@ -696,11 +699,11 @@ RT_CASE(test_readonly_open_sees_data_and_keeps_region_alive)
 
     /* The read-only holders keep the file after the writer closes. */
     ect_region_close(w);
-    CHECK(rt_exists(path));
+    CHECK(ts_exists(path));
     ect_region_close(ro);
-    CHECK(rt_exists(path));
+    CHECK(ts_exists(path));
     ect_region_close(ro2);
-    CHECK(!rt_exists(path));
+    CHECK(!ts_exists(path));
 
     CHECK_STATUS(ect_region_open_readonly(name, NULL, &ro), ECT_ERR_NOT_FOUND);
     char missing[128];
@@ -712,18 +715,18 @@ RT_CASE(test_readonly_open_sees_data_and_keeps_region_alive)
     write_file(path, NULL, 8192, 'g');
     CHECK_STATUS(ect_region_open_readonly(path, NULL, &ro), ECT_ERR_INCOMPATIBLE);
     unlink(path);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
 /* ---- pre-fault ------------------------------------------------------------------------ */
 
-RT_CASE(test_prefault_maps_every_page_for_creator_and_joiner)
+TS_SHM_CASE(test_prefault_maps_every_page_for_creator_and_joiner)
 {
     char name[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
     ect_region_params_t p;
     /* 8 MiB of blocks: 32768 x 256 B */
-    rt_params(&p, name, NULL, 32768);
+    ts_region_params(&p, name, NULL, 32768);
     ect_region_t *a = NULL, *b = NULL, *c = NULL;
     CHECK_OK(ect_region_open(&p, &a));
     long kb = rss_kb_of(ect_region_data(a));
@@ -741,14 +744,14 @@ RT_CASE(test_prefault_maps_every_page_for_creator_and_joiner)
     ect_region_close(c);
     ect_region_close(b);
     ect_region_close(a);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_touch_fallback_faults_pages_and_keeps_bytes)
+TS_SHM_CASE(test_touch_fallback_faults_pages_and_keeps_bytes)
 {
     char name[64], path[256];
     ect_test_unique_name(name, sizeof(name), "ectt_");
-    rt_path(path, sizeof(path), RT_SHM, name);
+    ts_region_path(path, sizeof(path), TS_SHM, name);
     size_t page = (size_t)sysconf(_SC_PAGESIZE), len = 64 * page;
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
     CHECK(fd >= 0);
@@ -784,7 +787,7 @@ RT_CASE(test_touch_fallback_faults_pages_and_keeps_bytes)
 
     /* And through open: the fallback fills the mapping too. */
     ect_region_params_t p;
-    rt_params(&p, name, NULL, 32768);
+    ts_region_params(&p, name, NULL, 32768);
     ect__region_test_flags = ECT__REGION_TEST_FORCE_TOUCH;
     ect_region_t *r = NULL;
     CHECK_OK(ect_region_open(&p, &r));
@@ -792,7 +795,7 @@ RT_CASE(test_touch_fallback_faults_pages_and_keeps_bytes)
     long kb = rss_kb_of(ect_region_data(r));
     CHECK_MSG(kb >= 8192, "fallback left %ld KiB resident", kb);
     ect_region_close(r);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
 /* ---- a full file system ---------------------------------------------------------------- */
@@ -817,49 +820,49 @@ static void
 full_filesystem_case(unsigned test_flags)
 {
     char dir[256], n1[64], n2[64];
-    rt_make_dir(dir, sizeof(dir));
+    ts_shm_make_dir(dir, sizeof(dir));
     mount_small_tmpfs(dir);
     ect_test_unique_name(n1, sizeof(n1), "ectt_");
     ect_test_unique_name(n2, sizeof(n2), "ectt_");
     ect__region_test_flags = test_flags;
 
     ect_region_params_t p;
-    rt_params(&p, n1, dir, 16384); /* 4 MiB in a 1 MiB file system */
+    ts_region_params(&p, n1, dir, 16384); /* 4 MiB in a 1 MiB file system */
     ect_region_t *r = NULL, *r2 = NULL;
     CHECK_STATUS(ect_region_open(&p, &r), ECT_ERR_NO_SPACE);
     CHECK_CONTAINS(ect_last_error(),
                    "needs 4198400 bytes (16384 blocks x 256 bytes + 4096 header)");
     CHECK_CONTAINS(ect_last_error(), "of 1048576 bytes free");
-    CHECK_EQ_INT(rt_count_prefix(dir, ""), 0);
+    CHECK_EQ_INT(ts_count_prefix(dir, ""), 0);
 
     /* What fits works, and a second region that no longer fits fails
      * cleanly while the first stays usable. */
-    rt_params(&p, n1, dir, 2048); /* 512 KiB */
+    ts_region_params(&p, n1, dir, 2048); /* 512 KiB */
     CHECK_OK(ect_region_open(&p, &r));
-    rt_params(&p, n2, dir, 2400);
+    ts_region_params(&p, n2, dir, 2400);
     CHECK_STATUS(ect_region_open(&p, &r2), ECT_ERR_NO_SPACE);
-    CHECK_EQ_INT(rt_count_prefix(dir, ""), 1);
+    CHECK_EQ_INT(ts_count_prefix(dir, ""), 1);
     memset(ect_region_data(r), 0x11, 2048 * 256);
     ect_region_close(r);
-    CHECK_EQ_INT(rt_count_prefix(dir, ""), 0);
+    CHECK_EQ_INT(ts_count_prefix(dir, ""), 0);
     ect__region_test_flags = 0;
 
     CHECK(umount2(dir, MNT_DETACH) == 0);
-    rt_remove_dir(dir);
-    rt_check_no_leftovers();
+    ts_shm_remove_dir(dir);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_full_filesystem_gives_no_space_and_leaves_nothing)
+TS_SHM_CASE(test_full_filesystem_gives_no_space_and_leaves_nothing)
 {
     full_filesystem_case(0);
 }
 
-RT_CASE(test_full_filesystem_caught_by_fallocate_without_free_space_check)
+TS_SHM_CASE(test_full_filesystem_caught_by_fallocate_without_free_space_check)
 {
     full_filesystem_case(ECT__REGION_TEST_SKIP_SPACE_CHECK);
 }
 
-RT_CASE(test_full_filesystem_with_named_temp_file_leaves_nothing)
+TS_SHM_CASE(test_full_filesystem_with_named_temp_file_leaves_nothing)
 {
     full_filesystem_case(ECT__REGION_TEST_SKIP_SPACE_CHECK | ECT__REGION_TEST_NAMED_TMP);
 }

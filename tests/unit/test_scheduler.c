@@ -8,18 +8,18 @@
  * tests/unit/test_metrics.c.
  *
  * The seed's gate-off "16 x 64 B region" is a real region in /dev/shm here
- * (tests/step_helpers.h), named by a unique instance id; every case checks
+ * (tests/support/step.h), named by a unique instance id; every case checks
  * that the file is gone once the scheduler is destroyed.  Worker reports
  * arrive as encoded bytes, as worker processes send them.
  */
 #include <pthread.h>
 
-#include "step_helpers.h"
+#include "support/step.h"
 
 static ect_cache_stats_t
 cache_stats(ect_scheduler_t *s)
 {
-    return sh_metrics(s).cache;
+    return ts_metrics(s).cache;
 }
 
 /* ---- the seed's scenarios ------------------------------------------------ */
@@ -27,11 +27,11 @@ cache_stats(ect_scheduler_t *s)
 static void
 test_offload_reuse_cycle(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
     CHECK(!ect_scheduler_has_cache_item(fx.s, "img"));
-    sh_alloc(fx.s, "img", 4);
-    ect_step_meta_t *save = sh_step(fx.s);
+    ts_alloc(fx.s, "img", 4);
+    ect_step_meta_t *save = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(save), 1);
     CHECK_EQ_U64(ect_step_meta_n_loads(save), 0);
     const ect_step_item_t *saved = ect_step_meta_find_save(save, "img");
@@ -39,82 +39,82 @@ test_offload_reuse_cycle(void)
     CHECK_EQ_U64(saved->n_blocks, 4);
     /* Not a hit until the worker says the bytes landed. */
     CHECK(!ect_scheduler_has_cache_item(fx.s, "img"));
-    sh_report_save(fx.s, "img", SH_SAVED);
+    ts_report_save(fx.s, "img", TS_SAVED);
     CHECK(ect_scheduler_has_cache_item(fx.s, "img"));
 
-    sh_alloc(fx.s, "img", 4);
-    ect_step_meta_t *load = sh_step(fx.s);
+    ts_alloc(fx.s, "img", 4);
+    ect_step_meta_t *load = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(load), 0);
     CHECK_EQ_U64(ect_step_meta_n_loads(load), 1);
-    const ect_step_item_t *loaded = sh_find_load(load, "img");
+    const ect_step_item_t *loaded = ts_find_load(load, "img");
     CHECK(loaded != NULL);
-    CHECK_MSG(sh_same_runs(loaded, saved), "the reload names other blocks than the save");
+    CHECK_MSG(ts_same_runs(loaded, saved), "the reload names other blocks than the save");
     CHECK_EQ_U64(cache_stats(fx.s).pins, 1);
-    sh_report_load(fx.s, loaded->transfer_id);
+    ts_report_load(fx.s, loaded->transfer_id);
     CHECK_EQ_U64(cache_stats(fx.s).pins, 0);
     CHECK(ect_scheduler_has_cache_item(fx.s, "img"));
     ect_step_meta_destroy(load);
     ect_step_meta_destroy(save);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_has_cache_item_false_when_not_consumer(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_PRODUCER, 16, 1);
-    sh_store_only(fx.s, "img", 2);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_PRODUCER, 16, 1);
+    ts_store_only(fx.s, "img", 2);
     CHECK_EQ_U64(cache_stats(fx.s).entries_ready, 1);  /* it is there ... */
     CHECK(!ect_scheduler_has_cache_item(fx.s, "img")); /* ... but not for a producer */
-    ect_metrics_t m = sh_metrics(fx.s);
+    ect_metrics_t m = ts_metrics(fx.s);
     CHECK_EQ_U64(m.hits + m.misses, 0);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_connector_keys_on_identifier_not_mm_hash(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
     ect_mm_feature_t f = {.identifier = "feat-1", .mm_hash = "hash-1", .num_tokens = 2};
     ect_request_t r = {.request_id = "r", .features = &f, .n_features = 1};
     CHECK_OK(ect_scheduler_update_state_after_alloc(fx.s, &r, 0));
-    ect_step_meta_t *m = sh_step(fx.s);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK(ect_step_meta_find_save(m, "feat-1") != NULL);
     CHECK(ect_step_meta_find_save(m, "hash-1") == NULL);
-    sh_report_save(fx.s, "feat-1", SH_SAVED);
+    ts_report_save(fx.s, "feat-1", TS_SAVED);
     CHECK(ect_scheduler_has_cache_item(fx.s, "feat-1"));
     CHECK(!ect_scheduler_has_cache_item(fx.s, "hash-1"));
     ect_step_meta_destroy(m);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_cpu_region_fifo_eviction(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 2, 1);
-    ect_step_meta_t *a = sh_store(fx.s, "A", 1);
-    sh_store_only(fx.s, "B", 1);
-    CHECK(sh_cached(fx.s, "A"));
-    CHECK(sh_cached(fx.s, "B"));
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 2, 1);
+    ect_step_meta_t *a = ts_store(fx.s, "A", 1);
+    ts_store_only(fx.s, "B", 1);
+    CHECK(ts_cached(fx.s, "A"));
+    CHECK(ts_cached(fx.s, "B"));
     /* Saving C needs a block: the oldest ready entry, A, goes. */
-    ect_step_meta_t *c = sh_store(fx.s, "C", 1);
-    CHECK(!sh_cached(fx.s, "A"));
-    CHECK(sh_cached(fx.s, "B"));
-    CHECK(sh_cached(fx.s, "C"));
-    CHECK(sh_same_runs(ect_step_meta_find_save(c, "C"), ect_step_meta_find_save(a, "A")));
+    ect_step_meta_t *c = ts_store(fx.s, "C", 1);
+    CHECK(!ts_cached(fx.s, "A"));
+    CHECK(ts_cached(fx.s, "B"));
+    CHECK(ts_cached(fx.s, "C"));
+    CHECK(ts_same_runs(ect_step_meta_find_save(c, "C"), ect_step_meta_find_save(a, "A")));
     CHECK_EQ_U64(cache_stats(fx.s).evicted_entries, 1);
     ect_step_meta_destroy(c);
     ect_step_meta_destroy(a);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_multiple_mm_items_per_request(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
     ect_mm_feature_t f[3] = {
         {.identifier = "a", .offset = 0, .num_tokens = 2},
         {.identifier = "b", .offset = 10, .num_tokens = 3},
@@ -123,7 +123,7 @@ test_multiple_mm_items_per_request(void)
     ect_request_t r = {.request_id = "r", .features = f, .n_features = 3};
     for (size_t i = 0; i < 3; i++)
         CHECK_OK(ect_scheduler_update_state_after_alloc(fx.s, &r, i));
-    ect_step_meta_t *m = sh_step(fx.s);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 3);
     uint8_t used[16] = {0};
     for (size_t i = 0; i < 3; i++) {
@@ -135,260 +135,260 @@ test_multiple_mm_items_per_request(void)
                 CHECK_MSG(!used[b], "block %llu given to two items", (unsigned long long)b);
                 used[b] = 1;
             }
-        sh_report_save(fx.s, f[i].identifier, SH_SAVED);
+        ts_report_save(fx.s, f[i].identifier, TS_SAVED);
     }
     ect_step_meta_destroy(m);
     /* The next request with the same items loads all three, each under its
      * own transfer id. */
     for (size_t i = 0; i < 3; i++)
         CHECK_OK(ect_scheduler_update_state_after_alloc(fx.s, &r, i));
-    m = sh_step(fx.s);
+    m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 0);
     CHECK_EQ_U64(ect_step_meta_n_loads(m), 3);
     for (size_t i = 1; i < 3; i++)
         CHECK(ect_step_meta_load(m, i)->transfer_id > ect_step_meta_load(m, i - 1)->transfer_id);
     ect_step_meta_destroy(m);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_loads_only_serves_hashes_touched_this_step(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
-    sh_store_only(fx.s, "A", 1);
-    sh_store_only(fx.s, "B", 1);
-    sh_alloc(fx.s, "B", 1);
-    ect_step_meta_t *m = sh_step(fx.s);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    ts_store_only(fx.s, "A", 1);
+    ts_store_only(fx.s, "B", 1);
+    ts_alloc(fx.s, "B", 1);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_loads(m), 1);
-    CHECK(sh_find_load(m, "B") != NULL);
-    CHECK(sh_find_load(m, "A") == NULL);
+    CHECK(ts_find_load(m, "B") != NULL);
+    CHECK(ts_find_load(m, "A") == NULL);
     ect_step_meta_destroy(m);
     /* And the step after that serves nothing again. */
-    m = sh_step(fx.s);
+    m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_loads(m) + ect_step_meta_n_saves(m), 0);
     ect_step_meta_destroy(m);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_repeated_reload_same_step_loads_once(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
-    sh_store_only(fx.s, "A", 2);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    ts_store_only(fx.s, "A", 2);
     for (int i = 0; i < 3; i++)
-        sh_alloc(fx.s, "A", 2); /* three requests with the same image */
+        ts_alloc(fx.s, "A", 2); /* three requests with the same image */
     CHECK_EQ_U64(cache_stats(fx.s).pins, 1);
-    ect_step_meta_t *m = sh_step(fx.s);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_loads(m), 1);
-    sh_report_load(fx.s, ect_step_meta_load(m, 0)->transfer_id);
+    ts_report_load(fx.s, ect_step_meta_load(m, 0)->transfer_id);
     CHECK_EQ_U64(cache_stats(fx.s).pins, 0);
-    CHECK_EQ_U64(sh_metrics(fx.s).loads_queued, 1);
+    CHECK_EQ_U64(ts_metrics(fx.s).loads_queued, 1);
     ect_step_meta_destroy(m);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_load_not_emitted_for_uncached_entry(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
     /* Being saved this step: a save, and no load of the unsaved bytes. */
-    sh_alloc(fx.s, "new", 2);
-    sh_alloc(fx.s, "new", 2);
-    ect_step_meta_t *m = sh_step(fx.s);
+    ts_alloc(fx.s, "new", 2);
+    ts_alloc(fx.s, "new", 2);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 1);
     CHECK_EQ_U64(ect_step_meta_n_loads(m), 0);
     ect_step_meta_destroy(m);
     /* Still in flight the step after: still no load. */
-    sh_alloc(fx.s, "new", 2);
-    m = sh_step(fx.s);
+    ts_alloc(fx.s, "new", 2);
+    m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m) + ect_step_meta_n_loads(m), 0);
     ect_step_meta_destroy(m);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 
     /* A consumer that never saw the item: nothing at all. */
-    sh_fx_open(&fx, ECT_ROLE_CONSUMER, 16, 1);
-    sh_alloc(fx.s, "never", 2);
-    m = sh_step(fx.s);
+    ts_step_fx_open(&fx, ECT_ROLE_CONSUMER, 16, 1);
+    ts_alloc(fx.s, "never", 2);
+    m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m) + ect_step_meta_n_loads(m), 0);
     CHECK_EQ_U64(cache_stats(fx.s).entries, 0);
     ect_step_meta_destroy(m);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_load_pin_protects_blocks_until_completion(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 2, 1);
-    sh_store_only(fx.s, "A", 1);
-    sh_store_only(fx.s, "B", 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 2, 1);
+    ts_store_only(fx.s, "A", 1);
+    ts_store_only(fx.s, "B", 1);
     /* A (the oldest) is loading; a save in the same step must take B. */
-    sh_alloc(fx.s, "A", 1);
-    sh_alloc(fx.s, "C", 1);
-    ect_step_meta_t *m = sh_step(fx.s);
-    uint64_t tid = sh_find_load(m, "A")->transfer_id;
+    ts_alloc(fx.s, "A", 1);
+    ts_alloc(fx.s, "C", 1);
+    ect_step_meta_t *m = ts_step(fx.s);
+    uint64_t tid = ts_find_load(m, "A")->transfer_id;
     CHECK(ect_step_meta_find_save(m, "C") != NULL);
-    CHECK(sh_cached(fx.s, "A"));
-    CHECK(!sh_cached(fx.s, "B"));
+    CHECK(ts_cached(fx.s, "A"));
+    CHECK(!ts_cached(fx.s, "B"));
     ect_step_meta_destroy(m);
     /* Nothing else can be evicted until the load is reported: D is skipped. */
-    sh_alloc(fx.s, "D", 1);
-    m = sh_step(fx.s);
+    ts_alloc(fx.s, "D", 1);
+    m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 0);
     ect_step_meta_destroy(m);
-    CHECK_EQ_U64(sh_metrics(fx.s).saves_skipped_full, 1);
-    CHECK(sh_cached(fx.s, "A"));
+    CHECK_EQ_U64(ts_metrics(fx.s).saves_skipped_full, 1);
+    CHECK(ts_cached(fx.s, "A"));
     /* Reported: A is evictable again, and (unpinned before C landed) it is
      * now the oldest evictable entry. */
-    sh_report_load(fx.s, tid);
-    sh_report_save(fx.s, "C", SH_SAVED);
-    sh_store_only(fx.s, "D", 1);
-    CHECK(!sh_cached(fx.s, "A"));
-    CHECK(sh_cached(fx.s, "C"));
-    CHECK(sh_cached(fx.s, "D"));
-    sh_fx_close(&fx);
+    ts_report_load(fx.s, tid);
+    ts_report_save(fx.s, "C", TS_SAVED);
+    ts_store_only(fx.s, "D", 1);
+    CHECK(!ts_cached(fx.s, "A"));
+    CHECK(ts_cached(fx.s, "C"));
+    CHECK(ts_cached(fx.s, "D"));
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_load_needs_every_participant_before_unpin(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 2); /* TP = 2: two reporting ranks */
-    sh_store_only(fx.s, "A", 2);
-    sh_alloc(fx.s, "A", 2);
-    ect_step_meta_t *m = sh_step(fx.s);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 2); /* TP = 2: two reporting ranks */
+    ts_store_only(fx.s, "A", 2);
+    ts_alloc(fx.s, "A", 2);
+    ect_step_meta_t *m = ts_step(fx.s);
     uint64_t tid = ect_step_meta_load(m, 0)->transfer_id;
     ect_step_meta_destroy(m);
-    sh_report_load(fx.s, tid);
+    ts_report_load(fx.s, tid);
     CHECK_EQ_U64(cache_stats(fx.s).pins, 1);
     CHECK(ect_scheduler_has_pending_push_work(fx.s));
-    CHECK_EQ_U64(sh_metrics(fx.s).loads_completed, 0);
-    sh_report_load(fx.s, tid);
+    CHECK_EQ_U64(ts_metrics(fx.s).loads_completed, 0);
+    ts_report_load(fx.s, tid);
     CHECK_EQ_U64(cache_stats(fx.s).pins, 0);
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
-    CHECK_EQ_U64(sh_metrics(fx.s).loads_completed, 1);
+    CHECK_EQ_U64(ts_metrics(fx.s).loads_completed, 1);
 
     /* The engine's usual shape: both ranks' reports concatenated in one
      * call release the pin at once. */
-    sh_alloc(fx.s, "A", 2);
-    m = sh_step(fx.s);
+    ts_alloc(fx.s, "A", 2);
+    m = ts_step(fx.s);
     tid = ect_step_meta_load(m, 0)->transfer_id;
     ect_step_meta_destroy(m);
     ect_step_report_t *r;
     CHECK_OK(ect_step_report_create(&r));
     CHECK_OK(ect_step_report_add_load(r, tid));
     size_t len;
-    unsigned char *one = sh_encode_report(r, &len);
+    unsigned char *one = ts_encode_report(r, &len);
     unsigned char *both = malloc(2 * len);
     memcpy(both, one, len);
     memcpy(both + len, one, len);
     CHECK_OK(ect_scheduler_update_connector_output(fx.s, both, 2 * len));
     CHECK_EQ_U64(cache_stats(fx.s).pins, 0);
-    CHECK_EQ_U64(sh_metrics(fx.s).loads_completed, 2);
+    CHECK_EQ_U64(ts_metrics(fx.s).loads_completed, 2);
     free(both);
     free(one);
     ect_step_report_destroy(r);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_late_report_does_not_release_a_later_load_of_same_hash(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 2);
-    sh_store_only(fx.s, "A", 1);
-    sh_alloc(fx.s, "A", 1);
-    ect_step_meta_t *m = sh_step(fx.s);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 2);
+    ts_store_only(fx.s, "A", 1);
+    ts_alloc(fx.s, "A", 1);
+    ect_step_meta_t *m = ts_step(fx.s);
     uint64_t old = ect_step_meta_load(m, 0)->transfer_id;
     ect_step_meta_destroy(m);
-    sh_report_load(fx.s, old);
-    sh_report_load(fx.s, old);
+    ts_report_load(fx.s, old);
+    ts_report_load(fx.s, old);
     CHECK_EQ_U64(cache_stats(fx.s).pins, 0);
 
-    sh_alloc(fx.s, "A", 1);
-    m = sh_step(fx.s);
+    ts_alloc(fx.s, "A", 1);
+    m = ts_step(fx.s);
     uint64_t fresh = ect_step_meta_load(m, 0)->transfer_id;
     ect_step_meta_destroy(m);
     CHECK(fresh > old);
     /* A replay of the old id counts for nothing, not for the new load. */
-    uint64_t ignored = sh_metrics(fx.s).reports_ignored;
-    sh_report_load(fx.s, old);
-    sh_report_load(fx.s, fresh);
+    uint64_t ignored = ts_metrics(fx.s).reports_ignored;
+    ts_report_load(fx.s, old);
+    ts_report_load(fx.s, fresh);
     CHECK_EQ_U64(cache_stats(fx.s).pins, 1);
-    CHECK_EQ_U64(sh_metrics(fx.s).reports_ignored, ignored + 1);
-    sh_report_load(fx.s, fresh);
+    CHECK_EQ_U64(ts_metrics(fx.s).reports_ignored, ignored + 1);
+    ts_report_load(fx.s, fresh);
     CHECK_EQ_U64(cache_stats(fx.s).pins, 0);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_region_full_skips_save_and_never_blocks(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 2, 1);
-    sh_alloc(fx.s, "big", 2); /* saving: holds both blocks, not evictable */
-    sh_alloc(fx.s, "next", 1);
-    sh_alloc(fx.s, "huge", 3); /* more blocks than the region has */
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 2, 1);
+    ts_alloc(fx.s, "big", 2); /* saving: holds both blocks, not evictable */
+    ts_alloc(fx.s, "next", 1);
+    ts_alloc(fx.s, "huge", 3); /* more blocks than the region has */
     ect_mm_feature_t f = {.identifier = "next", .num_tokens = 1, .has_local_input = 1};
     ect_request_t r = {.request_id = "r", .features = &f, .n_features = 1};
     int available = 0;
     CHECK_OK(ect_scheduler_ensure_cache_available(fx.s, &r, &available));
     CHECK(available);
-    ect_step_meta_t *m = sh_step(fx.s);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 1);
     CHECK(ect_step_meta_find_save(m, "big") != NULL);
     ect_step_meta_destroy(m);
-    ect_metrics_t mt = sh_metrics(fx.s);
+    ect_metrics_t mt = ts_metrics(fx.s);
     CHECK_EQ_U64(mt.saves_skipped_full, 2);
     CHECK_EQ_U64(mt.saves_queued, 1);
     CHECK_EQ_U64(mt.cache.entries, 1);
-    CHECK(!sh_cached(fx.s, "next"));
-    sh_fx_close(&fx);
+    CHECK(!ts_cached(fx.s, "next"));
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_producer_only_never_emits_loads(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_PRODUCER, 16, 1);
-    sh_store_only(fx.s, "A", 2);
-    sh_alloc(fx.s, "A", 2);
-    ect_step_meta_t *m = sh_step(fx.s);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_PRODUCER, 16, 1);
+    ts_store_only(fx.s, "A", 2);
+    ts_alloc(fx.s, "A", 2);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_loads(m), 0);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 0);
     CHECK_EQ_U64(cache_stats(fx.s).pins, 0);
     ect_step_meta_destroy(m);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_consumer_only_never_emits_saves(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_CONSUMER, 16, 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_CONSUMER, 16, 1);
     for (int i = 0; i < 4; i++) {
         char key[16];
         snprintf(key, sizeof(key), "k%d", i);
-        sh_alloc(fx.s, key, 2);
+        ts_alloc(fx.s, key, 2);
     }
-    ect_step_meta_t *m = sh_step(fx.s);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 0);
     ect_step_meta_destroy(m);
-    ect_metrics_t mt = sh_metrics(fx.s);
+    ect_metrics_t mt = ts_metrics(fx.s);
     CHECK_EQ_U64(mt.saves_queued, 0);
     CHECK_EQ_U64(mt.cache.entries, 0);
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_consumer_only_has_cache_item(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_CONSUMER, 16, 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_CONSUMER, 16, 1);
     /* A consumer's entries arrive from peers; put one in the state a
      * finished peer read leaves it in. */
     ect_cache_t *cache = ect__scheduler_cache(fx.s);
@@ -397,158 +397,158 @@ test_consumer_only_has_cache_item(void)
     CHECK_OK(ect_cache_mark_ready(cache, "remote"));
     CHECK(ect_scheduler_has_cache_item(fx.s, "remote"));
     CHECK(!ect_scheduler_has_cache_item(fx.s, "other"));
-    ect_metrics_t mt = sh_metrics(fx.s);
+    ect_metrics_t mt = ts_metrics(fx.s);
     CHECK_EQ_U64(mt.hits, 1);
     CHECK_EQ_U64(mt.misses, 2);
-    sh_alloc(fx.s, "remote", 3);
-    ect_step_meta_t *m = sh_step(fx.s);
+    ts_alloc(fx.s, "remote", 3);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_loads(m), 1);
     CHECK_EQ_U64(ect_step_meta_load(m, 0)->n_blocks, 3);
     ect_step_meta_destroy(m);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_save_not_emitted_for_already_cached_entry(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
     /* In flight (queued, not reported): the next step does not save again. */
-    sh_alloc(fx.s, "A", 2);
-    ect_step_meta_t *m = sh_step(fx.s);
+    ts_alloc(fx.s, "A", 2);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 1);
     ect_step_meta_destroy(m);
-    sh_alloc(fx.s, "A", 2);
-    m = sh_step(fx.s);
+    ts_alloc(fx.s, "A", 2);
+    m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 0);
     ect_step_meta_destroy(m);
     /* Ready: no save either. */
-    sh_report_save(fx.s, "A", SH_SAVED);
-    sh_alloc(fx.s, "A", 2);
-    m = sh_step(fx.s);
+    ts_report_save(fx.s, "A", TS_SAVED);
+    ts_alloc(fx.s, "A", 2);
+    m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m), 0);
-    sh_report_load(fx.s, ect_step_meta_load(m, 0)->transfer_id);
+    ts_report_load(fx.s, ect_step_meta_load(m, 0)->transfer_id);
     ect_step_meta_destroy(m);
-    CHECK_EQ_U64(sh_metrics(fx.s).saves_queued, 1);
+    CHECK_EQ_U64(ts_metrics(fx.s).saves_queued, 1);
     CHECK_EQ_U64(cache_stats(fx.s).allocs, 1);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_update_connector_output_ignores_foreign_meta(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
-    sh_alloc(fx.s, "A", 2);
-    ect_step_meta_t *m = sh_step(fx.s);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    ts_alloc(fx.s, "A", 2);
+    ect_step_meta_t *m = ts_step(fx.s);
     /* Another value's bytes (the step metadata itself), and another
      * connector's report format, are not reports. */
     size_t len;
-    void *meta_bytes = sh_encode_meta(m, &len);
+    void *meta_bytes = ts_encode_meta(m, &len);
     CHECK_STATUS(ect_scheduler_update_connector_output(fx.s, meta_bytes, len), ECT_ERR_PARSE);
     static const char json[] = "{\"completed_saves\": [\"A\"], \"completed_loads\": []}";
     CHECK_STATUS(ect_scheduler_update_connector_output(fx.s, json, sizeof(json) - 1),
                  ECT_ERR_PARSE);
-    CHECK(!sh_cached(fx.s, "A"));
+    CHECK(!ts_cached(fx.s, "A"));
     CHECK(ect_scheduler_has_pending_push_work(fx.s));
-    ect_metrics_t mt = sh_metrics(fx.s);
+    ect_metrics_t mt = ts_metrics(fx.s);
     CHECK_EQ_U64(mt.reports_malformed, 2);
     CHECK_EQ_U64(mt.saves_completed, 0);
     /* The real report still works afterwards. */
-    sh_report_save(fx.s, "A", SH_SAVED);
-    CHECK(sh_cached(fx.s, "A"));
+    ts_report_save(fx.s, "A", TS_SAVED);
+    CHECK(ts_cached(fx.s, "A"));
     free(meta_bytes);
     ect_step_meta_destroy(m);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_update_connector_output_ignores_unknown_report(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
-    sh_store_only(fx.s, "A", 1);
-    ect_metrics_t before = sh_metrics(fx.s);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    ts_store_only(fx.s, "A", 1);
+    ect_metrics_t before = ts_metrics(fx.s);
     ect_step_report_t *r;
     CHECK_OK(ect_step_report_create(&r));
     CHECK_OK(ect_step_report_add_save(r, "never-saved"));
     CHECK_OK(ect_step_report_add_save(r, "A")); /* ready already: a replay */
     CHECK_OK(ect_step_report_add_failed_save(r, "A"));
     CHECK_OK(ect_step_report_add_load(r, 999));
-    sh_send_report(fx.s, r);
+    ts_send_report(fx.s, r);
     ect_step_report_destroy(r);
-    ect_metrics_t after = sh_metrics(fx.s);
+    ect_metrics_t after = ts_metrics(fx.s);
     CHECK_EQ_U64(after.reports_ignored, before.reports_ignored + 4);
     CHECK_EQ_U64(after.saves_completed, before.saves_completed);
     CHECK_EQ_U64(after.saves_failed, 0);
     CHECK_EQ_U64(after.cache.entries, 1);
-    CHECK(sh_cached(fx.s, "A"));
-    CHECK(!sh_cached(fx.s, "never-saved"));
-    sh_fx_close(&fx);
+    CHECK(ts_cached(fx.s, "A"));
+    CHECK(!ts_cached(fx.s, "never-saved"));
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_has_pending_push_work_tracks_inflight_save(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_PRODUCER, 16, 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_PRODUCER, 16, 1);
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
-    sh_alloc(fx.s, "A", 2);
+    ts_alloc(fx.s, "A", 2);
     CHECK(ect_scheduler_has_pending_push_work(fx.s)); /* queued */
-    ect_step_meta_t *m = sh_step(fx.s);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK(ect_scheduler_has_pending_push_work(fx.s)); /* with the workers */
-    sh_report_save(fx.s, "A", SH_SAVED);
+    ts_report_save(fx.s, "A", TS_SAVED);
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
     ect_step_meta_destroy(m);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_has_pending_push_work_tracks_inflight_load(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
-    sh_store_only(fx.s, "A", 2);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    ts_store_only(fx.s, "A", 2);
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
-    sh_alloc(fx.s, "A", 2);
+    ts_alloc(fx.s, "A", 2);
     CHECK(ect_scheduler_has_pending_push_work(fx.s));
-    ect_step_meta_t *m = sh_step(fx.s);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK(ect_scheduler_has_pending_push_work(fx.s));
-    sh_report_load(fx.s, ect_step_meta_load(m, 0)->transfer_id);
+    ts_report_load(fx.s, ect_step_meta_load(m, 0)->transfer_id);
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
     ect_step_meta_destroy(m);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_shutdown_disables_roles_and_cleans_region(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
-    sh_store_only(fx.s, "ready", 2);
-    sh_alloc(fx.s, "ready", 2); /* a load in flight */
-    sh_alloc(fx.s, "saving", 2);
-    ect_step_meta_t *m = sh_step(fx.s);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    ts_store_only(fx.s, "ready", 2);
+    ts_alloc(fx.s, "ready", 2); /* a load in flight */
+    ts_alloc(fx.s, "saving", 2);
+    ect_step_meta_t *m = ts_step(fx.s);
     ect_step_meta_destroy(m);
     CHECK(ect_scheduler_has_pending_push_work(fx.s));
-    ect_metrics_t before = sh_metrics(fx.s);
+    ect_metrics_t before = ts_metrics(fx.s);
 
     ect_scheduler_shutdown(fx.s);
-    CHECK_MSG(!sh_exists(fx.in.path), "shutdown left %s", fx.in.path);
+    CHECK_MSG(!ts_exists(fx.in.path), "shutdown left %s", fx.in.path);
     CHECK(!ect_scheduler_has_cache_item(fx.s, "ready"));
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
-    sh_alloc(fx.s, "later", 2);
-    m = sh_step(fx.s);
+    ts_alloc(fx.s, "later", 2);
+    m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m) + ect_step_meta_n_loads(m), 0);
     ect_step_meta_destroy(m);
-    sh_report_save(fx.s, "saving", SH_SAVED); /* late reports are harmless */
+    ts_report_save(fx.s, "saving", TS_SAVED); /* late reports are harmless */
     /* The counters stay readable; nothing counts any more. */
-    ect_metrics_t after = sh_metrics(fx.s);
+    ect_metrics_t after = ts_metrics(fx.s);
     CHECK_EQ_U64(after.saves_queued, before.saves_queued);
     CHECK_EQ_U64(after.hits, before.hits);
     CHECK_EQ_U64(after.saves_completed, before.saves_completed);
     ect_scheduler_shutdown(fx.s); /* idempotent */
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 /* ---- beyond the seed's list ---------------------------------------------- */
@@ -556,10 +556,10 @@ test_shutdown_disables_roles_and_cleans_region(void)
 static void
 test_hit_is_not_evicted_before_its_load_is_queued(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 2, 1);
-    sh_store_only(fx.s, "X", 1); /* the oldest ready entry */
-    sh_store_only(fx.s, "Z", 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 2, 1);
+    ts_store_only(fx.s, "X", 1); /* the oldest ready entry */
+    ts_store_only(fx.s, "Z", 1);
     /* The engine asks about every item of a request first, then allocates
      * them in item order: Y (encoded, saved) comes before X (a hit). */
     ect_mm_feature_t f[2] = {{.identifier = "Y", .num_tokens = 1},
@@ -569,91 +569,91 @@ test_hit_is_not_evicted_before_its_load_is_queued(void)
     CHECK(ect_scheduler_has_cache_item(fx.s, "X"));
     CHECK_OK(ect_scheduler_update_state_after_alloc(fx.s, &r, 0));
     CHECK_OK(ect_scheduler_update_state_after_alloc(fx.s, &r, 1));
-    ect_step_meta_t *m = sh_step(fx.s);
+    ect_step_meta_t *m = ts_step(fx.s);
     /* The engine will not encode X: its load must be there. */
-    CHECK_MSG(sh_find_load(m, "X") != NULL, "X was a hit but is not loaded");
+    CHECK_MSG(ts_find_load(m, "X") != NULL, "X was a hit but is not loaded");
     CHECK(ect_step_meta_find_save(m, "Y") != NULL);
-    CHECK(sh_cached(fx.s, "X"));
-    CHECK(!sh_cached(fx.s, "Z")); /* Y took Z's block */
-    sh_report_save(fx.s, "Y", SH_SAVED);
-    sh_report_load(fx.s, sh_find_load(m, "X")->transfer_id);
+    CHECK(ts_cached(fx.s, "X"));
+    CHECK(!ts_cached(fx.s, "Z")); /* Y took Z's block */
+    ts_report_save(fx.s, "Y", TS_SAVED);
+    ts_report_load(fx.s, ts_find_load(m, "X")->transfer_id);
     ect_step_meta_destroy(m);
     /* A hit that the engine then does not schedule holds nothing past the
      * step: X is evictable again once the step is built. */
     CHECK(ect_scheduler_has_cache_item(fx.s, "X"));
     CHECK_EQ_U64(cache_stats(fx.s).pins, 1);
-    ect_step_meta_destroy(sh_step(fx.s));
+    ect_step_meta_destroy(ts_step(fx.s));
     CHECK_EQ_U64(cache_stats(fx.s).pins, 0);
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_has_pending_push_work_false_when_idle(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 2);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 2);
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
     /* Ready entries, a finished load, a failed save and an empty step: the
      * instance holds data but has nothing to push, so the engine may idle. */
-    sh_store_only(fx.s, "A", 2);
-    sh_store_only(fx.s, "B", 2);
-    sh_alloc(fx.s, "A", 2);
-    ect_step_meta_t *m = sh_step(fx.s);
+    ts_store_only(fx.s, "A", 2);
+    ts_store_only(fx.s, "B", 2);
+    ts_alloc(fx.s, "A", 2);
+    ect_step_meta_t *m = ts_step(fx.s);
     uint64_t tid = ect_step_meta_load(m, 0)->transfer_id;
     ect_step_meta_destroy(m);
-    sh_report_load(fx.s, tid);
-    sh_report_load(fx.s, tid);
-    sh_alloc(fx.s, "C", 1);
-    ect_step_meta_destroy(sh_step(fx.s));
-    sh_report_save(fx.s, "C", SH_FAILED);
-    ect_step_meta_destroy(sh_step(fx.s));
+    ts_report_load(fx.s, tid);
+    ts_report_load(fx.s, tid);
+    ts_alloc(fx.s, "C", 1);
+    ect_step_meta_destroy(ts_step(fx.s));
+    ts_report_save(fx.s, "C", TS_FAILED);
+    ect_step_meta_destroy(ts_step(fx.s));
     CHECK_EQ_U64(cache_stats(fx.s).entries_ready, 2);
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_failed_save_report_discards_the_entry(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 4, 1);
-    sh_alloc(fx.s, "A", 4);
-    ect_step_meta_destroy(sh_step(fx.s));
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 4, 1);
+    ts_alloc(fx.s, "A", 4);
+    ect_step_meta_destroy(ts_step(fx.s));
     CHECK_EQ_U64(cache_stats(fx.s).free_blocks, 0);
-    sh_report_save(fx.s, "A", SH_FAILED);
-    ect_metrics_t mt = sh_metrics(fx.s);
+    ts_report_save(fx.s, "A", TS_FAILED);
+    ect_metrics_t mt = ts_metrics(fx.s);
     CHECK_EQ_U64(mt.saves_failed, 1);
     CHECK_EQ_U64(mt.saves_completed, 0);
     CHECK_EQ_U64(mt.cache.entries, 0);
     CHECK_EQ_U64(mt.cache.free_blocks, 4);
-    CHECK(!sh_cached(fx.s, "A"));
+    CHECK(!ts_cached(fx.s, "A"));
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
     /* A late "saved" for it is ignored; the item can be saved again. */
-    sh_report_save(fx.s, "A", SH_SAVED);
-    CHECK(!sh_cached(fx.s, "A"));
-    sh_store_only(fx.s, "A", 4);
-    CHECK(sh_cached(fx.s, "A"));
-    sh_fx_close(&fx);
+    ts_report_save(fx.s, "A", TS_SAVED);
+    CHECK(!ts_cached(fx.s, "A"));
+    ts_store_only(fx.s, "A", 4);
+    CHECK(ts_cached(fx.s, "A"));
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_zero_token_item_is_saved_and_loaded(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 4, 1);
-    ect_step_meta_t *m = sh_store(fx.s, "empty", 0);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 4, 1);
+    ect_step_meta_t *m = ts_store(fx.s, "empty", 0);
     CHECK_EQ_U64(ect_step_meta_find_save(m, "empty")->n_blocks, 0);
     ect_step_meta_destroy(m);
-    CHECK(sh_cached(fx.s, "empty"));
-    sh_alloc(fx.s, "empty", 0);
-    m = sh_step(fx.s);
+    CHECK(ts_cached(fx.s, "empty"));
+    ts_alloc(fx.s, "empty", 0);
+    m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_loads(m), 1);
     CHECK_EQ_U64(ect_step_meta_load(m, 0)->n_runs, 0);
-    sh_report_load(fx.s, ect_step_meta_load(m, 0)->transfer_id);
+    ts_report_load(fx.s, ect_step_meta_load(m, 0)->transfer_id);
     ect_step_meta_destroy(m);
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 /* ---- metrics -------------------------------------------------------------- */
@@ -661,35 +661,35 @@ test_zero_token_item_is_saved_and_loaded(void)
 static void
 test_metrics_count_every_step_event(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 2, 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 2, 1);
     CHECK(!ect_scheduler_has_cache_item(fx.s, "A")); /* miss */
-    sh_alloc(fx.s, "A", 1);
-    sh_alloc(fx.s, "B", 1);
-    ect_step_meta_destroy(sh_step(fx.s));
+    ts_alloc(fx.s, "A", 1);
+    ts_alloc(fx.s, "B", 1);
+    ect_step_meta_destroy(ts_step(fx.s));
     ect_step_report_t *r;
     CHECK_OK(ect_step_report_create(&r));
     CHECK_OK(ect_step_report_add_save(r, "A"));
     CHECK_OK(ect_step_report_add_failed_save(r, "B"));
     ect_step_copy_stats_t cs = {.save_bytes = 4096, .save_ns = 2000, .save_batches = 1};
     ect_step_report_add_stats(r, &cs);
-    sh_send_report(fx.s, r);
+    ts_send_report(fx.s, r);
     ect_step_report_destroy(r);
     CHECK(ect_scheduler_has_cache_item(fx.s, "A")); /* hit */
-    sh_alloc(fx.s, "A", 1);
-    ect_step_meta_t *m = sh_step(fx.s);
+    ts_alloc(fx.s, "A", 1);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK_OK(ect_step_report_create(&r));
     CHECK_OK(ect_step_report_add_load(r, ect_step_meta_load(m, 0)->transfer_id));
     ect_step_copy_stats_t ls = {.load_bytes = 64, .load_ns = 500, .load_batches = 1};
     ect_step_report_add_stats(r, &ls);
-    sh_send_report(fx.s, r);
+    ts_send_report(fx.s, r);
     ect_step_report_destroy(r);
     ect_step_meta_destroy(m);
-    sh_store_only(fx.s, "C", 1);
-    sh_store_only(fx.s, "D", 1); /* evicts A */
-    sh_alloc(fx.s, "E", 5);      /* too big: skipped */
+    ts_store_only(fx.s, "C", 1);
+    ts_store_only(fx.s, "D", 1); /* evicts A */
+    ts_alloc(fx.s, "E", 5);      /* too big: skipped */
 
-    ect_metrics_t mt = sh_metrics(fx.s);
+    ect_metrics_t mt = ts_metrics(fx.s);
     CHECK_EQ_U64(mt.hits, 1);
     CHECK_EQ_U64(mt.misses, 1);
     CHECK_EQ_U64(mt.saves_queued, 4);
@@ -709,7 +709,7 @@ test_metrics_count_every_step_event(void)
     CHECK_EQ_U64(mt.cache.runs_histogram[0], 2);
     CHECK_EQ_U64(mt.reports_ignored, 0);
     CHECK_STATUS(ect_scheduler_metrics(fx.s, NULL), ECT_ERR_INVALID_ARG);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 /* ---- threads -------------------------------------------------------------- */
@@ -737,8 +737,8 @@ reader_main(void *arg)
 static void
 test_concurrent_callers_keep_the_counters_consistent(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
     enum { READERS = 2, CALLS = 2000, CYCLES = 200 };
     struct reader rd[READERS];
     pthread_t th[READERS];
@@ -750,26 +750,26 @@ test_concurrent_callers_keep_the_counters_consistent(void)
     for (unsigned c = 0; c < CYCLES; c++) {
         char key[16];
         snprintf(key, sizeof(key), "k%u", c % 8);
-        sh_alloc(fx.s, key, 1);
-        ect_step_meta_t *m = sh_step(fx.s);
+        ts_alloc(fx.s, key, 1);
+        ect_step_meta_t *m = ts_step(fx.s);
         ect_step_report_t *r;
         CHECK_OK(ect_step_report_create(&r));
         for (size_t i = 0; i < ect_step_meta_n_saves(m); i++)
             CHECK_OK(ect_step_report_add_save(r, ect_step_meta_save(m, i)->key));
         for (size_t i = 0; i < ect_step_meta_n_loads(m); i++)
             CHECK_OK(ect_step_report_add_load(r, ect_step_meta_load(m, i)->transfer_id));
-        sh_send_report(fx.s, r);
+        ts_send_report(fx.s, r);
         ect_step_report_destroy(r);
         ect_step_meta_destroy(m);
     }
     for (int i = 0; i < READERS; i++)
         CHECK(pthread_join(th[i], NULL) == 0);
-    ect_metrics_t mt = sh_metrics(fx.s);
+    ect_metrics_t mt = ts_metrics(fx.s);
     CHECK_EQ_U64(mt.hits + mt.misses, READERS * CALLS);
     CHECK_EQ_U64(mt.saves_completed, 8);
     CHECK_EQ_U64(mt.loads_completed, CYCLES - 8);
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static const struct ect_test_case cases[] = {

@@ -4,23 +4,23 @@
  * rejected with a status and change nothing, and creation leaves nothing
  * behind.  The protocol scenarios are in tests/unit/test_scheduler.c.
  */
-#include "step_helpers.h"
+#include "support/step.h"
 
 static ect_cache_stats_t
 cache_stats(ect_scheduler_t *s)
 {
-    return sh_metrics(s).cache;
+    return ts_metrics(s).cache;
 }
 
 static void
 test_malformed_report_changes_nothing(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
-    sh_store_only(fx.s, "A", 1);
-    sh_alloc(fx.s, "A", 1);
-    sh_alloc(fx.s, "B", 1);
-    ect_step_meta_t *m = sh_step(fx.s);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    ts_store_only(fx.s, "A", 1);
+    ts_alloc(fx.s, "A", 1);
+    ts_alloc(fx.s, "B", 1);
+    ect_step_meta_t *m = ts_step(fx.s);
     uint64_t tid = ect_step_meta_load(m, 0)->transfer_id;
     ect_step_meta_destroy(m);
 
@@ -29,9 +29,9 @@ test_malformed_report_changes_nothing(void)
     CHECK_OK(ect_step_report_add_save(r, "B"));
     CHECK_OK(ect_step_report_add_load(r, tid));
     size_t len;
-    unsigned char *good = sh_encode_report(r, &len);
+    unsigned char *good = ts_encode_report(r, &len);
     ect_step_report_destroy(r);
-    ect_metrics_t before = sh_metrics(fx.s);
+    ect_metrics_t before = ts_metrics(fx.s);
 
     /* Truncated; a corrupt count; a good frame followed by a bad one: none
      * of it is applied, not even the good frame. */
@@ -45,30 +45,30 @@ test_malformed_report_changes_nothing(void)
     bad[len] = 'X'; /* the second frame's magic */
     CHECK_STATUS(ect_scheduler_update_connector_output(fx.s, bad, 2 * len), ECT_ERR_PARSE);
 
-    ect_metrics_t after = sh_metrics(fx.s);
+    ect_metrics_t after = ts_metrics(fx.s);
     CHECK_EQ_U64(after.reports_malformed, before.reports_malformed + 3);
     CHECK_EQ_U64(after.saves_completed, before.saves_completed);
     CHECK_EQ_U64(after.loads_completed, before.loads_completed);
     CHECK_EQ_U64(after.cache.pins, 1);
     CHECK_EQ_U64(after.cache.entries_not_ready, 1);
-    CHECK(!sh_cached(fx.s, "B"));
+    CHECK(!ts_cached(fx.s, "B"));
     CHECK(ect_scheduler_has_pending_push_work(fx.s));
     /* The intact bytes still apply. */
     CHECK_OK(ect_scheduler_update_connector_output(fx.s, good, len));
-    CHECK(sh_cached(fx.s, "B"));
+    CHECK(ts_cached(fx.s, "B"));
     CHECK(!ect_scheduler_has_pending_push_work(fx.s));
     CHECK_OK(ect_scheduler_update_connector_output(fx.s, NULL, 0)); /* nothing to report */
     CHECK(ect_scheduler_update_connector_output(fx.s, NULL, 5) != ECT_OK);
     free(bad);
     free(good);
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_bad_requests_are_rejected_and_change_nothing(void)
 {
-    struct sh_fx fx;
-    sh_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 16, 1);
     ect_mm_feature_t f[2] = {{.identifier = "ok", .num_tokens = 1},
                              {.identifier = NULL, .num_tokens = 1}};
     ect_request_t r = {.request_id = "r", .features = f, .n_features = 2};
@@ -92,7 +92,7 @@ test_bad_requests_are_rejected_and_change_nothing(void)
     ect_request_t lr = {.request_id = "r", .features = &lf, .n_features = 1};
     CHECK_STATUS(ect_scheduler_update_state_after_alloc(fx.s, &lr, 0), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "identifier of feature 0 is longer than 1024 bytes");
-    CHECK(!sh_cached(fx.s, longkey));
+    CHECK(!ts_cached(fx.s, longkey));
     CHECK(!ect_scheduler_has_cache_item(fx.s, longkey));
     /* The same for a request id and an mm_hash: refused where they enter,
      * naming the field, never cut (a cut key would alias another). */
@@ -119,7 +119,7 @@ test_bad_requests_are_rejected_and_change_nothing(void)
     lf.identifier = longkey;
     CHECK_OK(ect_scheduler_ensure_cache_available(fx.s, &lr, &available));
     free(longkey);
-    ect_step_meta_t *m = sh_step(fx.s);
+    ect_step_meta_t *m = ts_step(fx.s);
     CHECK_EQ_U64(ect_step_meta_n_saves(m) + ect_step_meta_n_loads(m), 0);
     ect_step_meta_destroy(m);
     CHECK_EQ_U64(cache_stats(fx.s).entries, 0);
@@ -130,14 +130,14 @@ test_bad_requests_are_rejected_and_change_nothing(void)
     r.features = f;
     CHECK_OK(ect_scheduler_request_finished(fx.s, &r, &params));
     CHECK(params == NULL); /* announcements exist only with P2P */
-    sh_fx_close(&fx);
+    ts_step_fx_close(&fx);
 }
 
 static void
 test_create_fails_cleanly_on_bad_params(void)
 {
-    struct sh_instance in;
-    sh_instance_init(&in, ECT_ROLE_BOTH, 16, true);
+    struct ts_step_instance in;
+    ts_step_instance_init(&in, ECT_ROLE_BOTH, 16, true);
     ect_scheduler_t *s = (ect_scheduler_t *)&in; /* must stay as it is */
     ect_scheduler_params_t p = {.config = &in.cfg, .geometry = &in.geom, .instance_id = in.id};
     in.cfg.p2p_enabled = true;
@@ -159,21 +159,21 @@ test_create_fails_cleanly_on_bad_params(void)
     p.instance_id = in.id;
     in.cfg.cpu_bytes = 0;
     CHECK_STATUS(ect_scheduler_create(&p, &s), ECT_ERR_CONFIG);
-    in.cfg.cpu_bytes = 16 * SH_BLOCK;
+    in.cfg.cpu_bytes = 16 * TS_STEP_BLOCK;
     p.geometry = NULL;
     CHECK_STATUS(ect_scheduler_create(&p, &s), ECT_ERR_INVALID_ARG);
     CHECK(s == (ect_scheduler_t *)&in);
-    CHECK(!sh_exists(in.path));
+    CHECK(!ts_exists(in.path));
     /* A region of another geometry under the same name: incompatible. */
     p.geometry = &in.geom;
-    ect_scheduler_t *first = sh_scheduler(&in, 1);
+    ect_scheduler_t *first = ts_scheduler(&in, 1);
     ect_geometry_t other = in.geom;
-    CHECK_OK(ect_geometry_init(SH_HIDDEN * 2, ECT_DTYPE_F32, in.cfg.cpu_bytes, &other));
+    CHECK_OK(ect_geometry_init(TS_STEP_HIDDEN * 2, ECT_DTYPE_F32, in.cfg.cpu_bytes, &other));
     p.geometry = &other;
     CHECK_STATUS(ect_scheduler_create(&p, &s), ECT_ERR_INCOMPATIBLE);
     CHECK(s == (ect_scheduler_t *)&in);
     ect_scheduler_destroy(first);
-    sh_check_gone(in.path);
+    ts_check_gone(in.path);
     ect_scheduler_destroy(NULL);
 }
 
@@ -184,9 +184,9 @@ test_create_fails_cleanly_on_bad_params(void)
 static void
 test_a_second_scheduler_on_one_region_is_refused_and_workers_still_join(void)
 {
-    struct sh_instance a, b;
-    sh_instance_init(&a, ECT_ROLE_BOTH, 16, true);
-    sh_instance_init(&b, ECT_ROLE_BOTH, 16, true);
+    struct ts_step_instance a, b;
+    ts_step_instance_init(&a, ECT_ROLE_BOTH, 16, true);
+    ts_step_instance_init(&b, ECT_ROLE_BOTH, 16, true);
     /* Two instances, one configured region name. */
     char name[64], path[320];
     ect_test_unique_name(name, sizeof(name), "ectt_");
@@ -194,8 +194,8 @@ test_a_second_scheduler_on_one_region_is_refused_and_workers_still_join(void)
     snprintf(b.cfg.region_name, sizeof(b.cfg.region_name), "%s", name);
     snprintf(path, sizeof(path), "/dev/shm/%s.mmap", name);
     snprintf(a.path, sizeof(a.path), "%s", path);
-    ect_scheduler_t *first = sh_scheduler(&a, 1);
-    sh_store_only(first, "A", 1);
+    ect_scheduler_t *first = ts_scheduler(&a, 1);
+    ts_store_only(first, "A", 1);
 
     ect_scheduler_params_t p = {.config = &b.cfg, .geometry = &b.geom, .instance_id = b.id};
     ect_scheduler_t *second = (ect_scheduler_t *)&b; /* must stay as it is */
@@ -207,11 +207,11 @@ test_a_second_scheduler_on_one_region_is_refused_and_workers_still_join(void)
     CHECK_CONTAINS(ect_last_error(), pid);
     CHECK_CONTAINS(ect_last_error(), "region_name");
     /* The refused one left the owner's region and entries alone. */
-    CHECK(sh_exists(path));
-    CHECK(sh_cached(first, "A"));
+    CHECK(ts_exists(path));
+    CHECK(ts_cached(first, "A"));
 
     /* A worker of the instance and a read-only mapper still join. */
-    ect_worker_t *w = sh_worker(&a, 0, 0, NULL);
+    ect_worker_t *w = ts_worker(&a, 0, 0, NULL);
     ect_region_t *ro = NULL;
     CHECK_OK(ect_region_open_readonly(path, NULL, &ro));
     ect_region_close(ro);
@@ -219,12 +219,12 @@ test_a_second_scheduler_on_one_region_is_refused_and_workers_still_join(void)
     /* The owner goes; the next scheduler owns the region (the worker kept
      * it alive). */
     ect_scheduler_destroy(first);
-    CHECK(sh_exists(path));
+    CHECK(ts_exists(path));
     second = NULL;
     CHECK_OK(ect_scheduler_create(&p, &second));
     ect_scheduler_destroy(second);
     ect_worker_destroy(w);
-    sh_check_gone(path);
+    ts_check_gone(path);
 }
 
 static const struct ect_test_case cases[] = {

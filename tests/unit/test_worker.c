@@ -6,18 +6,20 @@
  * and metadata that must not bind.
  *
  * Each case runs a real worker over a small real region in /dev/shm
- * (16 blocks of 64 bytes, tests/step_helpers.h) that the test joins too, so
+ * (16 blocks of 64 bytes, tests/support/step.h) that the test joins too, so
  * it can poison every block first and then see exactly which bytes a copy
  * wrote.  Cases that must see copies in flight lend the worker a CPU engine
  * and hold its copy threads (ect__copy_cpu_hold).
  */
+#include <time.h>
+
 #include "copy/cpu.h"
-#include "step_helpers.h"
+#include "support/step.h"
 
 #define POISON 0xEE
 
 struct fx {
-    struct sh_instance in;
+    struct ts_step_instance in;
     ect_copy_engine_t *engine; /* lent to the worker, or NULL */
     ect_worker_t *w;
     ect_region_t *region; /* the test's own view of the region */
@@ -34,14 +36,14 @@ poison(ect_region_t *r)
 static void
 fx_open(struct fx *fx, unsigned tp, unsigned pcp, int lend_engine)
 {
-    sh_instance_init(&fx->in, ECT_ROLE_BOTH, 16, true);
+    ts_step_instance_init(&fx->in, ECT_ROLE_BOTH, 16, true);
     fx->engine = NULL;
     if (lend_engine) {
         ect_copy_cpu_params_t cp = {.threads = 2};
         CHECK_OK(ect_copy_engine_create_cpu(&cp, &fx->engine));
     }
-    fx->w = sh_worker(&fx->in, tp, pcp, fx->engine);
-    fx->region = sh_region_join(&fx->in);
+    fx->w = ts_worker(&fx->in, tp, pcp, fx->engine);
+    fx->region = ts_region_join(&fx->in);
     poison(fx->region);
 }
 
@@ -51,7 +53,7 @@ fx_close(struct fx *fx)
     ect_worker_destroy(fx->w);
     ect_region_close(fx->region);
     ect_copy_engine_destroy(fx->engine);
-    sh_check_gone(fx->in.path);
+    ts_check_gone(fx->in.path);
 }
 
 static unsigned char *
@@ -83,7 +85,7 @@ static void
 bind(ect_worker_t *w, const ect_step_meta_t *m)
 {
     size_t len;
-    void *bytes = sh_encode_meta(m, &len);
+    void *bytes = ts_encode_meta(m, &len);
     CHECK_OK(ect_worker_bind_metadata(w, bytes, len));
     free(bytes);
 }
@@ -199,17 +201,17 @@ save_writes_to_assigned_blocks(size_t nbytes)
     CHECK_EQ_U64(ect_step_report_stats(r)->save_bytes, nbytes);
     const uint64_t ids[] = {0, 2, 5, 7};
     for (size_t k = 0; k < 4; k++) {
-        size_t off = k * SH_BLOCK;
-        size_t len = nbytes - off < SH_BLOCK ? nbytes - off : SH_BLOCK;
+        size_t off = k * TS_STEP_BLOCK;
+        size_t len = nbytes - off < TS_STEP_BLOCK ? nbytes - off : TS_STEP_BLOCK;
         CHECK_MSG(memcmp(block(&fx, ids[k]), src + off, len) == 0, "block %llu has wrong bytes",
                   (unsigned long long)ids[k]);
         /* The tail sentinel: the rest of a partial last block is untouched. */
-        CHECK_MSG(all_bytes(block(&fx, ids[k]) + len, SH_BLOCK - len, POISON),
+        CHECK_MSG(all_bytes(block(&fx, ids[k]) + len, TS_STEP_BLOCK - len, POISON),
                   "block %llu was written past the payload", (unsigned long long)ids[k]);
     }
     for (uint64_t b = 0; b < 16; b++)
         if (b != 0 && b != 2 && b != 5 && b != 7)
-            CHECK_MSG(all_bytes(block(&fx, b), SH_BLOCK, POISON), "unassigned block %llu written",
+            CHECK_MSG(all_bytes(block(&fx, b), TS_STEP_BLOCK, POISON), "unassigned block %llu written",
                       (unsigned long long)b);
     ect_worker_clear_metadata(fx.w);
     ect_step_report_destroy(r);
@@ -223,13 +225,13 @@ save_writes_to_assigned_blocks(size_t nbytes)
 static void
 test_saves_writes_to_assigned_blocks_exact_fit(void)
 {
-    save_writes_to_assigned_blocks(4 * SH_BLOCK);
+    save_writes_to_assigned_blocks(4 * TS_STEP_BLOCK);
 }
 
 static void
 test_saves_writes_to_assigned_blocks_partial_last_block(void)
 {
-    save_writes_to_assigned_blocks(3 * SH_BLOCK + 20);
+    save_writes_to_assigned_blocks(3 * TS_STEP_BLOCK + 20);
 }
 
 static void
@@ -241,15 +243,15 @@ test_saves_noop_when_mm_hash_not_in_saves(void)
     ect_run_t runs[] = {{3, 2}};
     CHECK_OK(ect_step_meta_add_save(m, "wanted", runs, 1));
     bind(fx.w, m);
-    unsigned char *src = payload(2 * SH_BLOCK, 2);
+    unsigned char *src = payload(2 * TS_STEP_BLOCK, 2);
     int queued = 7;
-    CHECK_OK(ect_worker_save(fx.w, "other", src, 2 * SH_BLOCK, NULL, &queued));
+    CHECK_OK(ect_worker_save(fx.w, "other", src, 2 * TS_STEP_BLOCK, NULL, &queued));
     CHECK_EQ_INT(queued, 0);
-    CHECK_OK(ect_worker_save(fx.w, "other", src, 2 * SH_BLOCK, NULL, NULL));
+    CHECK_OK(ect_worker_save(fx.w, "other", src, 2 * TS_STEP_BLOCK, NULL, NULL));
     CHECK_OK(ect_worker_get_finished(fx.w));
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 0);
     CHECK(land(fx.w) == NULL);
-    CHECK(all_bytes(block(&fx, 0), 16 * SH_BLOCK, POISON));
+    CHECK(all_bytes(block(&fx, 0), 16 * TS_STEP_BLOCK, POISON));
     free(src);
     ect_step_meta_destroy(m);
     ect_worker_clear_metadata(fx.w);
@@ -268,16 +270,16 @@ test_saves_noop_for_non_save_rank(void)
         ect_run_t runs[] = {{0, 2}};
         CHECK_OK(ect_step_meta_add_save(m, "h", runs, 1));
         bind(fx.w, m);
-        unsigned char *src = payload(2 * SH_BLOCK, 3);
+        unsigned char *src = payload(2 * TS_STEP_BLOCK, 3);
         int queued = 7;
-        CHECK_OK(ect_worker_save(fx.w, "h", src, 2 * SH_BLOCK, NULL, &queued));
+        CHECK_OK(ect_worker_save(fx.w, "h", src, 2 * TS_STEP_BLOCK, NULL, &queued));
         CHECK_EQ_INT(queued, 0);
         CHECK_OK(ect_worker_get_finished(fx.w));
         CHECK_EQ_U64(ect_worker_in_flight(fx.w), 0);
         ect_worker_clear_metadata(fx.w);
         /* Only the save rank reports saves, done or failed. */
         CHECK(land(fx.w) == NULL);
-        CHECK(all_bytes(block(&fx, 0), 16 * SH_BLOCK, POISON));
+        CHECK(all_bytes(block(&fx, 0), 16 * TS_STEP_BLOCK, POISON));
         free(src);
         ect_step_meta_destroy(m);
         fx_close(&fx);
@@ -293,15 +295,15 @@ test_saves_raises_when_allocated_blocks_too_small(void)
     ect_run_t runs[] = {{4, 2}};
     CHECK_OK(ect_step_meta_add_save(m, "h", runs, 1));
     bind(fx.w, m);
-    unsigned char *src = payload(2 * SH_BLOCK + 1, 4);
+    unsigned char *src = payload(2 * TS_STEP_BLOCK + 1, 4);
     int queued = 7;
-    CHECK_STATUS(ect_worker_save(fx.w, "h", src, 2 * SH_BLOCK + 1, NULL, &queued),
+    CHECK_STATUS(ect_worker_save(fx.w, "h", src, 2 * TS_STEP_BLOCK + 1, NULL, &queued),
                  ECT_ERR_OVERFLOW);
     CHECK_CONTAINS(ect_last_error(), "exceeds");
     CHECK_EQ_INT(queued, 0);
     CHECK_OK(ect_worker_get_finished(fx.w));
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 0);
-    CHECK(all_bytes(block(&fx, 0), 16 * SH_BLOCK, POISON)); /* no truncated copy */
+    CHECK(all_bytes(block(&fx, 0), 16 * TS_STEP_BLOCK, POISON)); /* no truncated copy */
     /* The entry never got its bytes: the scheduler must hear it failed. */
     ect_worker_clear_metadata(fx.w);
     ect_step_report_t *r = land(fx.w);
@@ -325,13 +327,13 @@ test_saves_batches_multiple_hashes(void)
     CHECK_OK(ect_step_meta_add_save(m, "b", rb, 1));
     CHECK_OK(ect_step_meta_add_save(m, "c", rc, 2));
     bind(fx.w, m);
-    size_t na = 2 * SH_BLOCK, nb = 3 * SH_BLOCK - 5, nc = 3 * SH_BLOCK;
+    size_t na = 2 * TS_STEP_BLOCK, nb = 3 * TS_STEP_BLOCK - 5, nc = 3 * TS_STEP_BLOCK;
     unsigned char *a = payload(na, 5), *b = payload(nb, 6), *c = payload(nc, 7);
     CHECK_OK(ect_worker_save(fx.w, "a", a, na, NULL, NULL));
     CHECK_OK(ect_worker_save(fx.w, "b", b, nb, NULL, NULL));
     CHECK_OK(ect_worker_save(fx.w, "c", c, nc, NULL, NULL));
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 0); /* nothing before get_finished */
-    CHECK(all_bytes(block(&fx, 0), 16 * SH_BLOCK, POISON));
+    CHECK(all_bytes(block(&fx, 0), 16 * TS_STEP_BLOCK, POISON));
     CHECK_OK(ect__copy_cpu_hold(fx.engine, true));
     CHECK_OK(ect_worker_get_finished(fx.w));
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 1); /* one batch for the three */
@@ -344,10 +346,10 @@ test_saves_batches_multiple_hashes(void)
     CHECK_EQ_U64(ect_step_report_stats(r)->save_batches, 1);
     CHECK(memcmp(block(&fx, 0), a, na) == 0);
     CHECK(memcmp(block(&fx, 2), b, nb) == 0);
-    CHECK(all_bytes(block(&fx, 4) + SH_BLOCK - 5, 5, POISON));
-    CHECK(memcmp(block(&fx, 9), c, SH_BLOCK) == 0);
-    CHECK(memcmp(block(&fx, 12), c + SH_BLOCK, 2 * SH_BLOCK) == 0);
-    CHECK(all_bytes(block(&fx, 10), 2 * SH_BLOCK, POISON));
+    CHECK(all_bytes(block(&fx, 4) + TS_STEP_BLOCK - 5, 5, POISON));
+    CHECK(memcmp(block(&fx, 9), c, TS_STEP_BLOCK) == 0);
+    CHECK(memcmp(block(&fx, 12), c + TS_STEP_BLOCK, 2 * TS_STEP_BLOCK) == 0);
+    CHECK(all_bytes(block(&fx, 10), 2 * TS_STEP_BLOCK, POISON));
     ect_step_report_destroy(r);
     ect_worker_clear_metadata(fx.w);
     free(a);
@@ -366,13 +368,13 @@ test_save_twice_in_a_step_is_refused(void)
     ect_run_t runs[] = {{0, 1}};
     CHECK_OK(ect_step_meta_add_save(m, "h", runs, 1));
     bind(fx.w, m);
-    unsigned char *src = payload(SH_BLOCK, 8);
-    CHECK_OK(ect_worker_save(fx.w, "h", src, SH_BLOCK, NULL, NULL));
+    unsigned char *src = payload(TS_STEP_BLOCK, 8);
+    CHECK_OK(ect_worker_save(fx.w, "h", src, TS_STEP_BLOCK, NULL, NULL));
     int queued = 7;
-    CHECK_STATUS(ect_worker_save(fx.w, "h", src, SH_BLOCK, NULL, &queued), ECT_ERR_EXISTS);
+    CHECK_STATUS(ect_worker_save(fx.w, "h", src, TS_STEP_BLOCK, NULL, &queued), ECT_ERR_EXISTS);
     CHECK_EQ_INT(queued, 0);
-    CHECK_STATUS(ect_worker_save(fx.w, NULL, src, SH_BLOCK, NULL, NULL), ECT_ERR_INVALID_ARG);
-    CHECK_STATUS(ect_worker_save(fx.w, "h", NULL, SH_BLOCK, NULL, NULL), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_worker_save(fx.w, NULL, src, TS_STEP_BLOCK, NULL, NULL), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_worker_save(fx.w, "h", NULL, TS_STEP_BLOCK, NULL, NULL), ECT_ERR_INVALID_ARG);
     CHECK_OK(ect_worker_get_finished(fx.w));
     ect_step_report_t *r = land(fx.w);
     CHECK_EQ_U64(count_saves(r, "h"), 1);
@@ -399,8 +401,8 @@ test_saves_never_made_are_reported_failed(void)
     CHECK_OK(ect_step_meta_add_save(m, "made", ra, 1));
     CHECK_OK(ect_step_meta_add_save(m, "never", rb, 1));
     bind(fx.w, m);
-    unsigned char *src = payload(SH_BLOCK, 9);
-    CHECK_OK(ect_worker_save(fx.w, "made", src, SH_BLOCK, NULL, NULL));
+    unsigned char *src = payload(TS_STEP_BLOCK, 9);
+    CHECK_OK(ect_worker_save(fx.w, "made", src, TS_STEP_BLOCK, NULL, NULL));
     CHECK_OK(ect_worker_get_finished(fx.w));
     ect_worker_clear_metadata(fx.w);
     ect_step_report_t *r = land(fx.w);
@@ -409,7 +411,7 @@ test_saves_never_made_are_reported_failed(void)
     CHECK_EQ_U64(count_failed(r, "made"), 0);
     CHECK_EQ_U64(count_failed(r, "never"), 1);
     CHECK_EQ_U64(count_saves(r, "never"), 0);
-    CHECK(all_bytes(block(&fx, 1), SH_BLOCK, POISON));
+    CHECK(all_bytes(block(&fx, 1), TS_STEP_BLOCK, POISON));
     ect_step_report_destroy(r);
     free(src);
     ect_step_meta_destroy(m);
@@ -425,14 +427,14 @@ test_saves_queued_but_not_submitted_are_reported_failed(void)
     ect_run_t runs[] = {{0, 1}};
     CHECK_OK(ect_step_meta_add_save(m, "h", runs, 1));
     bind(fx.w, m);
-    unsigned char *src = payload(SH_BLOCK, 10);
-    CHECK_OK(ect_worker_save(fx.w, "h", src, SH_BLOCK, NULL, NULL));
+    unsigned char *src = payload(TS_STEP_BLOCK, 10);
+    CHECK_OK(ect_worker_save(fx.w, "h", src, TS_STEP_BLOCK, NULL, NULL));
     ect_worker_clear_metadata(fx.w); /* get_finished never called */
     ect_step_report_t *r = land(fx.w);
     CHECK(r != NULL);
     CHECK_EQ_U64(count_failed(r, "h"), 1);
     CHECK_EQ_U64(ect_step_report_n_saves(r), 0);
-    CHECK(all_bytes(block(&fx, 0), SH_BLOCK, POISON));
+    CHECK(all_bytes(block(&fx, 0), TS_STEP_BLOCK, POISON));
     ect_step_report_destroy(r);
     free(src);
     ect_step_meta_destroy(m);
@@ -447,7 +449,7 @@ test_loads_copies_with_correct_shape_dtype_and_bytes(void)
     struct fx fx;
     fx_open(&fx, 0, 0, 0);
     for (uint64_t b = 0; b < 16; b++)
-        memset(block(&fx, b), (int)(b * 11 + 3), SH_BLOCK);
+        memset(block(&fx, b), (int)(b * 11 + 3), TS_STEP_BLOCK);
     ect_step_meta_t *m = meta_new();
     ect_run_t ra[] = {{3, 3}, {9, 1}}, rb[] = {{0, 1}};
     CHECK_OK(ect_step_meta_add_load(m, "a", 40, ra, 2));
@@ -462,18 +464,18 @@ test_loads_copies_with_correct_shape_dtype_and_bytes(void)
     CHECK_STR_EQ(t.keys[1], "a");
     /* (n, hidden) of float32: 4 rows of 16 elements, 4 bytes each. */
     CHECK_EQ_U64(t.tokens[1], 4);
-    CHECK_EQ_U64(t.nbytes[1], t.tokens[1] * SH_HIDDEN * ect_dtype_size(ECT_DTYPE_F32));
+    CHECK_EQ_U64(t.nbytes[1], t.tokens[1] * TS_STEP_HIDDEN * ect_dtype_size(ECT_DTYPE_F32));
     const uint64_t order[] = {3, 4, 5, 9};
     for (size_t k = 0; k < 4; k++)
-        CHECK_MSG(memcmp(t.bufs[1] + k * SH_BLOCK, block(&fx, order[k]), SH_BLOCK) == 0,
+        CHECK_MSG(memcmp(t.bufs[1] + k * TS_STEP_BLOCK, block(&fx, order[k]), TS_STEP_BLOCK) == 0,
                   "row %zu of 'a' is not block %llu", k, (unsigned long long)order[k]);
     CHECK_EQ_U64(t.tokens[0], 1);
-    CHECK(memcmp(t.bufs[0], block(&fx, 0), SH_BLOCK) == 0);
+    CHECK(memcmp(t.bufs[0], block(&fx, 0), TS_STEP_BLOCK) == 0);
     CHECK(r != NULL);
     CHECK_EQ_U64(ect_step_report_n_loads(r), 2);
     CHECK_EQ_U64(count_loads(r, 40), 1);
     CHECK_EQ_U64(count_loads(r, 41), 1);
-    CHECK_EQ_U64(ect_step_report_stats(r)->load_bytes, 5 * SH_BLOCK);
+    CHECK_EQ_U64(ect_step_report_stats(r)->load_bytes, 5 * TS_STEP_BLOCK);
     ect_step_report_destroy(r);
     ect_worker_clear_metadata(fx.w);
     CHECK_OK(ect_worker_take_report(fx.w, &r));
@@ -508,7 +510,7 @@ test_loads_works_on_all_ranks(void)
     for (size_t i = 0; i < 4; i++) {
         struct fx fx;
         fx_open(&fx, ranks[i][0], ranks[i][1], 0);
-        memset(block(&fx, 6), 0x42, 2 * SH_BLOCK);
+        memset(block(&fx, 6), 0x42, 2 * TS_STEP_BLOCK);
         ect_step_meta_t *m = meta_new();
         ect_run_t runs[] = {{6, 2}};
         CHECK_OK(ect_step_meta_add_load(m, "h", 7, runs, 1));
@@ -518,7 +520,7 @@ test_loads_works_on_all_ranks(void)
         ect_step_report_t *r = land(fx.w);
         CHECK(r != NULL);
         CHECK_EQ_U64(count_loads(r, 7), 1);
-        CHECK(all_bytes(t.bufs[0], 2 * SH_BLOCK, 0x42));
+        CHECK(all_bytes(t.bufs[0], 2 * TS_STEP_BLOCK, 0x42));
         ect_step_report_destroy(r);
         ect_worker_clear_metadata(fx.w);
         target_free(&t);
@@ -532,7 +534,7 @@ test_save_then_load_round_trips_bytes(void)
 {
     struct fx fx;
     fx_open(&fx, 0, 0, 0);
-    size_t n = 5 * SH_BLOCK - 9;
+    size_t n = 5 * TS_STEP_BLOCK - 9;
     unsigned char *src = payload(n, 11);
     ect_run_t runs[] = {{1, 2}, {8, 3}};
     ect_step_meta_t *m = meta_new();
@@ -551,7 +553,7 @@ test_save_then_load_round_trips_bytes(void)
     CHECK_OK(ect_worker_start_load(fx.w, target_fn, &t, NULL));
     ect_step_report_t *r = land(fx.w);
     CHECK_EQ_U64(count_loads(r, 1), 1);
-    CHECK_EQ_U64(t.nbytes[0], 5 * SH_BLOCK);
+    CHECK_EQ_U64(t.nbytes[0], 5 * TS_STEP_BLOCK);
     CHECK(memcmp(t.bufs[0], src, n) == 0);
     ect_step_report_destroy(r);
     ect_worker_clear_metadata(fx.w);
@@ -571,8 +573,8 @@ save_step(struct fx *fx, const unsigned char *src, unsigned step)
     CHECK_OK(ect_step_meta_add_save(m, "a", ra, 2));
     CHECK_OK(ect_step_meta_add_save(m, "b", rb, 1));
     bind(fx->w, m);
-    CHECK_OK(ect_worker_save(fx->w, "a", src + step % 7, 3 * SH_BLOCK - 3, NULL, NULL));
-    CHECK_OK(ect_worker_save(fx->w, "b", src, 4 * SH_BLOCK, NULL, NULL));
+    CHECK_OK(ect_worker_save(fx->w, "a", src + step % 7, 3 * TS_STEP_BLOCK - 3, NULL, NULL));
+    CHECK_OK(ect_worker_save(fx->w, "b", src, 4 * TS_STEP_BLOCK, NULL, NULL));
     CHECK_OK(ect_worker_get_finished(fx->w));
     ect_step_report_t *r = land(fx->w);
     CHECK_EQ_U64(ect_step_report_n_saves(r), 2);
@@ -586,7 +588,7 @@ test_buffer_pool_is_reused_across_save_steps(void)
 {
     struct fx fx;
     fx_open(&fx, 0, 0, 1);
-    unsigned char *src = payload(8 * SH_BLOCK, 12);
+    unsigned char *src = payload(8 * TS_STEP_BLOCK, 12);
     save_step(&fx, src, 0);
     save_step(&fx, src, 1);
     uint64_t warm = ect__copy_cpu_alloc_count(fx.engine);
@@ -594,7 +596,7 @@ test_buffer_pool_is_reused_across_save_steps(void)
     for (unsigned s = 2; s < 30; s++)
         save_step(&fx, src, s);
     CHECK_EQ_U64(ect__copy_cpu_alloc_count(fx.engine), warm);
-    CHECK(memcmp(block(&fx, 7), src, 4 * SH_BLOCK) == 0);
+    CHECK(memcmp(block(&fx, 7), src, 4 * TS_STEP_BLOCK) == 0);
     free(src);
     fx_close(&fx);
 }
@@ -623,8 +625,8 @@ test_buffer_pool_is_reused_across_load_steps(void)
 {
     struct fx fx;
     fx_open(&fx, 0, 0, 1);
-    memset(block(&fx, 1), 0x17, 3 * SH_BLOCK);
-    unsigned char dst[3 * SH_BLOCK];
+    memset(block(&fx, 1), 0x17, 3 * TS_STEP_BLOCK);
+    unsigned char dst[3 * TS_STEP_BLOCK];
     load_step(&fx, 0, dst);
     load_step(&fx, 2, dst);
     uint64_t warm = ect__copy_cpu_alloc_count(fx.engine);
@@ -643,7 +645,7 @@ test_completion_reported_only_after_the_copy_landed(void)
 {
     struct fx fx;
     fx_open(&fx, 0, 0, 1);
-    memset(block(&fx, 8), 0x33, 2 * SH_BLOCK);
+    memset(block(&fx, 8), 0x33, 2 * TS_STEP_BLOCK);
     ect_step_meta_t *m = meta_new();
     ect_run_t rs[] = {{0, 2}}, rl[] = {{8, 2}};
     CHECK_OK(ect_step_meta_add_save(m, "s", rs, 1));
@@ -652,8 +654,8 @@ test_completion_reported_only_after_the_copy_landed(void)
     CHECK_OK(ect__copy_cpu_hold(fx.engine, true));
     struct target t = {0};
     CHECK_OK(ect_worker_start_load(fx.w, target_fn, &t, NULL));
-    unsigned char *src = payload(2 * SH_BLOCK, 13);
-    CHECK_OK(ect_worker_save(fx.w, "s", src, 2 * SH_BLOCK, NULL, NULL));
+    unsigned char *src = payload(2 * TS_STEP_BLOCK, 13);
+    CHECK_OK(ect_worker_save(fx.w, "s", src, 2 * TS_STEP_BLOCK, NULL, NULL));
     CHECK_OK(ect_worker_get_finished(fx.w));
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 2);
     /* Held in flight: nothing landed, so nothing may be reported. */
@@ -662,8 +664,8 @@ test_completion_reported_only_after_the_copy_landed(void)
         CHECK_OK(ect_worker_take_report(fx.w, &r));
         CHECK(r == NULL);
     }
-    CHECK(all_bytes(block(&fx, 0), 2 * SH_BLOCK, POISON));
-    CHECK(all_bytes(t.bufs[0], 2 * SH_BLOCK, 0));
+    CHECK(all_bytes(block(&fx, 0), 2 * TS_STEP_BLOCK, POISON));
+    CHECK(all_bytes(t.bufs[0], 2 * TS_STEP_BLOCK, 0));
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 2);
     CHECK_OK(ect__copy_cpu_hold(fx.engine, false));
     ect_step_report_t *r = NULL;
@@ -678,9 +680,9 @@ test_completion_reported_only_after_the_copy_landed(void)
         }
         /* What is reported has landed. */
         if (r != NULL && count_saves(r, "s"))
-            CHECK(memcmp(block(&fx, 0), src, 2 * SH_BLOCK) == 0);
+            CHECK(memcmp(block(&fx, 0), src, 2 * TS_STEP_BLOCK) == 0);
         if (r != NULL && count_loads(r, 77))
-            CHECK(all_bytes(t.bufs[0], 2 * SH_BLOCK, 0x33));
+            CHECK(all_bytes(t.bufs[0], 2 * TS_STEP_BLOCK, 0x33));
         nanosleep(&(struct timespec){0, 100 * 1000}, NULL);
     }
     CHECK_EQ_U64(count_saves(r, "s"), 1);
@@ -767,7 +769,7 @@ test_garbage_metadata_binds_nothing(void)
     CHECK_OK(ect_step_meta_add_save(m, "h", runs, 1));
     CHECK_OK(ect_step_meta_add_load(m, "g", 3, runs, 1));
     size_t len;
-    unsigned char *good = sh_encode_meta(m, &len);
+    unsigned char *good = ts_encode_meta(m, &len);
     unsigned char garbage[64];
     for (size_t i = 0; i < sizeof(garbage); i++)
         garbage[i] = (unsigned char)(i * 37 + 5);
@@ -792,7 +794,7 @@ test_garbage_metadata_binds_nothing(void)
     ect_step_report_t *r = land(fx.w);
     CHECK_EQ_U64(ect_step_report_n_loads(r), 1); /* only the bound step's load */
     ect_step_report_destroy(r);
-    CHECK(all_bytes(block(&fx, 0), 16 * SH_BLOCK, POISON));
+    CHECK(all_bytes(block(&fx, 0), 16 * TS_STEP_BLOCK, POISON));
     free(bad);
     free(good);
     ect_step_meta_destroy(m);
@@ -813,7 +815,7 @@ test_blocks_outside_the_region_bind_nothing(void)
             else
                 CHECK_OK(ect_step_meta_add_save(m, "h", outside[i], 1));
             size_t len;
-            void *bytes = sh_encode_meta(m, &len);
+            void *bytes = ts_encode_meta(m, &len);
             CHECK_STATUS(ect_worker_bind_metadata(fx.w, bytes, len), ECT_ERR_OVERFLOW);
             check_nothing_bound(&fx);
             free(bytes);
@@ -821,7 +823,7 @@ test_blocks_outside_the_region_bind_nothing(void)
         }
     }
     CHECK(land(fx.w) == NULL);
-    CHECK(all_bytes(block(&fx, 0), 16 * SH_BLOCK, POISON));
+    CHECK(all_bytes(block(&fx, 0), 16 * TS_STEP_BLOCK, POISON));
     fx_close(&fx);
 }
 
@@ -836,15 +838,15 @@ test_destroy_waits_for_copies_in_flight(void)
     ect_run_t runs[] = {{0, 16}};
     CHECK_OK(ect_step_meta_add_save(m, "h", runs, 1));
     bind(fx.w, m);
-    unsigned char *src = payload(16 * SH_BLOCK, 14);
-    CHECK_OK(ect_worker_save(fx.w, "h", src, 16 * SH_BLOCK, NULL, NULL));
+    unsigned char *src = payload(16 * TS_STEP_BLOCK, 14);
+    CHECK_OK(ect_worker_save(fx.w, "h", src, 16 * TS_STEP_BLOCK, NULL, NULL));
     CHECK_OK(ect__copy_cpu_hold(fx.engine, true));
     CHECK_OK(ect_worker_get_finished(fx.w));
     CHECK_EQ_U64(ect_worker_in_flight(fx.w), 1);
     /* Destroy with the batch still held: it lands before the worker goes. */
     ect_worker_destroy(fx.w);
     fx.w = NULL;
-    CHECK(memcmp(block(&fx, 0), src, 16 * SH_BLOCK) == 0);
+    CHECK(memcmp(block(&fx, 0), src, 16 * TS_STEP_BLOCK) == 0);
     CHECK_OK(ect__copy_cpu_hold(fx.engine, false));
     free(src);
     ect_step_meta_destroy(m);
@@ -854,8 +856,8 @@ test_destroy_waits_for_copies_in_flight(void)
 static void
 test_create_fails_cleanly_on_bad_params(void)
 {
-    struct sh_instance in;
-    sh_instance_init(&in, ECT_ROLE_BOTH, 16, true);
+    struct ts_step_instance in;
+    ts_step_instance_init(&in, ECT_ROLE_BOTH, 16, true);
     ect_worker_t *w = (ect_worker_t *)&in; /* must stay as it is */
     ect_worker_params_t p = {.config = &in.cfg, .geometry = &in.geom, .instance_id = in.id};
     CHECK_STATUS(ect_worker_create(NULL, &w), ECT_ERR_INVALID_ARG);
@@ -866,15 +868,15 @@ test_create_fails_cleanly_on_bad_params(void)
     CHECK_STATUS(ect_worker_create(&p, &w), ECT_ERR_CONFIG);
     in.cfg.copy_threads = 2;
     CHECK(w == (ect_worker_t *)&in);
-    CHECK(!sh_exists(in.path));
-    ect_scheduler_t *s = sh_scheduler(&in, 1);
+    CHECK(!ts_exists(in.path));
+    ect_scheduler_t *s = ts_scheduler(&in, 1);
     ect_geometry_t other;
-    CHECK_OK(ect_geometry_init(SH_HIDDEN, ECT_DTYPE_F16, in.cfg.cpu_bytes, &other));
+    CHECK_OK(ect_geometry_init(TS_STEP_HIDDEN, ECT_DTYPE_F16, in.cfg.cpu_bytes, &other));
     p.geometry = &other;
     CHECK_STATUS(ect_worker_create(&p, &w), ECT_ERR_INCOMPATIBLE);
     CHECK(w == (ect_worker_t *)&in);
     ect_scheduler_destroy(s);
-    sh_check_gone(in.path);
+    ts_check_gone(in.path);
     ect_worker_destroy(NULL);
 }
 
@@ -888,19 +890,19 @@ test_refused_save_frees_the_scheduler_entry(void)
 {
     struct fx fx;
     fx_open(&fx, 0, 0, 0);
-    ect_scheduler_t *s = sh_scheduler(&fx.in, 1);
-    sh_alloc(s, "h", 2);
-    ect_step_meta_t *m = sh_step(s);
+    ect_scheduler_t *s = ts_scheduler(&fx.in, 1);
+    ts_alloc(s, "h", 2);
+    ect_step_meta_t *m = ts_step(s);
     bind(fx.w, m);
-    unsigned char *src = payload(3 * SH_BLOCK, 15);
-    CHECK_STATUS(ect_worker_save(fx.w, "h", src, 3 * SH_BLOCK, NULL, NULL), ECT_ERR_OVERFLOW);
+    unsigned char *src = payload(3 * TS_STEP_BLOCK, 15);
+    CHECK_STATUS(ect_worker_save(fx.w, "h", src, 3 * TS_STEP_BLOCK, NULL, NULL), ECT_ERR_OVERFLOW);
     CHECK_OK(ect_worker_get_finished(fx.w));
     ect_worker_clear_metadata(fx.w);
     ect_step_report_t *r = land(fx.w);
     CHECK(r != NULL);
-    sh_send_report(s, r);
+    ts_send_report(s, r);
     ect_step_report_destroy(r);
-    ect_metrics_t mt = sh_metrics(s);
+    ect_metrics_t mt = ts_metrics(s);
     CHECK_EQ_U64(mt.saves_failed, 1);
     CHECK_EQ_U64(mt.cache.entries, 0);
     CHECK_EQ_U64(mt.cache.free_blocks, 16);

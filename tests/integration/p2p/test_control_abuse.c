@@ -11,10 +11,6 @@
  * (fork, setrlimit, exec), killed at the end of each case; every socket the
  * case opens is its own.
  */
-/* First: <sys/socket.h> defines PF_LOCAL, a name the fixture's outcome enum
- * also uses. */
-#include "p2p_fixture.h"
-
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -29,30 +25,18 @@
 #include <zmq.h>
 
 #include "p2p/control.h"
+#include "support/control.h"
+#include "support/p2p.h"
 
 #define HIDDEN "64" /* bf16: 128-byte blocks */
 #define BLOCK  128u
 
 /* ---- framing drops as a metric (item 8) ------------------------------------- */
 
-/* A DEALER of its own connected to the producer at port. */
-static void *
-raw_dealer(void *ctx, unsigned port)
-{
-    void *d = zmq_socket(ctx, ZMQ_DEALER);
-    CHECK(d != NULL);
-    int zero = 0;
-    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof(zero));
-    char ep[64];
-    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", port);
-    CHECK(zmq_connect(d, ep) == 0);
-    return d;
-}
-
 static uint64_t
 framing_dropped(struct ect_cli_instance *p)
 {
-    return pf_metrics(p).control_framing_dropped;
+    return ts_p2p_metrics(p).control_framing_dropped;
 }
 
 /* Wait until the framing drops reach want (the producer reads on its own
@@ -60,23 +44,23 @@ framing_dropped(struct ect_cli_instance *p)
 static void
 wait_framing_dropped(struct ect_cli_instance *p, uint64_t want)
 {
-    uint64_t end = pf_now_ns() + 5000000000ull;
-    while (framing_dropped(p) < want && pf_now_ns() < end)
+    uint64_t end = ts_now_ns() + 5000000000ull;
+    while (framing_dropped(p) < want && ts_now_ns() < end)
         usleep(1000);
     CHECK_EQ_U64(framing_dropped(p), want);
 }
 
 /* A producer instance in this process serving one test entry; returns the
- * announcement (ect_free it).  Out of line: with pf_announce inlined next to
- * pf_params_port, GCC 12 takes the announcement for a pointer into
- * pf_announce's frame (-Wdangling-pointer). */
+ * announcement (ect_free it).  Out of line: with ts_p2p_announce inlined next to
+ * ts_p2p_params_port, GCC 12 takes the announcement for a pointer into
+ * ts_p2p_announce's frame (-Wdangling-pointer). */
 static __attribute__((noinline)) char *
 serving_producer(struct ect_cli_instance *p)
 {
-    pf_open_instance(p, "ec_producer", 1 << 20, HIDDEN, NULL, "m");
+    ts_p2p_open_instance(p, "ec_producer", 1 << 20, HIDDEN, NULL, "m");
     char hash[65];
-    pf_save_pattern(p, 0, 4, BLOCK, hash);
-    return pf_announce(p, hash, 4);
+    ts_p2p_save_pattern(p, 0, 4, BLOCK, hash);
+    return ts_p2p_announce(p, hash, 4);
 }
 
 static void
@@ -84,29 +68,29 @@ test_each_kind_of_bad_framing_is_dropped_and_counted_in_the_metrics(void)
 {
     struct ect_cli_instance p;
     char *params = serving_producer(&p);
-    unsigned port = pf_params_port(params);
+    unsigned port = ts_p2p_params_port(params);
     CHECK_EQ_U64(framing_dropped(&p), 0);
 
     void *ctx = zmq_ctx_new();
     /* No delimiter: [payload]. */
-    void *d = raw_dealer(ctx, port);
+    void *d = ts_raw_dealer(ctx, (uint16_t)port);
     CHECK(zmq_send(d, "payload", 7, 0) == 7);
     wait_framing_dropped(&p, 1);
     zmq_close(d);
     /* No payload: [""]. */
-    d = raw_dealer(ctx, port);
+    d = ts_raw_dealer(ctx, (uint16_t)port);
     CHECK(zmq_send(d, "", 0, 0) == 0);
     wait_framing_dropped(&p, 2);
     zmq_close(d);
     /* An extra frame: ["", payload, more]. */
-    d = raw_dealer(ctx, port);
+    d = ts_raw_dealer(ctx, (uint16_t)port);
     CHECK(zmq_send(d, "", 0, ZMQ_SNDMORE) == 0);
     CHECK(zmq_send(d, "payload", 7, ZMQ_SNDMORE) == 7);
     CHECK(zmq_send(d, "more", 4, 0) == 4);
     wait_framing_dropped(&p, 3);
     zmq_close(d);
     /* A non-empty delimiter: ["x", payload]. */
-    d = raw_dealer(ctx, port);
+    d = ts_raw_dealer(ctx, (uint16_t)port);
     CHECK(zmq_send(d, "x", 1, ZMQ_SNDMORE) == 1);
     CHECK(zmq_send(d, "payload", 7, 0) == 7);
     wait_framing_dropped(&p, 4);
@@ -115,26 +99,26 @@ test_each_kind_of_bad_framing_is_dropped_and_counted_in_the_metrics(void)
     size_t big = ECT_CTL_MAX_MESSAGE + 4096;
     char *buf = calloc(1, big);
     CHECK(buf != NULL);
-    d = raw_dealer(ctx, port);
+    d = ts_raw_dealer(ctx, (uint16_t)port);
     CHECK(zmq_send(d, "", 0, ZMQ_SNDMORE) == 0);
     CHECK(zmq_send(d, buf, big, 0) == (int)big);
     wait_framing_dropped(&p, 5);
     zmq_close(d);
     free(buf);
     /* Well framed but undecodable bytes are another counter. */
-    d = raw_dealer(ctx, port);
+    d = ts_raw_dealer(ctx, (uint16_t)port);
     CHECK(zmq_send(d, "", 0, ZMQ_SNDMORE) == 0);
     CHECK(zmq_send(d, "\xc1garbage", 8, 0) == 8);
-    uint64_t end = pf_now_ns() + 5000000000ull;
-    while (pf_metrics(&p).wire_dropped < 1 && pf_now_ns() < end)
+    uint64_t end = ts_now_ns() + 5000000000ull;
+    while (ts_p2p_metrics(&p).wire_dropped < 1 && ts_now_ns() < end)
         usleep(1000);
-    CHECK_EQ_U64(pf_metrics(&p).wire_dropped, 1);
+    CHECK_EQ_U64(ts_p2p_metrics(&p).wire_dropped, 1);
     CHECK_EQ_U64(framing_dropped(&p), 5);
     zmq_close(d);
     zmq_ctx_term(ctx);
 
     /* As a scraper sees it. */
-    ect_metrics_t m = pf_metrics(&p);
+    ect_metrics_t m = ts_p2p_metrics(&p);
     char text[65536];
     size_t len;
     CHECK_OK(ect_metrics_format_prometheus(&m, text, sizeof(text), &len));
@@ -214,7 +198,7 @@ start_producer(struct child_producer *cp, rlim_t soft, rlim_t hard, const char *
         return st != 0 ? st : -1;
     }
     cp->err_fd = errp[0];
-    cp->port = pf_params_port(cp->params);
+    cp->port = ts_p2p_params_port(cp->params);
     return 0;
 }
 
@@ -225,9 +209,9 @@ stop_producer(struct child_producer *cp)
         return;
     kill(cp->pid, SIGTERM);
     int st;
-    uint64_t end = pf_now_ns() + 10000000000ull;
+    uint64_t end = ts_now_ns() + 10000000000ull;
     while (waitpid(cp->pid, &st, WNOHANG) == 0) {
-        if (pf_now_ns() > end) {
+        if (ts_now_ns() > end) {
             kill(cp->pid, SIGKILL);
             waitpid(cp->pid, &st, 0);
             break;
@@ -247,11 +231,11 @@ stop_producer(struct child_producer *cp)
 static double
 cpu_share(pid_t pid, unsigned ms)
 {
-    double t0 = pf_cpu_seconds(pid);
-    uint64_t w0 = pf_now_ns();
+    double t0 = ts_cpu_seconds(pid);
+    uint64_t w0 = ts_now_ns();
     usleep(ms * 1000u);
-    double t1 = pf_cpu_seconds(pid);
-    return (t1 - t0) / ((double)(pf_now_ns() - w0) / 1e9);
+    double t1 = ts_cpu_seconds(pid);
+    return (t1 - t0) / ((double)(ts_now_ns() - w0) / 1e9);
 }
 
 /* Run `ectier consumer --verify-pattern` on params; returns its exit status
@@ -265,7 +249,7 @@ run_consumer(const char *params, double *secs_p)
     int in[2];
     CHECK(pipe(in) == 0);
     fflush(NULL);
-    uint64_t t0 = pf_now_ns();
+    uint64_t t0 = ts_now_ns();
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
@@ -285,7 +269,7 @@ run_consumer(const char *params, double *secs_p)
     close(in[1]);
     int st;
     CHECK(waitpid(pid, &st, 0) == pid);
-    *secs_p = (double)(pf_now_ns() - t0) / 1e9;
+    *secs_p = (double)(ts_now_ns() - t0) / 1e9;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -412,12 +396,12 @@ count_fds(void)
 static double
 seconds_until_closed(int fd)
 {
-    uint64_t t0 = pf_now_ns();
+    uint64_t t0 = ts_now_ns();
     char buf[256];
     for (;;) {
         ssize_t n = recv(fd, buf, sizeof(buf), 0);
         if (n == 0 || (n < 0 && errno == ECONNRESET))
-            return (double)(pf_now_ns() - t0) / 1e9;
+            return (double)(ts_now_ns() - t0) / 1e9;
         if (n < 0)
             return -1;
     }
@@ -428,7 +412,7 @@ test_a_connection_that_starts_zmtp_and_stalls_is_dropped_after_the_handshake_int
 {
     struct ect_cli_instance p;
     char *params = serving_producer(&p);
-    unsigned port = pf_params_port(params);
+    unsigned port = ts_p2p_params_port(params);
     /* The first byte of a ZMTP greeting, then nothing: libzmq's default would
      * keep it 30 s. */
     int fd = raw_connect(port);
@@ -446,13 +430,13 @@ test_a_connection_that_starts_zmtp_and_stalls_is_dropped_after_the_handshake_int
     CHECK_MSG(count_fds() == before + 1, "%zu descriptors before an idle connection, %zu after",
               before, count_fds());
     void *ctx = zmq_ctx_new();
-    void *d = raw_dealer(ctx, port);
+    void *d = ts_raw_dealer(ctx, (uint16_t)port);
     CHECK(zmq_send(d, "", 0, ZMQ_SNDMORE) == 0);
     CHECK(zmq_send(d, "\xc1garbage", 8, 0) == 8);
-    uint64_t end = pf_now_ns() + 5000000000ull;
-    while (pf_metrics(&p).wire_dropped < 1 && pf_now_ns() < end)
+    uint64_t end = ts_now_ns() + 5000000000ull;
+    while (ts_p2p_metrics(&p).wire_dropped < 1 && ts_now_ns() < end)
         usleep(1000);
-    CHECK_EQ_U64(pf_metrics(&p).wire_dropped, 1);
+    CHECK_EQ_U64(ts_p2p_metrics(&p).wire_dropped, 1);
     zmq_close(d);
     zmq_ctx_term(ctx);
     close(fd);

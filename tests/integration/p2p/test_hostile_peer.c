@@ -36,20 +36,13 @@
 #include "harness.h"
 #include "pattern.h"
 #include "proto/wire.h"
+#include "support/util.h"
 
 #define HIDDEN    "1792" /* bf16: 3584-byte blocks */
 #define BLOCK     3584u
 #define TOKEN_LEN 16u
 
 /* ---- small helpers ------------------------------------------------------------------ */
-
-static uint64_t
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static unsigned
 free_port(void)
@@ -508,9 +501,9 @@ test_stream_gives_exactly_the_granted_entry_and_nothing_else(void)
     CHECK_EQ_U64(a.got, 0);
     bad++;
     /* Half a request, then silence: the producer hangs up on its own. */
-    uint64_t t0 = now_ns();
+    uint64_t t0 = ts_now_ns();
     a = stream_raw(g0.data_port, req, 10, buf, sizeof(buf), 9000);
-    double held = (double)(now_ns() - t0) / 1e9;
+    double held = (double)(ts_now_ns() - t0) / 1e9;
     CHECK(a.closed && a.got == 0);
     CHECK_MSG(held < 8.0, "a silent half request held a connection %.1f s", held);
 
@@ -638,8 +631,8 @@ ucx_wait(ucp_worker_h w, ucs_status_ptr_t req, double seconds)
         return UCS_OK;
     if (UCS_PTR_IS_ERR(req))
         return UCS_PTR_STATUS(req);
-    uint64_t end = now_ns() + (uint64_t)(seconds * 1e9);
-    while (ucp_request_check_status(req) == UCS_INPROGRESS && now_ns() < end)
+    uint64_t end = ts_now_ns() + (uint64_t)(seconds * 1e9);
+    while (ucp_request_check_status(req) == UCS_INPROGRESS && ts_now_ns() < end)
         ucp_worker_progress(w);
     ucs_status_t st = ucp_request_check_status(req);
     if (st == UCS_INPROGRESS)
@@ -844,8 +837,8 @@ test_consumers_killed_mid_read_never_take_the_producer_down(void)
             _exit(127);
         }
         /* Kill it once it holds grants, a little later each time. */
-        uint64_t end = now_ns() + 10ull * 1000000000ull;
-        while (metric(&p, "ectier_grants_outstanding") <= 0 && now_ns() < end)
+        uint64_t end = ts_now_ns() + 10ull * 1000000000ull;
+        while (metric(&p, "ectier_grants_outstanding") <= 0 && ts_now_ns() < end)
             usleep(500);
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         usleep((useconds_t)((seed >> 33) % 20000));
@@ -864,8 +857,8 @@ test_consumers_killed_mid_read_never_take_the_producer_down(void)
            held_at_kill, rounds, most_held, cut);
     CHECK(cut > 0);
     /* Every grant of the dead comes back. */
-    uint64_t end = now_ns() + 15ull * 1000000000ull;
-    while (metric(&p, "ectier_grants_outstanding") != 0 && now_ns() < end)
+    uint64_t end = ts_now_ns() + 15ull * 1000000000ull;
+    while (metric(&p, "ectier_grants_outstanding") != 0 && ts_now_ns() < end)
         usleep(10000);
     CHECK_EQ_U64((uint64_t)metric(&p, "ectier_grants_outstanding"), 0);
     legit_consumer_verifies_all(&p);

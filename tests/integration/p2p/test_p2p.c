@@ -8,7 +8,7 @@
 #include <zmq.h>
 
 #include "p2p/control.h"
-#include "p2p_fixture.h"
+#include "support/p2p.h"
 #include "proto/wire.h"
 
 #define HIDDEN "64" /* bf16: 128-byte blocks */
@@ -18,7 +18,7 @@ static void
 open_instance(struct ect_cli_instance *in, const char *role, unsigned long long cpu_bytes,
               const char *extra, const char *model)
 {
-    pf_open_instance(in, role, cpu_bytes, HIDDEN, extra, model);
+    ts_p2p_open_instance(in, role, cpu_bytes, HIDDEN, extra, model);
 }
 
 /* Save the test pattern of entry i (tokens rows) and announce it; the
@@ -26,22 +26,22 @@ open_instance(struct ect_cli_instance *in, const char *role, unsigned long long 
 static char *
 produce(struct ect_cli_instance *p, unsigned i, uint64_t tokens, char hash[65])
 {
-    pf_save_pattern(p, i, tokens, BLOCK, hash);
-    return pf_announce(p, hash, tokens);
+    ts_p2p_save_pattern(p, i, tokens, BLOCK, hash);
+    return ts_p2p_announce(p, hash, tokens);
 }
 
 /* Nothing pinned, granted or in flight once everything was served. */
 static void
 check_quiet(struct ect_cli_instance *in, double within_s)
 {
-    uint64_t end = pf_now_ns() + (uint64_t)(within_s * 1e9);
+    uint64_t end = ts_now_ns() + (uint64_t)(within_s * 1e9);
     ect_metrics_t m;
     do {
         CHECK_OK(ect_scheduler_metrics(in->sched, &m));
         if (m.grants_outstanding == 0 && m.cache.entries_not_ready == 0 && m.cache.pins == 0)
             return;
         usleep(1000);
-    } while (pf_now_ns() < end);
+    } while (ts_now_ns() < end);
     CHECK_MSG(0, "still busy: %llu grants, %llu not ready, %llu pins",
               (unsigned long long)m.grants_outstanding,
               (unsigned long long)m.cache.entries_not_ready, (unsigned long long)m.cache.pins);
@@ -57,9 +57,9 @@ end_to_end(const char *transport)
     open_instance(&c, "ec_consumer", 1 << 20, extra, "m");
     char hash[65];
     char *params = produce(&p, 0, 100, hash);
-    CHECK_EQ_INT(pf_fetch(&c, hash, 100, params, 0, 10), PF_FETCHED);
-    pf_check_loaded(&c, hash, 100, BLOCK);
-    pf_finish(&c, hash, 100);
+    CHECK_EQ_INT(ts_p2p_fetch(&c, hash, 100, params, 0, 10), TS_P2P_FETCHED);
+    ts_p2p_check_loaded(&c, hash, 100, BLOCK);
+    ts_p2p_finish(&c, hash, 100);
     check_quiet(&p, 5);
     check_quiet(&c, 5);
     ect_metrics_t m;
@@ -129,12 +129,12 @@ test_end_to_end_tcp_with_curve_and_an_allow_list(void)
     open_instance(&o, "ec_consumer", 1 << 20, oextra, "m");
     char hash[65];
     char *params = produce(&p, 0, 100, hash);
-    CHECK_EQ_INT(pf_fetch(&c, hash, 100, params, 0, 10), PF_FETCHED);
-    pf_check_loaded(&c, hash, 100, BLOCK);
-    pf_finish(&c, hash, 100);
+    CHECK_EQ_INT(ts_p2p_fetch(&c, hash, 100, params, 0, 10), TS_P2P_FETCHED);
+    ts_p2p_check_loaded(&c, hash, 100, BLOCK);
+    ts_p2p_finish(&c, hash, 100);
     /* A consumer with keys the producer does not allow gets no grant. */
-    CHECK_EQ_INT(pf_fetch(&o, hash, 100, params, 1, 10), PF_ENCODE_LOCALLY);
-    pf_finish(&o, hash, 100);
+    CHECK_EQ_INT(ts_p2p_fetch(&o, hash, 100, params, 1, 10), TS_P2P_ENCODE_LOCALLY);
+    ts_p2p_finish(&o, hash, 100);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(p.sched, &m));
     CHECK_EQ_U64(m.stream_served, 1);
@@ -173,8 +173,8 @@ test_concurrent_xfers_different_mm_hashes(void)
                                  .n_features = 1,
                                  .ec_transfer_params_json = params[i]};
     }
-    uint64_t end = pf_now_ns() + 20ull * 1000000000ull;
-    while (n_done < N && pf_now_ns() < end) {
+    uint64_t end = ts_now_ns() + 20ull * 1000000000ull;
+    while (n_done < N && ts_now_ns() < end) {
         for (unsigned i = 0; i < N; i++) {
             int available = 0;
             if (done[i])
@@ -190,8 +190,8 @@ test_concurrent_xfers_different_mm_hashes(void)
     }
     CHECK_EQ_INT(n_done, N);
     for (unsigned i = 0; i < N; i++) {
-        pf_check_loaded(&c, hashes[i], 50 + i * 7, BLOCK);
-        pf_finish(&c, hashes[i], 50 + i * 7);
+        ts_p2p_check_loaded(&c, hashes[i], 50 + i * 7, BLOCK);
+        ts_p2p_finish(&c, hashes[i], 50 + i * 7);
         ect_free(params[i]);
     }
     check_quiet(&p, 5);
@@ -223,17 +223,17 @@ test_nack_missing_falls_back_with_local_input_and_is_request_scoped_without(void
     char *params = produce(&p, 0, 10, hash);
     ect_pattern_mm_hash(999, other);
     char *missing = rename_in_params(params, hash, other);
-    CHECK_EQ_INT(pf_fetch(&c, other, 10, missing, 1, 10), PF_ENCODE_LOCALLY);
-    pf_finish(&c, other, 10);
+    CHECK_EQ_INT(ts_p2p_fetch(&c, other, 10, missing, 1, 10), TS_P2P_ENCODE_LOCALLY);
+    ts_p2p_finish(&c, other, 10);
     /* The same failure without media to encode: the request fails, once. */
-    CHECK_EQ_INT(pf_fetch(&c, other, 10, missing, 0, 10), PF_UNAVAILABLE);
+    CHECK_EQ_INT(ts_p2p_fetch(&c, other, 10, missing, 0, 10), TS_P2P_UNAVAILABLE);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.acks_received[ECT_XFER_NACK_MISSING], 2);
     CHECK_EQ_U64(m.p2p_fallbacks, 1);
     CHECK_EQ_U64(m.p2p_unavailable, 1);
     CHECK_EQ_U64(m.cache.entries, 0); /* the reserved blocks were freed */
-    pf_finish(&c, other, 10);
+    ts_p2p_finish(&c, other, 10);
     free(missing);
     ect_free(params);
     ect_cli_instance_close(&c);
@@ -248,13 +248,13 @@ test_nack_incompat_when_models_differ(void)
     open_instance(&c, "ec_consumer", 1 << 20, NULL, "model-b");
     char hash[65];
     char *params = produce(&p, 0, 10, hash);
-    CHECK_EQ_INT(pf_fetch(&c, hash, 10, params, 1, 10), PF_ENCODE_LOCALLY);
+    CHECK_EQ_INT(ts_p2p_fetch(&c, hash, 10, params, 1, 10), TS_P2P_ENCODE_LOCALLY);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.acks_received[ECT_XFER_NACK_INCOMPAT], 1);
     CHECK_OK(ect_scheduler_metrics(p.sched, &m));
     CHECK_EQ_U64(m.acks_sent[ECT_XFER_NACK_INCOMPAT], 1);
-    pf_finish(&c, hash, 10);
+    ts_p2p_finish(&c, hash, 10);
     ect_free(params);
     ect_cli_instance_close(&c);
     ect_cli_instance_close(&p);
@@ -304,7 +304,7 @@ test_producer_checks_version_hash_session_and_presence_in_order(void)
     int zero = 0;
     zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof(zero));
     char ep[64];
-    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", pf_params_port(params));
+    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", ts_p2p_params_port(params));
     CHECK(zmq_connect(d, ep) == 0);
     /* A version mismatch wins over everything else. */
     CHECK_EQ_INT(raw_request(d, hash, "bad", "", 2, 1), ECT_XFER_NACK_VERSION);
@@ -355,15 +355,15 @@ test_producer_that_never_answers_times_out_and_falls_back(void)
              "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": %u, "
              "\"size_bytes\": %u}}",
              port, 10 * BLOCK);
-    uint64_t t0 = pf_now_ns();
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_ENCODE_LOCALLY);
-    CHECK((pf_now_ns() - t0) / 1000000 >= 250);
+    uint64_t t0 = ts_now_ns();
+    CHECK_EQ_INT(ts_p2p_fetch(&c, "h", 10, params, 1, 10), TS_P2P_ENCODE_LOCALLY);
+    CHECK((ts_now_ns() - t0) / 1000000 >= 250);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.p2p_ack_timeouts, 1);
     CHECK_EQ_U64(m.cache.entries, 0);
     CHECK(!ect_scheduler_has_pending_push_work(c.sched));
-    pf_finish(&c, "h", 10);
+    ts_p2p_finish(&c, "h", 10);
     ect_cli_instance_close(&c);
     zmq_close(r);
     zmq_ctx_term(ctx);
@@ -386,13 +386,13 @@ test_size_bytes_mismatch_fails_the_request_cleanly(void)
         "\"size_bytes\": 1280}}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        CHECK_MSG(pf_fetch(&c, "h", 10, bad[i], 1, 5) == PF_UNAVAILABLE, "case %zu", i);
-        pf_finish(&c, "h", 10);
+        CHECK_MSG(ts_p2p_fetch(&c, "h", 10, bad[i], 1, 5) == TS_P2P_UNAVAILABLE, "case %zu", i);
+        ts_p2p_finish(&c, "h", 10);
     }
     /* Announcements without an address, or none at all: encode locally. */
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"h\": {\"metadata\": {}}}", 1, 5), PF_ENCODE_LOCALLY);
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "{\"x\": 123}", 1, 5), PF_ENCODE_LOCALLY);
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, "[1, 2]", 1, 5), PF_ENCODE_LOCALLY);
+    CHECK_EQ_INT(ts_p2p_fetch(&c, "h", 10, "{\"h\": {\"metadata\": {}}}", 1, 5), TS_P2P_ENCODE_LOCALLY);
+    CHECK_EQ_INT(ts_p2p_fetch(&c, "h", 10, "{\"x\": 123}", 1, 5), TS_P2P_ENCODE_LOCALLY);
+    CHECK_EQ_INT(ts_p2p_fetch(&c, "h", 10, "[1, 2]", 1, 5), TS_P2P_ENCODE_LOCALLY);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.cache.entries, 0);
@@ -423,17 +423,17 @@ test_defer_budget_bounds_the_wait_then_falls_back_or_fails(void)
              "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": %u, "
              "\"size_bytes\": %u}}",
              port, 10 * BLOCK);
-    uint64_t t0 = pf_now_ns();
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 10), PF_ENCODE_LOCALLY);
-    uint64_t waited_ms = (pf_now_ns() - t0) / 1000000;
+    uint64_t t0 = ts_now_ns();
+    CHECK_EQ_INT(ts_p2p_fetch(&c, "h", 10, params, 1, 10), TS_P2P_ENCODE_LOCALLY);
+    uint64_t waited_ms = (ts_now_ns() - t0) / 1000000;
     CHECK_MSG(waited_ms >= 350 && waited_ms < 5000, "waited %llu ms",
               (unsigned long long)waited_ms);
-    pf_finish(&c, "h", 10);
+    ts_p2p_finish(&c, "h", 10);
     /* The budget is per request: a new request waits its own budget. */
-    t0 = pf_now_ns();
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 0, 10), PF_UNAVAILABLE);
-    CHECK((pf_now_ns() - t0) / 1000000 >= 350);
-    pf_finish(&c, "h", 10);
+    t0 = ts_now_ns();
+    CHECK_EQ_INT(ts_p2p_fetch(&c, "h", 10, params, 0, 10), TS_P2P_UNAVAILABLE);
+    CHECK((ts_now_ns() - t0) / 1000000 >= 350);
+    ts_p2p_finish(&c, "h", 10);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.p2p_fallbacks, 1);

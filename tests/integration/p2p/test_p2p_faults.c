@@ -10,13 +10,13 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
-#include "p2p_fixture.h"
+#include "support/p2p.h"
 
 static void
 open_instance(struct ect_cli_instance *in, const char *role, unsigned long long cpu_bytes,
               const char *hidden, const char *extra)
 {
-    pf_open_instance(in, role, cpu_bytes, hidden, extra, "m");
+    ts_p2p_open_instance(in, role, cpu_bytes, hidden, extra, "m");
 }
 
 static void
@@ -40,12 +40,12 @@ test_not_ready_is_retried_keeping_blocks_until_the_late_save_lands(void)
     ect_step_meta_destroy(meta);
     CHECK_OK(ect_worker_bind_metadata(p.worker, mb, len));
     free(mb);
-    char *params = pf_announce(&p, hash, tokens);
+    char *params = ts_p2p_announce(&p, hash, tokens);
     /* The consumer keeps asking; it is told NOT_READY and keeps its blocks. */
-    uint64_t end = pf_now_ns() + 400ull * 1000 * 1000;
-    while (pf_now_ns() < end)
-        CHECK_EQ_INT(pf_ensure_once(&c, hash, tokens, params, 0), PF_DEFERRED);
-    ect_metrics_t m = pf_metrics(&c);
+    uint64_t end = ts_now_ns() + 400ull * 1000 * 1000;
+    while (ts_now_ns() < end)
+        CHECK_EQ_INT(ts_p2p_ensure_once(&c, hash, tokens, params, 0), TS_P2P_DEFERRED);
+    ect_metrics_t m = ts_p2p_metrics(&c);
     CHECK_MSG(m.acks_received[5] >= 2, "only %llu NOT_READY acks",
               (unsigned long long)m.acks_received[5]);
     CHECK_EQ_U64(m.cache.allocs, 1); /* one reservation across every retry */
@@ -63,10 +63,10 @@ test_not_ready_is_retried_keeping_blocks_until_the_late_save_lands(void)
     CHECK_OK(ect_scheduler_apply_report(p.sched, rep));
     ect_step_report_destroy(rep);
     ect_worker_clear_metadata(p.worker);
-    CHECK_EQ_INT(pf_fetch(&c, hash, tokens, params, 0, 10), PF_FETCHED);
-    pf_check_loaded(&c, hash, tokens, block);
-    CHECK_EQ_U64(pf_metrics(&c).cache.allocs, 1);
-    pf_finish(&c, hash, tokens);
+    CHECK_EQ_INT(ts_p2p_fetch(&c, hash, tokens, params, 0, 10), TS_P2P_FETCHED);
+    ts_p2p_check_loaded(&c, hash, tokens, block);
+    CHECK_EQ_U64(ts_p2p_metrics(&c).cache.allocs, 1);
+    ts_p2p_finish(&c, hash, tokens);
     free(payload);
     ect_free(params);
     ect_cli_instance_close(&c);
@@ -82,9 +82,9 @@ evicted_or_held(int hold)
                   hold ? "\"announce_lease_s\": 30" : "\"announce_lease_s\": 0");
     open_instance(&c, "ec_consumer", 1 << 20, "64", NULL);
     char a[65], b[65], x[65];
-    pf_save_pattern(&p, 1, 30, 128, a);
-    char *params = pf_announce(&p, a, 30);
-    pf_save_pattern(&p, 2, 30, 128, b);
+    ts_p2p_save_pattern(&p, 1, 30, 128, a);
+    char *params = ts_p2p_announce(&p, a, 30);
+    ts_p2p_save_pattern(&p, 2, 30, 128, b);
     ect_pattern_mm_hash(3, x);
     uint8_t *buf = malloc(30 * 128);
     ect_pattern_fill(x, buf, 30 * 128);
@@ -93,15 +93,15 @@ evicted_or_held(int hold)
     if (hold) {
         /* The announced entry a is held, so making room for x evicts b. */
         CHECK_OK(st);
-        CHECK_EQ_INT(pf_fetch(&c, a, 30, params, 0, 10), PF_FETCHED);
-        pf_check_loaded(&c, a, 30, 128);
+        CHECK_EQ_INT(ts_p2p_fetch(&c, a, 30, params, 0, 10), TS_P2P_FETCHED);
+        ts_p2p_check_loaded(&c, a, 30, 128);
     } else {
         CHECK_OK(st); /* evicted a */
-        CHECK_EQ_INT(pf_fetch(&c, a, 30, params, 0, 10), PF_UNAVAILABLE);
-        CHECK_EQ_U64(pf_metrics(&c).acks_received[1], 1);
-        CHECK_EQ_U64(pf_metrics(&c).cache.entries, 0);
+        CHECK_EQ_INT(ts_p2p_fetch(&c, a, 30, params, 0, 10), TS_P2P_UNAVAILABLE);
+        CHECK_EQ_U64(ts_p2p_metrics(&c).acks_received[1], 1);
+        CHECK_EQ_U64(ts_p2p_metrics(&c).cache.entries, 0);
     }
-    pf_finish(&c, a, 30);
+    ts_p2p_finish(&c, a, 30);
     ect_free(params);
     ect_cli_instance_close(&c);
     ect_cli_instance_close(&p);
@@ -178,10 +178,10 @@ params_hash(const char *params, char out[65])
 static void
 start_and_wait_for_read(struct ect_cli_instance *c, const char *hash, const char *params)
 {
-    uint64_t end = pf_now_ns() + 10ull * 1000000000ull;
-    while (pf_metrics(c).p2p_reads_started == 0 && pf_now_ns() < end)
-        CHECK_EQ_INT(pf_ensure_once(c, hash, BIG_TOKENS, params, 1), PF_DEFERRED);
-    CHECK_MSG(pf_metrics(c).p2p_reads_started == 1, "the read never started");
+    uint64_t end = ts_now_ns() + 10ull * 1000000000ull;
+    while (ts_p2p_metrics(c).p2p_reads_started == 0 && ts_now_ns() < end)
+        CHECK_EQ_INT(ts_p2p_ensure_once(c, hash, BIG_TOKENS, params, 1), TS_P2P_DEFERRED);
+    CHECK_MSG(ts_p2p_metrics(c).p2p_reads_started == 1, "the read never started");
 }
 
 static void
@@ -200,36 +200,36 @@ test_producer_stopped_during_read_times_out_quarantines_and_settles(void)
         char hash[65];
         params_hash(params, hash);
         uint64_t started = 0;
-        uint64_t end = pf_now_ns() + 10ull * 1000000000ull;
-        while (pf_metrics(&c).p2p_reads_started == started && pf_now_ns() < end)
-            CHECK_EQ_INT(pf_ensure_once(&c, hash, BIG_TOKENS, params, 1), PF_DEFERRED);
-        CHECK_MSG(pf_metrics(&c).p2p_reads_started == started + 1, "the read never started");
+        uint64_t end = ts_now_ns() + 10ull * 1000000000ull;
+        while (ts_p2p_metrics(&c).p2p_reads_started == started && ts_now_ns() < end)
+            CHECK_EQ_INT(ts_p2p_ensure_once(&c, hash, BIG_TOKENS, params, 1), TS_P2P_DEFERRED);
+        CHECK_MSG(ts_p2p_metrics(&c).p2p_reads_started == started + 1, "the read never started");
         CHECK(kill(child, SIGSTOP) == 0);
-        ect_metrics_t before = pf_metrics(&c);
-        enum pf_outcome o = pf_fetch(&c, hash, BIG_TOKENS, params, 1, 15);
-        ect_metrics_t m = pf_metrics(&c);
-        if (o == PF_FETCHED) {
+        ect_metrics_t before = ts_p2p_metrics(&c);
+        enum ts_p2p_outcome o = ts_p2p_fetch(&c, hash, BIG_TOKENS, params, 1, 15);
+        ect_metrics_t m = ts_p2p_metrics(&c);
+        if (o == TS_P2P_FETCHED) {
             CHECK_EQ_U64(m.p2p_read_timeouts, before.p2p_read_timeouts);
         } else {
             /* The read could not finish: after the read timeout the item
              * falls back, and the cut stream frees its blocks while the
              * producer is still stopped, without waiting for the quarantine
              * (30 s here). */
-            CHECK_EQ_INT(o, PF_ENCODE_LOCALLY);
+            CHECK_EQ_INT(o, TS_P2P_ENCODE_LOCALLY);
             CHECK_EQ_U64(m.p2p_read_timeouts, before.p2p_read_timeouts + 1);
-            end = pf_now_ns() + 5ull * 1000000000ull;
-            while ((pf_metrics(&c).cache.entries_not_ready != 0 ||
+            end = ts_now_ns() + 5ull * 1000000000ull;
+            while ((ts_p2p_metrics(&c).cache.entries_not_ready != 0 ||
                     ect_scheduler_has_pending_push_work(c.sched)) &&
-                   pf_now_ns() < end)
+                   ts_now_ns() < end)
                 usleep(10000);
-            CHECK_EQ_U64(pf_metrics(&c).cache.entries_not_ready, 0);
+            CHECK_EQ_U64(ts_p2p_metrics(&c).cache.entries_not_ready, 0);
             CHECK(!ect_scheduler_has_pending_push_work(c.sched));
             stopped_mid_read = 1;
         }
         CHECK(kill(child, SIGCONT) == 0);
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
-        pf_finish(&c, hash, BIG_TOKENS);
+        ts_p2p_finish(&c, hash, BIG_TOKENS);
         free(params);
         ect_cli_instance_close(&c);
     }
@@ -249,20 +249,20 @@ test_producer_killed_during_read_falls_back_and_a_restarted_one_serves(void)
     start_and_wait_for_read(&c, hash, params);
     CHECK(kill(child, SIGKILL) == 0);
     waitpid(child, NULL, 0);
-    enum pf_outcome o = pf_fetch(&c, hash, BIG_TOKENS, params, 1, 15);
-    CHECK_MSG(o == PF_ENCODE_LOCALLY, "outcome %d: the read should fail or time out", o);
-    pf_finish(&c, hash, BIG_TOKENS);
+    enum ts_p2p_outcome o = ts_p2p_fetch(&c, hash, BIG_TOKENS, params, 1, 15);
+    CHECK_MSG(o == TS_P2P_ENCODE_LOCALLY, "outcome %d: the read should fail or time out", o);
+    ts_p2p_finish(&c, hash, BIG_TOKENS);
     /* A new producer on the same port (new stream port, new offer): the
      * consumer reconnects without an extra round trip and keeps serving. */
     char *params2;
-    pid_t child2 = spawn_producer(pf_params_port(params), 1000, &params2);
-    CHECK_EQ_U64(pf_params_port(params2), pf_params_port(params));
+    pid_t child2 = spawn_producer(ts_p2p_params_port(params), 1000, &params2);
+    CHECK_EQ_U64(ts_p2p_params_port(params2), ts_p2p_params_port(params));
     char hash2[65];
     params_hash(params2, hash2); /* the same test entry, served by a new process */
-    o = pf_fetch(&c, hash2, 1000, params2, 0, 15);
-    CHECK_EQ_INT(o, PF_FETCHED);
-    pf_check_loaded(&c, hash2, 1000, BIG_BLOCK);
-    pf_finish(&c, hash2, 1000);
+    o = ts_p2p_fetch(&c, hash2, 1000, params2, 0, 15);
+    CHECK_EQ_INT(o, TS_P2P_FETCHED);
+    ts_p2p_check_loaded(&c, hash2, 1000, BIG_BLOCK);
+    ts_p2p_finish(&c, hash2, 1000);
     kill(child2, SIGKILL);
     waitpid(child2, NULL, 0);
     free(params);

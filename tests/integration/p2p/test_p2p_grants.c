@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <zmq.h>
 
-#include "p2p_fixture.h"
+#include "support/p2p.h"
 #include "proto/wire.h"
 
 #define HIDDEN "64" /* bf16: 128-byte blocks */
@@ -114,10 +114,10 @@ send_done(struct dealer *d, const char *hash, const char *session)
 static void
 wait_grants(struct ect_cli_instance *p, uint64_t want, double within_s)
 {
-    uint64_t end = pf_now_ns() + (uint64_t)(within_s * 1e9);
-    while (pf_metrics(p).grants_outstanding != want && pf_now_ns() < end)
+    uint64_t end = ts_now_ns() + (uint64_t)(within_s * 1e9);
+    while (ts_p2p_metrics(p).grants_outstanding != want && ts_now_ns() < end)
         usleep(2000);
-    CHECK_EQ_U64(pf_metrics(p).grants_outstanding, want);
+    CHECK_EQ_U64(ts_p2p_metrics(p).grants_outstanding, want);
 }
 
 /* A producer whose grants last until "done" (same-host only: no stream
@@ -129,8 +129,8 @@ producer_with_entry(struct ect_cli_instance *p, const char *extra, char hash[65]
     char cfg[256];
     snprintf(cfg, sizeof(cfg), "\"transport\": \"same_host\"%s%s", extra ? ", " : "",
              extra ? extra : "");
-    pf_open_instance(p, "ec_producer", 1 << 20, HIDDEN, cfg, "m");
-    pf_save_pattern(p, 0, 10, BLOCK, hash);
+    ts_p2p_open_instance(p, "ec_producer", 1 << 20, HIDDEN, cfg, "m");
+    ts_p2p_save_pattern(p, 0, 10, BLOCK, hash);
     ect_mm_feature_t f = {.identifier = hash, .mm_hash = hash, .num_tokens = 10};
     ect_request_t req = {.request_id = hash, .features = &f, .n_features = 1};
     char *params = NULL;
@@ -163,22 +163,22 @@ test_grants_are_capped_per_connection_and_in_total(void)
     CHECK_EQ_INT(request(&b, hash, compat, "b0"), ECT_XFER_OK);
     CHECK_EQ_INT(request(&b, hash, compat, "b1"), ECT_XFER_OK);
     CHECK_EQ_INT(request(&b, hash, compat, "b2"), ECT_XFER_NACK_NOT_READY);
-    ect_metrics_t m = pf_metrics(&p);
+    ect_metrics_t m = ts_p2p_metrics(&p);
     CHECK_EQ_U64(m.grants_outstanding, 6);
     CHECK_EQ_U64(m.grants_refused, 2);
     CHECK_EQ_U64(m.cache.pins, 6); /* one pin per grant, nothing more */
     /* A repeated request replaces its own grant: not refused, not counted twice. */
     CHECK_EQ_INT(request(&a, hash, compat, "a0"), ECT_XFER_OK);
-    CHECK_EQ_U64(pf_metrics(&p).grants_outstanding, 6);
+    CHECK_EQ_U64(ts_p2p_metrics(&p).grants_outstanding, 6);
     /* The first connection dies: its four grants come back, and the other
      * connection may have more. */
     dealer_close(&a);
     wait_grants(&p, 2, 15);
     CHECK_EQ_INT(request(&b, hash, compat, "b2"), ECT_XFER_OK);
-    CHECK_EQ_U64(pf_metrics(&p).cache.pins, 3);
+    CHECK_EQ_U64(ts_p2p_metrics(&p).cache.pins, 3);
     dealer_close(&b);
     wait_grants(&p, 0, 15);
-    CHECK_EQ_U64(pf_metrics(&p).cache.pins, 0);
+    CHECK_EQ_U64(ts_p2p_metrics(&p).cache.pins, 0);
     ect_cli_instance_close(&p);
 }
 
@@ -205,7 +205,7 @@ test_thousands_of_long_session_ids_hold_at_most_the_cap(void)
     }
     CHECK_EQ_INT(ok, 64);
     CHECK_EQ_INT(refused, 1000 - 64);
-    ect_metrics_t m = pf_metrics(&p);
+    ect_metrics_t m = ts_p2p_metrics(&p);
     CHECK_EQ_U64(m.grants_outstanding, 64);
     CHECK_EQ_U64(m.grants_refused, 1000 - 64);
     free(s);
@@ -227,20 +227,20 @@ test_done_from_another_connection_does_not_end_the_grant(void)
     CHECK_EQ_INT(request(&holder, hash, compat, "sess"), ECT_XFER_OK);
     /* The other connection knows the session id and sends "done". */
     send_done(&other, hash, "sess");
-    uint64_t end = pf_now_ns() + 3ull * 1000000000ull;
-    while (pf_metrics(&p).dones_rejected == 0 && pf_now_ns() < end)
+    uint64_t end = ts_now_ns() + 3ull * 1000000000ull;
+    while (ts_p2p_metrics(&p).dones_rejected == 0 && ts_now_ns() < end)
         usleep(2000);
-    ect_metrics_t m = pf_metrics(&p);
+    ect_metrics_t m = ts_p2p_metrics(&p);
     CHECK_EQ_U64(m.dones_rejected, 1);
     CHECK_EQ_U64(m.grants_outstanding, 1);
     CHECK_EQ_U64(m.cache.pins, 1);
     /* Nor may it take the grant over by asking under the same name. */
     CHECK_EQ_INT(request(&other, hash, compat, "sess"), ECT_XFER_NACK_NOT_READY);
-    CHECK_EQ_U64(pf_metrics(&p).grants_outstanding, 1);
+    CHECK_EQ_U64(ts_p2p_metrics(&p).grants_outstanding, 1);
     /* The holder's own "done" ends it. */
     send_done(&holder, hash, "sess");
     wait_grants(&p, 0, 3);
-    CHECK_EQ_U64(pf_metrics(&p).cache.pins, 0);
+    CHECK_EQ_U64(ts_p2p_metrics(&p).cache.pins, 0);
     dealer_close(&other);
     dealer_close(&holder);
     ect_cli_instance_close(&p);
@@ -288,22 +288,22 @@ static void
 gives_up_after_the_ack_timeout(unsigned port)
 {
     struct ect_cli_instance c;
-    pf_open_instance(&c, "ec_consumer", 1 << 20, HIDDEN,
+    ts_p2p_open_instance(&c, "ec_consumer", 1 << 20, HIDDEN,
                      "\"consumer_ack_timeout_s\": 0.5, \"defer_budget_s\": 30", "m");
     char params[256];
     snprintf(params, sizeof(params),
              "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": %u, "
              "\"size_bytes\": %u}}",
              port, 10 * BLOCK);
-    uint64_t t0 = pf_now_ns();
-    CHECK_EQ_INT(pf_fetch(&c, "h", 10, params, 1, 40), PF_ENCODE_LOCALLY);
-    double waited = (double)(pf_now_ns() - t0) / 1e9;
+    uint64_t t0 = ts_now_ns();
+    CHECK_EQ_INT(ts_p2p_fetch(&c, "h", 10, params, 1, 40), TS_P2P_ENCODE_LOCALLY);
+    double waited = (double)(ts_now_ns() - t0) / 1e9;
     CHECK_MSG(waited >= 0.45 && waited < 4.0, "gave up after %.2f s", waited);
-    ect_metrics_t m = pf_metrics(&c);
+    ect_metrics_t m = ts_p2p_metrics(&c);
     CHECK_EQ_U64(m.p2p_ack_timeouts, 1);
     CHECK_EQ_U64(m.p2p_fallbacks, 1);
     CHECK_EQ_U64(m.cache.entries, 0);
-    pf_finish(&c, "h", 10);
+    ts_p2p_finish(&c, "h", 10);
     CHECK(!ect_scheduler_has_pending_push_work(c.sched));
     ect_cli_instance_close(&c);
 }

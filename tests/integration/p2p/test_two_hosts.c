@@ -20,7 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
-#include "p2p_fixture.h"
+#include "support/p2p.h"
 
 #define HIDDEN "4096" /* bf16: 8 KiB rows */
 #define BLOCK  8192u
@@ -190,7 +190,7 @@ test_link_down_mid_read_times_out_falls_back_and_a_restored_link_serves_again(vo
     pid_t producer = spawn_producer(&np, 2, params);
     enter_consumer_ns(&np);
     struct ect_cli_instance c;
-    pf_open_instance(&c, "ec_consumer", 2ull * TOKENS * BLOCK + (1u << 20), HIDDEN,
+    ts_p2p_open_instance(&c, "ec_consumer", 2ull * TOKENS * BLOCK + (1u << 20), HIDDEN,
                      "\"transport\": \"tcp\", \"read_timeout_s\": 1, \"quarantine_s\": 30, "
                      "\"consumer_ack_timeout_s\": 2",
                      "m");
@@ -198,34 +198,34 @@ test_link_down_mid_read_times_out_falls_back_and_a_restored_link_serves_again(vo
     hash_of(params[0], h0);
     hash_of(params[1], h1);
     /* Start the first read, then cut the link under it. */
-    uint64_t end = pf_now_ns() + 10ull * 1000000000ull;
-    while (pf_metrics(&c).p2p_reads_started == 0 && pf_now_ns() < end)
-        CHECK_EQ_INT(pf_ensure_once(&c, h0, TOKENS, params[0], 1), PF_DEFERRED);
-    CHECK_MSG(pf_metrics(&c).p2p_reads_started == 1, "the read never started");
+    uint64_t end = ts_now_ns() + 10ull * 1000000000ull;
+    while (ts_p2p_metrics(&c).p2p_reads_started == 0 && ts_now_ns() < end)
+        CHECK_EQ_INT(ts_p2p_ensure_once(&c, h0, TOKENS, params[0], 1), TS_P2P_DEFERRED);
+    CHECK_MSG(ts_p2p_metrics(&c).p2p_reads_started == 1, "the read never started");
     usleep(200 * 1000);
     CHECK(sh("ip link set %s down", np.dev_c) == 0);
-    uint64_t t0 = pf_now_ns();
-    CHECK_EQ_INT(pf_fetch(&c, h0, TOKENS, params[0], 1, 15), PF_ENCODE_LOCALLY);
-    double waited = (double)(pf_now_ns() - t0) / 1e9;
-    ect_metrics_t m = pf_metrics(&c);
+    uint64_t t0 = ts_now_ns();
+    CHECK_EQ_INT(ts_p2p_fetch(&c, h0, TOKENS, params[0], 1, 15), TS_P2P_ENCODE_LOCALLY);
+    double waited = (double)(ts_now_ns() - t0) / 1e9;
+    ect_metrics_t m = ts_p2p_metrics(&c);
     CHECK_MSG(m.p2p_reads_completed == 0, "the 100 MiB read finished before the cut: inconclusive");
     CHECK_EQ_U64(m.p2p_read_timeouts, 1);
     CHECK_EQ_U64(m.p2p_fallbacks, 1);
     CHECK_MSG(waited < 5.0, "fell back only after %.1f s (read timeout 1 s)", waited);
-    pf_finish(&c, h0, TOKENS);
+    ts_p2p_finish(&c, h0, TOKENS);
     /* The cut stream settles the read: the quarantined blocks come back
      * without waiting the 30 s quarantine. */
-    end = pf_now_ns() + 5ull * 1000000000ull;
-    while (pf_metrics(&c).cache.entries_not_ready != 0 && pf_now_ns() < end)
+    end = ts_now_ns() + 5ull * 1000000000ull;
+    while (ts_p2p_metrics(&c).cache.entries_not_ready != 0 && ts_now_ns() < end)
         usleep(10 * 1000);
-    CHECK_EQ_U64(pf_metrics(&c).cache.entries_not_ready, 0);
-    CHECK_EQ_U64(pf_metrics(&c).cache.entries, 0);
+    CHECK_EQ_U64(ts_p2p_metrics(&c).cache.entries_not_ready, 0);
+    CHECK_EQ_U64(ts_p2p_metrics(&c).cache.entries, 0);
     /* The link comes back: the next fetch works, nothing restarted. */
     CHECK(sh("ip link set %s up", np.dev_c) == 0);
-    CHECK_EQ_INT(pf_fetch(&c, h1, TOKENS, params[1], 0, 30), PF_FETCHED);
-    pf_check_loaded(&c, h1, TOKENS, BLOCK);
-    pf_finish(&c, h1, TOKENS);
-    CHECK_EQ_U64(pf_metrics(&c).p2p_reads_completed, 1);
+    CHECK_EQ_INT(ts_p2p_fetch(&c, h1, TOKENS, params[1], 0, 30), TS_P2P_FETCHED);
+    ts_p2p_check_loaded(&c, h1, TOKENS, BLOCK);
+    ts_p2p_finish(&c, h1, TOKENS);
+    CHECK_EQ_U64(ts_p2p_metrics(&c).p2p_reads_completed, 1);
     ect_cli_instance_close(&c);
     kill(producer, SIGTERM);
     int st;

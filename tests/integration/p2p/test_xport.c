@@ -15,7 +15,10 @@
  *   post_read calls transfer          -> test_read_scattered_blocks_*
  *   release/deregister swallow errors -> test_release_and_deregister_tolerate_null_and_failed
  */
-#include "xport_fixture.h"
+#include <sys/stat.h>
+
+#include "common/clock.h"
+#include "support/xport.h"
 
 #define NB 64
 
@@ -33,116 +36,116 @@ read_scattered(ect_transport_t prefer, int serve_tcp, int serve_same_host,
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
-    struct xf_producer p;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 0x5eed1, serve_tcp, serve_same_host);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 0x5eed1, serve_tcp, serve_same_host);
     CHECK_OK(p.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, prefer, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, prefer, NULL);
 
     ect_xport_read_t *r = NULL;
     ect_xport_kind_t kind = ECT_XPORT_NONE;
-    CHECK_OK(xf_read_start(&c, &p, 7001, p.agent, p.agent_len, SCATTER_REMOTE, N_SCATTER,
+    CHECK_OK(ts_xport_read_start(&c, &p, 7001, p.agent, p.agent_len, SCATTER_REMOTE, N_SCATTER,
                            SCATTER_LOCAL, N_LOCAL, &r, &kind));
     CHECK_EQ_INT(kind, expect_kind);
-    CHECK_EQ_INT(xf_wait(&c, r, 20), ECT_XPORT_READ_DONE);
+    CHECK_EQ_INT(ts_xport_wait(&c, r, 20), ECT_XPORT_READ_DONE);
     /* Polling a finished read keeps reporting its outcome. */
     CHECK_EQ_INT(ect__xport_read_poll(c.client, r), ECT_XPORT_READ_DONE);
     ect__xport_read_release(c.client, r);
-    xf_check_landed(&c, &p, SCATTER_REMOTE, N_SCATTER, SCATTER_LOCAL, N_LOCAL);
+    ts_xport_check_landed(&c, &p, SCATTER_REMOTE, N_SCATTER, SCATTER_LOCAL, N_LOCAL);
 
     ect_xport_counters_t k;
     ect__xport_client_counters(c.client, &k);
     CHECK_EQ_U64(k.reads[expect_kind], 1);
-    CHECK_EQ_U64(k.bytes[expect_kind], N_SCATTER * XF_BLOCK);
+    CHECK_EQ_U64(k.bytes[expect_kind], N_SCATTER * TS_XPORT_BLOCK);
     CHECK_EQ_U64(k.reads[expect_kind == ECT_XPORT_TCP ? ECT_XPORT_SAME_HOST : ECT_XPORT_TCP], 0);
     CHECK_EQ_U64(k.failures, 0);
     CHECK_EQ_U64(k.peer_restarts, 0);
     /* Over tcp the producer streamed it once and finished the grant. */
     ect_xport_server_counters_t sk;
     uint64_t fin[2];
-    xf_producer_counters_after(&p, expect_kind == ECT_XPORT_TCP, &sk, fin);
+    ts_xport_producer_counters_after(&p, expect_kind == ECT_XPORT_TCP, &sk, fin);
     CHECK_EQ_U64(sk.streams_served, expect_kind == ECT_XPORT_TCP);
-    CHECK_EQ_U64(sk.bytes_sent, expect_kind == ECT_XPORT_TCP ? N_SCATTER * XF_BLOCK : 0);
+    CHECK_EQ_U64(sk.bytes_sent, expect_kind == ECT_XPORT_TCP ? N_SCATTER * TS_XPORT_BLOCK : 0);
     CHECK_EQ_U64(fin[0], expect_kind == ECT_XPORT_TCP);
     CHECK_EQ_U64(fin[1], 0);
-    xf_consumer_close(&c);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_read_scattered_blocks_over_tcp_is_byte_exact)
+TS_SHM_CASE(test_read_scattered_blocks_over_tcp_is_byte_exact)
 {
     read_scattered(ECT_TRANSPORT_TCP, 1, 1, ECT_XPORT_TCP);
 }
 
-RT_CASE(test_read_scattered_blocks_over_same_host_is_byte_exact)
+TS_SHM_CASE(test_read_scattered_blocks_over_same_host_is_byte_exact)
 {
     read_scattered(ECT_TRANSPORT_SAME_HOST, 1, 1, ECT_XPORT_SAME_HOST);
 }
 
-RT_CASE(test_auto_picks_same_host_when_the_offer_has_it)
+TS_SHM_CASE(test_auto_picks_same_host_when_the_offer_has_it)
 {
     read_scattered(ECT_TRANSPORT_AUTO, 1, 1, ECT_XPORT_SAME_HOST);
 }
 
-RT_CASE(test_auto_picks_tcp_when_the_producer_offers_only_tcp)
+TS_SHM_CASE(test_auto_picks_tcp_when_the_producer_offers_only_tcp)
 {
     read_scattered(ECT_TRANSPORT_AUTO, 1, 0, ECT_XPORT_TCP);
 }
 
-RT_CASE(test_same_host_only_producer_serves_without_tcp)
+TS_SHM_CASE(test_same_host_only_producer_serves_without_tcp)
 {
     read_scattered(ECT_TRANSPORT_AUTO, 0, 1, ECT_XPORT_SAME_HOST);
 }
 
 /* Many reads, each of the whole region in reverse block order (every block
  * its own run on the producer), back to back over pooled connections. */
-RT_CASE(test_repeated_reads_over_pooled_connections_all_land)
+TS_SHM_CASE(test_repeated_reads_over_pooled_connections_all_land)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
-    struct xf_producer p;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 77, 1, 0);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 77, 1, 0);
     CHECK_OK(p.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_AUTO, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_AUTO, NULL);
     uint64_t remote[NB];
     for (int i = 0; i < NB; i++)
         remote[i] = NB - 1 - (uint64_t)i;
     ect_run_t all = {0, NB};
     for (int round = 0; round < 8; round++) {
         ect_xport_read_t *r;
-        CHECK_OK(xf_read_start(&c, &p, 1, p.agent, p.agent_len, remote, NB, &all, 1, &r, NULL));
-        CHECK_EQ_INT(xf_wait(&c, r, 20), ECT_XPORT_READ_DONE);
+        CHECK_OK(ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, remote, NB, &all, 1, &r, NULL));
+        CHECK_EQ_INT(ts_xport_wait(&c, r, 20), ECT_XPORT_READ_DONE);
         ect__xport_read_release(c.client, r);
     }
-    xf_check_landed(&c, &p, remote, NB, &all, 1);
+    ts_xport_check_landed(&c, &p, remote, NB, &all, 1);
     ect_xport_counters_t k;
     ect__xport_client_counters(c.client, &k);
     CHECK_EQ_U64(k.reads[ECT_XPORT_TCP], 8);
-    CHECK_EQ_U64(k.bytes[ECT_XPORT_TCP], 8ull * NB * XF_BLOCK);
+    CHECK_EQ_U64(k.bytes[ECT_XPORT_TCP], 8ull * NB * TS_XPORT_BLOCK);
     ect_xport_server_counters_t sk;
     uint64_t fin[2];
-    xf_producer_counters_after(&p, 8, &sk, fin);
+    ts_xport_producer_counters_after(&p, 8, &sk, fin);
     CHECK_EQ_U64(sk.streams_served, 8);
     CHECK_EQ_U64(sk.streams_denied + sk.bad_requests + sk.send_failures, 0);
-    xf_consumer_close(&c);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
 /* Twelve reads in flight at once, each into its own local blocks. */
-RT_CASE(test_concurrent_tcp_reads_land_without_crosstalk)
+TS_SHM_CASE(test_concurrent_tcp_reads_land_without_crosstalk)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
-    struct xf_producer p;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 78, 1, 0);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 78, 1, 0);
     CHECK_OK(p.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
     enum { N = 12, PER = 5 };
     uint64_t remote[N][PER];
     ect_run_t runs[N];
@@ -151,51 +154,51 @@ RT_CASE(test_concurrent_tcp_reads_land_without_crosstalk)
         for (int b = 0; b < PER; b++)
             remote[i][b] = (uint64_t)((i * 11 + b * 3) % NB);
         runs[i] = (ect_run_t){(uint64_t)i * PER, PER};
-        CHECK_OK(xf_read_start(&c, &p, 1, p.agent, p.agent_len, remote[i], PER, &runs[i], 1, &r[i],
+        CHECK_OK(ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, remote[i], PER, &runs[i], 1, &r[i],
                                NULL));
     }
     for (int i = 0; i < N; i++) {
-        CHECK_EQ_INT(xf_wait(&c, r[i], 20), ECT_XPORT_READ_DONE);
+        CHECK_EQ_INT(ts_xport_wait(&c, r[i], 20), ECT_XPORT_READ_DONE);
         ect__xport_read_release(c.client, r[i]);
     }
     for (int i = 0; i < N; i++)
         for (int b = 0; b < PER; b++)
-            CHECK(xf_block_matches(ect_region_block_ptr(c.region, (uint64_t)i * PER + b), XF_BLOCK,
+            CHECK(ts_xport_block_matches(ect_region_block_ptr(c.region, (uint64_t)i * PER + b), TS_XPORT_BLOCK,
                                    p.seed, remote[i][b]));
-    xf_consumer_close(&c);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_empty_read_is_done_at_once)
+TS_SHM_CASE(test_empty_read_is_done_at_once)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
-    struct xf_producer p;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 3, 1, 1);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 3, 1, 1);
     CHECK_OK(p.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
     ect_xport_read_t *r;
-    CHECK_OK(xf_read_start(&c, &p, 1, p.agent, p.agent_len, NULL, 0, NULL, 0, &r, NULL));
+    CHECK_OK(ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, NULL, 0, NULL, 0, &r, NULL));
     CHECK_EQ_INT(ect__xport_read_poll(c.client, r), ECT_XPORT_READ_DONE);
     ect__xport_read_release(c.client, r);
-    xf_check_untouched(&c);
-    xf_consumer_close(&c);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_xport_check_untouched(&c);
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
 /* ---- grants: a stream is served only for a live grant, once ------------------------------- */
 
 static ect_xport_read_params_t
-params_for(const struct xf_producer *p, const char *hash, const uint8_t *desc,
+params_for(const struct ts_xport_producer *p, const char *hash, const uint8_t *desc,
            const uint64_t *remote, size_t n, const ect_run_t *runs, size_t n_runs)
 {
     return (ect_xport_read_params_t){.host = "127.0.0.1",
                                      .port = 1,
-                                     .session_id = XF_SESSION,
+                                     .session_id = TS_XPORT_SESSION,
                                      .mm_hash = hash,
                                      .agent_metadata = p->agent,
                                      .agent_len = p->agent_len,
@@ -209,31 +212,31 @@ params_for(const struct xf_producer *p, const char *hash, const uint8_t *desc,
 
 /* Read with these params; expect FAILED with "denied" and no byte landed. */
 static void
-expect_denied(struct xf_consumer *c, const ect_xport_read_params_t *rp)
+expect_denied(struct ts_xport_consumer *c, const ect_xport_read_params_t *rp)
 {
     ect_xport_read_t *r;
     CHECK_OK(ect__xport_read_start(c->client, rp, &r, NULL));
-    CHECK_EQ_INT(xf_wait(c, r, 20), ECT_XPORT_READ_FAILED);
+    CHECK_EQ_INT(ts_xport_wait(c, r, 20), ECT_XPORT_READ_FAILED);
     ect__xport_read_release(c->client, r);
-    xf_check_untouched(c);
+    ts_xport_check_untouched(c);
 }
 
-RT_CASE(test_stream_serves_only_the_right_token_name_and_size_once)
+TS_SHM_CASE(test_stream_serves_only_the_right_token_name_and_size_once)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
-    struct xf_producer p;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 90, 1, 0);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 90, 1, 0);
     CHECK_OK(p.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
     uint64_t remote[] = {3, 4, 5};
     ect_run_t run = {10, 3};
     char hash[64], other[64];
     uint8_t desc[ECT_XPORT_DESC_LEN], desc2[ECT_XPORT_DESC_LEN], forged[ECT_XPORT_DESC_LEN];
-    xf_grant(&p, remote, 3, hash, desc);
-    xf_grant(&p, remote, 3, other, desc2);
+    ts_xport_grant(&p, remote, 3, hash, desc);
+    ts_xport_grant(&p, remote, 3, other, desc2);
     /* A forged token (one bit off), an all-zero token. */
     memcpy(forged, desc, sizeof(forged));
     forged[ECT_XPORT_DESC_LEN - 1] ^= 1;
@@ -254,48 +257,48 @@ RT_CASE(test_stream_serves_only_the_right_token_name_and_size_once)
     rp = params_for(&p, hash, desc, remote, 3, &run, 1);
     ect_xport_read_t *r;
     CHECK_OK(ect__xport_read_start(c.client, &rp, &r, NULL));
-    CHECK_EQ_INT(xf_wait(&c, r, 20), ECT_XPORT_READ_DONE);
+    CHECK_EQ_INT(ts_xport_wait(&c, r, 20), ECT_XPORT_READ_DONE);
     ect__xport_read_release(c.client, r);
-    xf_check_landed(&c, &p, remote, 3, &run, 1);
+    ts_xport_check_landed(&c, &p, remote, 3, &run, 1);
     /* Replayed: nothing more. */
     ect_run_t elsewhere = {30, 3};
     rp = params_for(&p, hash, desc, remote, 3, &elsewhere, 1);
     CHECK_OK(ect__xport_read_start(c.client, &rp, &r, NULL));
-    CHECK_EQ_INT(xf_wait(&c, r, 20), ECT_XPORT_READ_FAILED);
+    CHECK_EQ_INT(ts_xport_wait(&c, r, 20), ECT_XPORT_READ_FAILED);
     ect__xport_read_release(c.client, r);
-    xf_check_landed(&c, &p, remote, 3, &run, 1);
+    ts_xport_check_landed(&c, &p, remote, 3, &run, 1);
     ect_xport_server_counters_t sk;
     uint64_t fin[2];
-    xf_producer_counters_after(&p, 1, &sk, fin);
+    ts_xport_producer_counters_after(&p, 1, &sk, fin);
     CHECK_EQ_U64(sk.streams_served, 1);
     CHECK_EQ_U64(sk.streams_denied, 6);
-    CHECK_EQ_U64(sk.bytes_sent, 3 * XF_BLOCK);
-    xf_consumer_close(&c);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    CHECK_EQ_U64(sk.bytes_sent, 3 * TS_XPORT_BLOCK);
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
 /* 64 KiB blocks (16384 x 4 bytes). */
 #define BIG_HIDDEN 16384u
 
-RT_CASE(test_cancelled_tcp_read_writes_nothing_afterwards)
+TS_SHM_CASE(test_cancelled_tcp_read_writes_nothing_afterwards)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
     enum { BIG = 1024 }; /* 64 MiB */
-    struct xf_producer p;
-    xf_producer_start(&p, pname, BIG_HIDDEN, BIG, 91, 1, 0);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, BIG_HIDDEN, BIG, 91, 1, 0);
     CHECK_OK(p.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, BIG_HIDDEN, BIG, ECT_TRANSPORT_TCP, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, BIG_HIDDEN, BIG, ECT_TRANSPORT_TCP, NULL);
     uint64_t *remote = malloc(BIG * sizeof(*remote));
     CHECK(remote != NULL);
     for (uint64_t i = 0; i < BIG; i++)
         remote[i] = i;
     ect_run_t all = {0, BIG};
     ect_xport_read_t *r;
-    CHECK_OK(xf_read_start(&c, &p, 1, p.agent, p.agent_len, remote, BIG, &all, 1, &r, NULL));
+    CHECK_OK(ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, remote, BIG, &all, 1, &r, NULL));
     struct timespec ts = {0, 2 * 1000 * 1000};
     nanosleep(&ts, NULL);
     ect__xport_read_cancel(c.client, r);
@@ -311,24 +314,24 @@ RT_CASE(test_cancelled_tcp_read_writes_nothing_afterwards)
     ect__xport_read_release(c.client, r);
     free(snap);
     free(remote);
-    xf_consumer_close(&c);
+    ts_xport_consumer_close(&c);
     /* The producer saw the stream cut and finished the grant as not sent. */
     uint64_t deadline = ect__now_ns() + 5ull * 1000 * 1000 * 1000;
     ect_xport_server_counters_t sk;
     uint64_t fin[2];
     do
-        xf_producer_counters(&p, &sk, fin);
+        ts_xport_producer_counters(&p, &sk, fin);
     while (fin[1] == 0 && fin[0] == 0 && ect__now_ns() < deadline);
     CHECK_EQ_U64(fin[0] + fin[1], 1);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
 /* ---- refusals: nothing moves -------------------------------------------------------------- */
 
 struct refusal_env {
-    struct xf_producer p;
-    struct xf_consumer c;
+    struct ts_xport_producer p;
+    struct ts_xport_consumer c;
 };
 
 static void
@@ -337,21 +340,21 @@ refusal_open(struct refusal_env *e, ect_transport_t prefer, uint64_t consumer_hi
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
-    xf_producer_start(&e->p, pname, XF_HIDDEN, NB, 11, 1, 1);
+    ts_xport_producer_start(&e->p, pname, TS_XPORT_HIDDEN, NB, 11, 1, 1);
     CHECK_OK(e->p.status);
-    xf_consumer_open(&e->c, cname, consumer_hidden, NB, prefer, NULL);
+    ts_xport_consumer_open(&e->c, cname, consumer_hidden, NB, prefer, NULL);
 }
 
 static void
 refusal_close(struct refusal_env *e)
 {
-    xf_check_untouched(&e->c);
+    ts_xport_check_untouched(&e->c);
     ect_xport_counters_t k;
     ect__xport_client_counters(e->c.client, &k);
     CHECK_EQ_U64(k.reads[ECT_XPORT_TCP] + k.reads[ECT_XPORT_SAME_HOST], 0);
-    xf_consumer_close(&e->c);
-    xf_producer_stop(&e->p);
-    rt_check_no_leftovers();
+    ts_xport_consumer_close(&e->c);
+    ts_xport_producer_stop(&e->p);
+    ts_check_no_leftovers();
 }
 
 static ect_status_t
@@ -363,7 +366,7 @@ try_read(struct refusal_env *e, const uint64_t *remote, size_t n_remote, const e
     uint64_t granted[] = {1};
     char hash[64];
     uint8_t desc[ECT_XPORT_DESC_LEN];
-    xf_grant(&e->p, granted, 1, hash, desc);
+    ts_xport_grant(&e->p, granted, 1, hash, desc);
     ect_xport_read_params_t rp = params_for(&e->p, hash, desc, remote, n_remote, runs, n_runs);
     ect_status_t st = ect__xport_read_start(e->c.client, &rp, &r, &kind);
     /* Outputs are written only on success. */
@@ -378,7 +381,7 @@ static void
 remote_block_out_of_range(ect_transport_t prefer)
 {
     struct refusal_env e;
-    refusal_open(&e, prefer, XF_HIDDEN);
+    refusal_open(&e, prefer, TS_XPORT_HIDDEN);
     uint64_t remote[] = {1, 2, NB};
     ect_run_t run = {0, 3};
     CHECK_STATUS(try_read(&e, remote, 3, &run, 1), ECT_ERR_PEER);
@@ -389,20 +392,20 @@ remote_block_out_of_range(ect_transport_t prefer)
     refusal_close(&e);
 }
 
-RT_CASE(test_remote_block_out_of_range_is_peer_error_over_tcp)
+TS_SHM_CASE(test_remote_block_out_of_range_is_peer_error_over_tcp)
 {
     remote_block_out_of_range(ECT_TRANSPORT_TCP);
 }
 
-RT_CASE(test_remote_block_out_of_range_is_peer_error_over_same_host)
+TS_SHM_CASE(test_remote_block_out_of_range_is_peer_error_over_same_host)
 {
     remote_block_out_of_range(ECT_TRANSPORT_SAME_HOST);
 }
 
-RT_CASE(test_block_size_mismatch_is_peer_error)
+TS_SHM_CASE(test_block_size_mismatch_is_peer_error)
 {
     struct refusal_env e;
-    refusal_open(&e, ECT_TRANSPORT_AUTO, XF_HIDDEN / 2);
+    refusal_open(&e, ECT_TRANSPORT_AUTO, TS_XPORT_HIDDEN / 2);
     uint64_t remote[] = {1};
     ect_run_t run = {0, 1};
     CHECK_STATUS(try_read(&e, remote, 1, &run, 1), ECT_ERR_PEER);
@@ -410,10 +413,10 @@ RT_CASE(test_block_size_mismatch_is_peer_error)
     refusal_close(&e);
 }
 
-RT_CASE(test_post_read_count_mismatch_is_peer_error)
+TS_SHM_CASE(test_post_read_count_mismatch_is_peer_error)
 {
     struct refusal_env e;
-    refusal_open(&e, ECT_TRANSPORT_TCP, XF_HIDDEN);
+    refusal_open(&e, ECT_TRANSPORT_TCP, TS_XPORT_HIDDEN);
     uint64_t remote[] = {1, 2, 3};
     ect_run_t fewer = {0, 2}, more[] = {{0, 2}, {10, 2}};
     CHECK_STATUS(try_read(&e, remote, 3, &fewer, 1), ECT_ERR_PEER);
@@ -423,10 +426,10 @@ RT_CASE(test_post_read_count_mismatch_is_peer_error)
     refusal_close(&e);
 }
 
-RT_CASE(test_local_run_outside_our_region_is_overflow)
+TS_SHM_CASE(test_local_run_outside_our_region_is_overflow)
 {
     struct refusal_env e;
-    refusal_open(&e, ECT_TRANSPORT_AUTO, XF_HIDDEN);
+    refusal_open(&e, ECT_TRANSPORT_AUTO, TS_XPORT_HIDDEN);
     uint64_t remote[] = {1, 2, 3, 4};
     ect_run_t past_end[] = {{0, 2}, {NB - 1, 2}};
     CHECK_STATUS(try_read(&e, remote, 4, past_end, 2), ECT_ERR_OVERFLOW);
@@ -438,15 +441,15 @@ RT_CASE(test_local_run_outside_our_region_is_overflow)
     refusal_close(&e);
 }
 
-RT_CASE(test_malformed_offer_or_descriptor_from_peer_is_peer_error)
+TS_SHM_CASE(test_malformed_offer_or_descriptor_from_peer_is_peer_error)
 {
     struct refusal_env e;
-    refusal_open(&e, ECT_TRANSPORT_AUTO, XF_HIDDEN);
+    refusal_open(&e, ECT_TRANSPORT_AUTO, TS_XPORT_HIDDEN);
     uint64_t remote[] = {1};
     ect_run_t run = {0, 1};
     char hash[64];
     uint8_t desc[ECT_XPORT_DESC_LEN];
-    xf_grant(&e.p, remote, 1, hash, desc);
+    ts_xport_grant(&e.p, remote, 1, hash, desc);
     ect_xport_read_t *r;
     static const uint8_t junk[] = "ECTA\x02\x00\x00\x00\xff\xff";
     ect_xport_read_params_t rp = params_for(&e.p, hash, desc, remote, 1, &run, 1);
@@ -470,15 +473,15 @@ RT_CASE(test_malformed_offer_or_descriptor_from_peer_is_peer_error)
     refusal_close(&e);
 }
 
-RT_CASE(test_bad_arguments_are_refused)
+TS_SHM_CASE(test_bad_arguments_are_refused)
 {
     struct refusal_env e;
-    refusal_open(&e, ECT_TRANSPORT_AUTO, XF_HIDDEN);
+    refusal_open(&e, ECT_TRANSPORT_AUTO, TS_XPORT_HIDDEN);
     uint64_t remote[] = {1};
     ect_run_t run = {0, 1};
     char hash[64];
     uint8_t desc[ECT_XPORT_DESC_LEN];
-    xf_grant(&e.p, remote, 1, hash, desc);
+    ts_xport_grant(&e.p, remote, 1, hash, desc);
     ect_xport_read_t *r;
     ect_xport_read_params_t rp = params_for(&e.p, hash, desc, remote, 1, &run, 1);
     rp.host = NULL;
@@ -496,7 +499,7 @@ RT_CASE(test_bad_arguments_are_refused)
     CHECK_STATUS(ect__xport_read_start(e.c.client, &rp, &r, NULL), ECT_ERR_INVALID_ARG);
     ect_xport_client_t *cl = NULL;
     ect_xport_client_params_t cp = {.data = ect_region_data(e.c.region),
-                                    .block_size = XF_BLOCK,
+                                    .block_size = TS_XPORT_BLOCK,
                                     .num_blocks = 0,
                                     .prefer = ECT_TRANSPORT_AUTO};
     CHECK_STATUS(ect__xport_client_create(&cp, &cl), ECT_ERR_INVALID_ARG);
@@ -526,17 +529,17 @@ finish_none(void *user, void *grant, int sent)
     (void)user, (void)grant, (void)sent;
 }
 
-RT_CASE(test_server_offers_its_stream_and_region)
+TS_SHM_CASE(test_server_offers_its_stream_and_region)
 {
     char name[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
     ect_region_params_t rp;
-    xf_region_params(&rp, name, XF_HIDDEN, NB);
+    ts_xport_region_params(&rp, name, TS_XPORT_HIDDEN, NB);
     ect_region_t *region;
     CHECK_OK(ect_region_open(&rp, &region));
     ect_xport_grant_ops_t ops = {.claim = deny_all, .finish = finish_none};
     ect_xport_server_params_t sp = {.data = ect_region_data(region),
-                                    .block_size = XF_BLOCK,
+                                    .block_size = TS_XPORT_BLOCK,
                                     .num_blocks = NB,
                                     .region_path = ect_region_path(region),
                                     .data_offset = ect_region_data_offset(region),
@@ -572,7 +575,7 @@ RT_CASE(test_server_offers_its_stream_and_region)
     CHECK_EQ_U64(dlen, ECT_XPORT_DESC_LEN);
     ect_xport_desc_t d;
     CHECK_OK(ect__xport_desc_decode(desc, dlen, &d));
-    CHECK_EQ_U64(d.block_size, XF_BLOCK);
+    CHECK_EQ_U64(d.block_size, TS_XPORT_BLOCK);
     CHECK_EQ_U64(d.num_blocks, NB);
     CHECK(memcmp(d.token, token, sizeof(token)) == 0);
     uint64_t base = (uint64_t)(uintptr_t)ect_region_data(region);
@@ -589,20 +592,20 @@ RT_CASE(test_server_offers_its_stream_and_region)
     CHECK(ect__xport_server_agent_metadata(s, &alen2) == agent && alen2 == alen);
     ect__xport_server_stop(s);
     ect_region_close(region);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_two_servers_on_one_region_differ_in_their_instance)
+TS_SHM_CASE(test_two_servers_on_one_region_differ_in_their_instance)
 {
     char name[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
     ect_region_params_t rp;
-    xf_region_params(&rp, name, XF_HIDDEN, NB);
+    ts_xport_region_params(&rp, name, TS_XPORT_HIDDEN, NB);
     ect_region_t *region;
     CHECK_OK(ect_region_open(&rp, &region));
     ect_xport_grant_ops_t ops = {.claim = deny_all, .finish = finish_none};
     ect_xport_server_params_t sp = {.data = ect_region_data(region),
-                                    .block_size = XF_BLOCK,
+                                    .block_size = TS_XPORT_BLOCK,
                                     .num_blocks = NB,
                                     .region_path = ect_region_path(region),
                                     .bind_host = "127.0.0.1",
@@ -620,19 +623,19 @@ RT_CASE(test_two_servers_on_one_region_differ_in_their_instance)
     ect__xport_server_stop(a);
     ect__xport_server_stop(b);
     ect_region_close(region);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_server_without_any_transport_is_refused)
+TS_SHM_CASE(test_server_without_any_transport_is_refused)
 {
     char name[64];
     ect_test_unique_name(name, sizeof(name), "ectt_");
     ect_region_params_t rp;
-    xf_region_params(&rp, name, XF_HIDDEN, NB);
+    ts_xport_region_params(&rp, name, TS_XPORT_HIDDEN, NB);
     ect_region_t *region;
     CHECK_OK(ect_region_open(&rp, &region));
     ect_xport_server_params_t sp = {.data = ect_region_data(region),
-                                    .block_size = XF_BLOCK,
+                                    .block_size = TS_XPORT_BLOCK,
                                     .num_blocks = NB,
                                     .region_path = ect_region_path(region)};
     ect_xport_server_t *s = NULL;
@@ -655,43 +658,43 @@ RT_CASE(test_server_without_any_transport_is_refused)
     CHECK_STATUS(ect__xport_server_start(&sp, &s), ECT_ERR_INVALID_ARG);
     CHECK(s == NULL);
     ect_region_close(region);
-    rt_check_no_leftovers();
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_same_host_only_client_refuses_a_tcp_only_offer)
+TS_SHM_CASE(test_same_host_only_client_refuses_a_tcp_only_offer)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
     ect_test_unique_name(cname, sizeof(cname), "ectt_");
-    struct xf_producer p;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 5, 1, 0);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 5, 1, 0);
     CHECK_OK(p.status);
     CHECK_EQ_INT(p.kinds, 1u << ECT_XPORT_TCP);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_SAME_HOST, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_SAME_HOST, NULL);
     uint64_t remote[] = {1};
     ect_run_t run = {0, 1};
     ect_xport_read_t *r;
-    CHECK_STATUS(xf_read_start(&c, &p, 1, p.agent, p.agent_len, remote, 1, &run, 1, &r, NULL),
+    CHECK_STATUS(ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, remote, 1, &run, 1, &r, NULL),
                  ECT_ERR_UNSUPPORTED);
     CHECK_CONTAINS(ect_last_error(), "does not offer");
-    xf_check_untouched(&c);
-    xf_consumer_close(&c);
+    ts_xport_check_untouched(&c);
+    ts_xport_consumer_close(&c);
     /* And a tcp-only client refuses a same-host-only producer. */
-    struct xf_producer q;
-    xf_producer_start(&q, pname, XF_HIDDEN, NB, 5, 0, 1);
+    struct ts_xport_producer q;
+    ts_xport_producer_start(&q, pname, TS_XPORT_HIDDEN, NB, 5, 0, 1);
     CHECK_OK(q.status);
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
-    CHECK_STATUS(xf_read_start(&c, &q, 2, q.agent, q.agent_len, remote, 1, &run, 1, &r, NULL),
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
+    CHECK_STATUS(ts_xport_read_start(&c, &q, 2, q.agent, q.agent_len, remote, 1, &run, 1, &r, NULL),
                  ECT_ERR_UNSUPPORTED);
     CHECK_CONTAINS(ect_last_error(), "does not offer it");
-    xf_consumer_close(&c);
-    xf_producer_stop(&q);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&q);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_release_and_deregister_tolerate_null_and_failed)
+TS_SHM_CASE(test_release_and_deregister_tolerate_null_and_failed)
 {
     ect__xport_read_release(NULL, NULL);
     ect__xport_read_cancel(NULL, NULL);
@@ -699,7 +702,7 @@ RT_CASE(test_release_and_deregister_tolerate_null_and_failed)
     ect__xport_server_stop(NULL);
     ect__xport_client_forget_peer(NULL, "h", 1);
     struct refusal_env e;
-    refusal_open(&e, ECT_TRANSPORT_TCP, XF_HIDDEN);
+    refusal_open(&e, ECT_TRANSPORT_TCP, TS_XPORT_HIDDEN);
     ect__xport_read_release(e.c.client, NULL);
     CHECK_EQ_INT(ect__xport_read_poll(e.c.client, NULL), ECT_XPORT_READ_FAILED);
     CHECK_STR_EQ(ect__xport_kind_str(ECT_XPORT_TCP), "tcp");
@@ -736,7 +739,7 @@ static const struct ect_test_case cases[] = {
 int
 main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], XF_PRODUCER_ARG) == 0)
-        return xf_producer_exec_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], TS_XPORT_PRODUCER_ARG) == 0)
+        return ts_xport_producer_main(argc, argv);
     return ECT_TEST_MAIN(argc, argv, cases);
 }

@@ -6,7 +6,10 @@
  * and the fallback to tcp, the connection and mapping cache, forgetting a
  * peer, detached reads, and the choice being logged and counted.
  */
-#include "xport_fixture.h"
+#include <ectier/log.h>
+
+#include "common/clock.h"
+#include "support/xport.h"
 
 #define NB 64
 
@@ -17,17 +20,17 @@ static const ect_run_t LOCAL[] = {{10, 4}, {40, 3}};
 
 /* Read REMOTE into LOCAL from p under peer key; expect kind and DONE. */
 static void
-read_ok(struct xf_consumer *c, struct xf_producer *p, uint16_t key, const uint8_t *agent,
+read_ok(struct ts_xport_consumer *c, struct ts_xport_producer *p, uint16_t key, const uint8_t *agent,
         size_t agent_len, ect_xport_kind_t expect)
 {
     ect_xport_read_t *r;
     ect_xport_kind_t kind;
     CHECK_OK(
-        xf_read_start(c, p, key, agent, agent_len, REMOTE, N_REMOTE, LOCAL, N_LOCAL, &r, &kind));
+        ts_xport_read_start(c, p, key, agent, agent_len, REMOTE, N_REMOTE, LOCAL, N_LOCAL, &r, &kind));
     CHECK_EQ_INT(kind, expect);
-    CHECK_EQ_INT(xf_wait(c, r, 20), ECT_XPORT_READ_DONE);
+    CHECK_EQ_INT(ts_xport_wait(c, r, 20), ECT_XPORT_READ_DONE);
     ect__xport_read_release(c->client, r);
-    xf_check_landed(c, p, REMOTE, N_REMOTE, LOCAL, N_LOCAL);
+    ts_xport_check_landed(c, p, REMOTE, N_REMOTE, LOCAL, N_LOCAL);
 }
 
 static void
@@ -46,19 +49,19 @@ restart_case(ect_transport_t prefer, ect_xport_kind_t expect)
 {
     char a[64], b[64], cname[64];
     names(a, b, cname);
-    struct xf_producer first, second;
-    xf_producer_start(&first, a, XF_HIDDEN, NB, 1001, 1, 1);
+    struct ts_xport_producer first, second;
+    ts_xport_producer_start(&first, a, TS_XPORT_HIDDEN, NB, 1001, 1, 1);
 
     CHECK_OK(first.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, prefer, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, prefer, NULL);
     read_ok(&c, &first, 5601, first.agent, first.agent_len, expect);
     char first_path[512];
     snprintf(first_path, sizeof(first_path), "%s", first.path);
-    xf_producer_stop(&first);
+    ts_xport_producer_stop(&first);
 
     /* A new process answers on the same host:port with a new offer. */
-    xf_producer_start(&second, b, XF_HIDDEN, NB, 2002, 1, 1);
+    ts_xport_producer_start(&second, b, TS_XPORT_HIDDEN, NB, 2002, 1, 1);
     CHECK_OK(second.status);
     read_ok(&c, &second, 5601, second.agent, second.agent_len, expect);
     ect_xport_counters_t k;
@@ -67,22 +70,22 @@ restart_case(ect_transport_t prefer, ect_xport_kind_t expect)
     CHECK_EQ_U64(k.reads[expect], 2);
     CHECK_EQ_U64(k.failures, 0);
     /* The old mapping was dropped, so the old region file is gone. */
-    CHECK_MSG(!rt_exists(first_path), "%s still exists after the restart", first_path);
+    CHECK_MSG(!ts_exists(first_path), "%s still exists after the restart", first_path);
     /* Same bytes again: no new restart. */
     read_ok(&c, &second, 5601, second.agent, second.agent_len, expect);
     ect__xport_client_counters(c.client, &k);
     CHECK_EQ_U64(k.peer_restarts, 1);
-    xf_consumer_close(&c);
-    xf_producer_stop(&second);
-    rt_check_no_leftovers();
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&second);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_producer_restart_over_tcp_is_noticed_counted_and_read_works)
+TS_SHM_CASE(test_producer_restart_over_tcp_is_noticed_counted_and_read_works)
 {
     restart_case(ECT_TRANSPORT_TCP, ECT_XPORT_TCP);
 }
 
-RT_CASE(test_producer_restart_over_same_host_is_noticed_counted_and_read_works)
+TS_SHM_CASE(test_producer_restart_over_same_host_is_noticed_counted_and_read_works)
 {
     restart_case(ECT_TRANSPORT_AUTO, ECT_XPORT_SAME_HOST);
 }
@@ -93,15 +96,15 @@ RT_CASE(test_producer_restart_over_same_host_is_noticed_counted_and_read_works)
 #define BIG_HIDDEN 16384u
 #define BIG_NB     2048u
 
-RT_CASE(test_producer_killed_during_large_tcp_read_fails_the_read)
+TS_SHM_CASE(test_producer_killed_during_large_tcp_read_fails_the_read)
 {
     char pname[64], cname[64];
     names(pname, cname, NULL);
-    struct xf_producer p;
-    xf_producer_start(&p, pname, BIG_HIDDEN, BIG_NB, 9, 1, 0);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, BIG_HIDDEN, BIG_NB, 9, 1, 0);
     CHECK_OK(p.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, BIG_HIDDEN, BIG_NB, ECT_TRANSPORT_TCP, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, BIG_HIDDEN, BIG_NB, ECT_TRANSPORT_TCP, NULL);
     uint64_t *remote = malloc(BIG_NB * sizeof(*remote));
     CHECK(remote != NULL);
     /* Eight 16 MiB runs on the producer. */
@@ -112,14 +115,14 @@ RT_CASE(test_producer_killed_during_large_tcp_read_fails_the_read)
     uint64_t one_block[] = {0};
     char later_hash[64];
     uint8_t later_desc[ECT_XPORT_DESC_LEN];
-    xf_grant(&p, one_block, 1, later_hash, later_desc);
+    ts_xport_grant(&p, one_block, 1, later_hash, later_desc);
     ect_xport_read_t *r;
-    CHECK_OK(xf_read_start(&c, &p, 9, p.agent, p.agent_len, remote, BIG_NB, &all, 1, &r, NULL));
+    CHECK_OK(ts_xport_read_start(&c, &p, 9, p.agent, p.agent_len, remote, BIG_NB, &all, 1, &r, NULL));
     /* Kill the producer while the stream is in flight. */
     CHECK_EQ_INT(ect__xport_read_poll(c.client, r), ECT_XPORT_READ_PENDING);
     uint64_t t0 = ect__now_ns();
-    xf_producer_kill(&p);
-    ect_xport_read_state_t s = xf_wait(&c, r, 30);
+    ts_xport_producer_kill(&p);
+    ect_xport_read_state_t s = ts_xport_wait(&c, r, 30);
     double waited = (double)(ect__now_ns() - t0) / 1e9;
     /* The kernel resets the dead producer's connection: the read ends at
      * once (unless it had already landed in full). */
@@ -135,7 +138,7 @@ RT_CASE(test_producer_killed_during_large_tcp_read_fails_the_read)
     ect_run_t one = {0, 1};
     ect_xport_read_params_t rp = {.host = "127.0.0.1",
                                   .port = 9,
-                                  .session_id = XF_SESSION,
+                                  .session_id = TS_XPORT_SESSION,
                                   .mm_hash = later_hash,
                                   .agent_metadata = p.agent,
                                   .agent_len = p.agent_len,
@@ -147,19 +150,19 @@ RT_CASE(test_producer_killed_during_large_tcp_read_fails_the_read)
                                   .n_local_runs = 1};
     ect_status_t st = ect__xport_read_start(c.client, &rp, &r, NULL);
     if (st == ECT_OK) {
-        CHECK_EQ_INT(xf_wait(&c, r, 30), ECT_XPORT_READ_FAILED);
+        CHECK_EQ_INT(ts_xport_wait(&c, r, 30), ECT_XPORT_READ_FAILED);
         ect__xport_read_release(c.client, r);
     } else {
         CHECK_STATUS(st, ECT_ERR_TRANSPORT);
     }
     free(remote);
-    xf_consumer_close(&c);
-    xf_producer_stop(&p);
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&p);
     /* The producer's reaper removes its region once the holder is gone. */
     char path[512];
-    rt_path(path, sizeof(path), RT_SHM, pname);
-    CHECK(rt_wait_gone(path, 5000));
-    rt_check_no_leftovers();
+    ts_region_path(path, sizeof(path), TS_SHM, pname);
+    CHECK(ts_wait_gone(path, 5000));
+    ts_check_no_leftovers();
 }
 
 /* ---- same-host offers that must not be used ------------------------------------------------ */
@@ -168,7 +171,7 @@ enum bad_offer { OTHER_BOOT, OUTSIDE_DIR, WRONG_INODE, THROUGH_SYMLINK, DOT_DOT 
 
 /* The producer's offer with its same-host entry altered. */
 static uint8_t *
-altered_offer(const struct xf_producer *p, enum bad_offer how, const char *link_path, size_t *len_p)
+altered_offer(const struct ts_xport_producer *p, enum bad_offer how, const char *link_path, size_t *len_p)
 {
     ect_xport_offer_t o;
     CHECK_OK(ect__xport_offer_decode(p->agent, p->agent_len, &o));
@@ -205,132 +208,132 @@ bad_same_host_offer(enum bad_offer how, const char *expect_why)
 {
     char pname[64], cname[64], lname[64], dir[256] = "", link_path[512] = "";
     names(pname, cname, lname);
-    struct xf_producer p;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 4242, 1, 1);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 4242, 1, 1);
     CHECK_OK(p.status);
     if (how == OUTSIDE_DIR)
-        rt_make_dir(dir, sizeof(dir));
+        ts_shm_make_dir(dir, sizeof(dir));
     if (how == THROUGH_SYMLINK) {
-        snprintf(link_path, sizeof(link_path), RT_SHM "/%s.mmap", lname);
+        snprintf(link_path, sizeof(link_path), TS_SHM "/%s.mmap", lname);
         CHECK(symlink(p.path, link_path) == 0);
     }
     size_t alen;
     uint8_t *agent = altered_offer(&p, how, link_path, &alen);
-    struct xf_log log;
-    xf_log_capture(&log);
+    struct ts_xport_log log;
+    ts_xport_log_capture(&log);
 
     /* auto: falls back to tcp, says why, and the bytes are right. */
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_AUTO, dir[0] ? dir : NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_AUTO, dir[0] ? dir : NULL);
     read_ok(&c, &p, 1, agent, alen, ECT_XPORT_TCP);
-    CHECK_EQ_INT(xf_log_count(&log, "peer 127.0.0.1:1: reading over tcp (same-host not usable"), 1);
-    CHECK_EQ_INT(xf_log_count(&log, expect_why), 1);
+    CHECK_EQ_INT(ts_xport_log_count(&log, "peer 127.0.0.1:1: reading over tcp (same-host not usable"), 1);
+    CHECK_EQ_INT(ts_xport_log_count(&log, expect_why), 1);
     ect_xport_counters_t k;
     ect__xport_client_counters(c.client, &k);
     CHECK_EQ_U64(k.reads[ECT_XPORT_TCP], 1);
     CHECK_EQ_U64(k.reads[ECT_XPORT_SAME_HOST], 0);
-    xf_consumer_close(&c);
+    ts_xport_consumer_close(&c);
 
     /* same_host only: refused, nothing written. */
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_SAME_HOST, dir[0] ? dir : NULL);
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_SAME_HOST, dir[0] ? dir : NULL);
     ect_xport_read_t *r;
-    CHECK_STATUS(xf_read_start(&c, &p, 1, agent, alen, REMOTE, N_REMOTE, LOCAL, N_LOCAL, &r, NULL),
+    CHECK_STATUS(ts_xport_read_start(&c, &p, 1, agent, alen, REMOTE, N_REMOTE, LOCAL, N_LOCAL, &r, NULL),
                  ECT_ERR_UNSUPPORTED);
     CHECK_CONTAINS(ect_last_error(), expect_why);
-    xf_check_untouched(&c);
-    xf_consumer_close(&c);
+    ts_xport_check_untouched(&c);
+    ts_xport_consumer_close(&c);
 
     ect_log_set_sink(NULL, NULL);
     free(agent);
     if (link_path[0])
         unlink(link_path);
     if (dir[0])
-        rt_remove_dir(dir);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+        ts_shm_remove_dir(dir);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_same_host_offer_from_another_boot_falls_back_to_tcp)
+TS_SHM_CASE(test_same_host_offer_from_another_boot_falls_back_to_tcp)
 {
     bad_same_host_offer(OTHER_BOOT, "another host or boot");
 }
 
-RT_CASE(test_same_host_offer_outside_our_region_dir_falls_back_to_tcp)
+TS_SHM_CASE(test_same_host_offer_outside_our_region_dir_falls_back_to_tcp)
 {
     bad_same_host_offer(OUTSIDE_DIR, "is not a file directly inside");
 }
 
-RT_CASE(test_same_host_offer_with_wrong_inode_falls_back_to_tcp)
+TS_SHM_CASE(test_same_host_offer_with_wrong_inode_falls_back_to_tcp)
 {
     bad_same_host_offer(WRONG_INODE, "another file than the producer's");
 }
 
-RT_CASE(test_same_host_offer_through_a_symlink_falls_back_to_tcp)
+TS_SHM_CASE(test_same_host_offer_through_a_symlink_falls_back_to_tcp)
 {
     bad_same_host_offer(THROUGH_SYMLINK, "not a regular file");
 }
 
-RT_CASE(test_same_host_offer_with_dot_dot_path_falls_back_to_tcp)
+TS_SHM_CASE(test_same_host_offer_with_dot_dot_path_falls_back_to_tcp)
 {
     bad_same_host_offer(DOT_DOT, "is not a file directly inside");
 }
 
 /* ---- cache, forget, detach, logging ---------------------------------------------------------- */
 
-RT_CASE(test_transport_choice_is_logged_once_per_peer_and_counted)
+TS_SHM_CASE(test_transport_choice_is_logged_once_per_peer_and_counted)
 {
     char pname[64], qname[64], cname[64];
     names(pname, qname, cname);
-    struct xf_producer p, q;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 31, 1, 1);
-    xf_producer_start(&q, qname, XF_HIDDEN, NB, 32, 1, 0);
+    struct ts_xport_producer p, q;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 31, 1, 1);
+    ts_xport_producer_start(&q, qname, TS_XPORT_HIDDEN, NB, 32, 1, 0);
     CHECK_OK(p.status);
     CHECK_OK(q.status);
-    struct xf_log log;
-    xf_log_capture(&log);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_AUTO, NULL);
+    struct ts_xport_log log;
+    ts_xport_log_capture(&log);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_AUTO, NULL);
     read_ok(&c, &p, 1, p.agent, p.agent_len, ECT_XPORT_SAME_HOST);
     read_ok(&c, &p, 1, p.agent, p.agent_len, ECT_XPORT_SAME_HOST);
     read_ok(&c, &q, 2, q.agent, q.agent_len, ECT_XPORT_TCP);
     read_ok(&c, &q, 2, q.agent, q.agent_len, ECT_XPORT_TCP);
     read_ok(&c, &q, 2, q.agent, q.agent_len, ECT_XPORT_TCP);
-    CHECK_EQ_INT(xf_log_count(&log, "peer 127.0.0.1:1: reading over same_host"), 1);
-    CHECK_EQ_INT(xf_log_count(&log, "peer 127.0.0.1:2: reading over tcp"), 1);
+    CHECK_EQ_INT(ts_xport_log_count(&log, "peer 127.0.0.1:1: reading over same_host"), 1);
+    CHECK_EQ_INT(ts_xport_log_count(&log, "peer 127.0.0.1:2: reading over tcp"), 1);
     ect_xport_counters_t k;
     ect__xport_client_counters(c.client, &k);
     CHECK_EQ_U64(k.reads[ECT_XPORT_SAME_HOST], 2);
     CHECK_EQ_U64(k.reads[ECT_XPORT_TCP], 3);
-    CHECK_EQ_U64(k.bytes[ECT_XPORT_SAME_HOST], 2 * N_REMOTE * XF_BLOCK);
-    CHECK_EQ_U64(k.bytes[ECT_XPORT_TCP], 3 * N_REMOTE * XF_BLOCK);
+    CHECK_EQ_U64(k.bytes[ECT_XPORT_SAME_HOST], 2 * N_REMOTE * TS_XPORT_BLOCK);
+    CHECK_EQ_U64(k.bytes[ECT_XPORT_TCP], 3 * N_REMOTE * TS_XPORT_BLOCK);
     CHECK_EQ_U64(k.reads[ECT_XPORT_NONE], 0);
-    xf_consumer_close(&c);
+    ts_xport_consumer_close(&c);
     ect_log_set_sink(NULL, NULL);
-    xf_producer_stop(&q);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_xport_producer_stop(&q);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_connections_are_pooled_per_peer)
+TS_SHM_CASE(test_connections_are_pooled_per_peer)
 {
     /* Two keys for one producer: one choice logged per key, and repeated
      * reads reuse pooled connections (one each while reads are serial). */
     char pname[64], cname[64];
     names(pname, cname, NULL);
-    struct xf_producer p;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 41, 1, 0);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 41, 1, 0);
     CHECK_OK(p.status);
-    struct xf_log log;
-    xf_log_capture(&log);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
+    struct ts_xport_log log;
+    ts_xport_log_capture(&log);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
     for (int i = 0; i < 3; i++) {
         read_ok(&c, &p, 11, p.agent, p.agent_len, ECT_XPORT_TCP);
         read_ok(&c, &p, 12, p.agent, p.agent_len, ECT_XPORT_TCP);
     }
-    CHECK_EQ_INT(xf_log_count(&log, "peer 127.0.0.1:11: reading over tcp"), 1);
-    CHECK_EQ_INT(xf_log_count(&log, "peer 127.0.0.1:12: reading over tcp"), 1);
-    CHECK_EQ_INT(xf_log_count(&log, "restarted"), 0);
+    CHECK_EQ_INT(ts_xport_log_count(&log, "peer 127.0.0.1:11: reading over tcp"), 1);
+    CHECK_EQ_INT(ts_xport_log_count(&log, "peer 127.0.0.1:12: reading over tcp"), 1);
+    CHECK_EQ_INT(ts_xport_log_count(&log, "restarted"), 0);
     ect_xport_counters_t k;
     ect__xport_client_counters(c.client, &k);
     CHECK_EQ_U64(k.peer_restarts, 0);
@@ -338,143 +341,124 @@ RT_CASE(test_connections_are_pooled_per_peer)
     /* Six streams over two pooled connections. */
     ect_xport_server_counters_t sk;
     uint64_t fin[2];
-    xf_producer_counters_after(&p, 6, &sk, fin);
+    ts_xport_producer_counters_after(&p, 6, &sk, fin);
     CHECK_EQ_U64(sk.streams_served, 6);
     CHECK_EQ_U64(sk.connections, 2);
-    xf_consumer_close(&c);
+    ts_xport_consumer_close(&c);
     ect_log_set_sink(NULL, NULL);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_remove_remote_peer_forget_is_safe_and_reconnects)
+TS_SHM_CASE(test_remove_remote_peer_forget_is_safe_and_reconnects)
 {
     char pname[64], cname[64];
     names(pname, cname, NULL);
-    struct xf_producer p;
-    xf_producer_start(&p, pname, BIG_HIDDEN, 256, 51, 1, 0);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, BIG_HIDDEN, 256, 51, 1, 0);
     CHECK_OK(p.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, BIG_HIDDEN, 256, ECT_TRANSPORT_TCP, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, BIG_HIDDEN, 256, ECT_TRANSPORT_TCP, NULL);
     ect__xport_client_forget_peer(c.client, "never.seen", 1);
     uint64_t remote[256];
     for (int i = 0; i < 256; i++)
         remote[i] = 255 - (uint64_t)i;
     ect_run_t all = {0, 256};
     ect_xport_read_t *r;
-    CHECK_OK(xf_read_start(&c, &p, 1, p.agent, p.agent_len, remote, 256, &all, 1, &r, NULL));
+    CHECK_OK(ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, remote, 256, &all, 1, &r, NULL));
     /* Forgotten while its read is in flight: the read still completes. */
     ect__xport_client_forget_peer(c.client, "127.0.0.1", 1);
-    CHECK_EQ_INT(xf_wait(&c, r, 30), ECT_XPORT_READ_DONE);
+    CHECK_EQ_INT(ts_xport_wait(&c, r, 30), ECT_XPORT_READ_DONE);
     ect__xport_read_release(c.client, r);
-    xf_check_landed(&c, &p, remote, 256, &all, 1);
+    ts_xport_check_landed(&c, &p, remote, 256, &all, 1);
     /* And the next read makes a new peer; it is not a restart. */
     for (int i = 0; i < 256; i++)
         remote[i] = (uint64_t)i;
-    CHECK_OK(xf_read_start(&c, &p, 1, p.agent, p.agent_len, remote, 256, &all, 1, &r, NULL));
-    CHECK_EQ_INT(xf_wait(&c, r, 30), ECT_XPORT_READ_DONE);
+    CHECK_OK(ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, remote, 256, &all, 1, &r, NULL));
+    CHECK_EQ_INT(ts_xport_wait(&c, r, 30), ECT_XPORT_READ_DONE);
     ect__xport_read_release(c.client, r);
-    xf_check_landed(&c, &p, remote, 256, &all, 1);
+    ts_xport_check_landed(&c, &p, remote, 256, &all, 1);
     ect_xport_counters_t k;
     ect__xport_client_counters(c.client, &k);
     CHECK_EQ_U64(k.peer_restarts, 0);
     CHECK_EQ_U64(k.reads[ECT_XPORT_TCP], 2);
-    xf_consumer_close(&c);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_released_pending_same_host_read_is_detached_and_lands_before_destroy)
+TS_SHM_CASE(test_released_pending_same_host_read_is_detached_and_lands_before_destroy)
 {
     char pname[64], cname[64];
     names(pname, cname, NULL);
-    struct xf_producer p;
-    xf_producer_start(&p, pname, BIG_HIDDEN, 256, 61, 1, 1);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, BIG_HIDDEN, 256, 61, 1, 1);
     CHECK_OK(p.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, BIG_HIDDEN, 256, ECT_TRANSPORT_SAME_HOST, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, BIG_HIDDEN, 256, ECT_TRANSPORT_SAME_HOST, NULL);
     uint64_t remote[256];
     for (int i = 0; i < 256; i++)
         remote[i] = (uint64_t)(i * 7 % 256); /* 7 is coprime with 256 */
     ect_run_t all = {0, 256};
     ect_xport_read_t *r;
-    CHECK_OK(xf_read_start(&c, &p, 1, p.agent, p.agent_len, remote, 256, &all, 1, &r, NULL));
+    CHECK_OK(ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, remote, 256, &all, 1, &r, NULL));
     /* Released at once, most likely still PENDING: a copy cannot be cut,
      * so it is detached. */
     ect__xport_read_release(c.client, r);
     /* Destroy waits for it, so afterwards every byte is there. */
     ect__xport_client_destroy(c.client);
     c.client = NULL;
-    xf_check_landed(&c, &p, remote, 256, &all, 1);
+    ts_xport_check_landed(&c, &p, remote, 256, &all, 1);
     ect_region_close(c.region);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
-RT_CASE(test_same_host_mapping_keeps_a_stopped_producers_file_until_forgotten)
+TS_SHM_CASE(test_same_host_mapping_keeps_a_stopped_producers_file_until_forgotten)
 {
     char pname[64], cname[64];
     names(pname, cname, NULL);
-    struct xf_producer p;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 71, 0, 1);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 71, 0, 1);
     CHECK_OK(p.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_AUTO, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_AUTO, NULL);
     read_ok(&c, &p, 1, p.agent, p.agent_len, ECT_XPORT_SAME_HOST);
     char path[512];
     snprintf(path, sizeof(path), "%s", p.path);
-    xf_producer_stop(&p);
+    ts_xport_producer_stop(&p);
     /* Our shared lock keeps it (the reader of a mapping must not lose it). */
-    CHECK(rt_exists(path));
+    CHECK(ts_exists(path));
     ect__xport_client_forget_peer(c.client, "127.0.0.1", 1);
-    CHECK(rt_wait_gone(path, 5000));
-    xf_consumer_close(&c);
-    rt_check_no_leftovers();
+    CHECK(ts_wait_gone(path, 5000));
+    ts_xport_consumer_close(&c);
+    ts_check_no_leftovers();
 }
 
-/* utime + stime of a process, in seconds (/proc/PID/stat fields 14, 15). */
-static double
-cpu_seconds(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    CHECK(p != NULL);
-    unsigned long long utime = 0, stime = 0;
-    CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) ==
-          2);
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
-}
-
-RT_CASE(test_idle_producer_sleeps_instead_of_spinning)
+TS_SHM_CASE(test_idle_producer_sleeps_instead_of_spinning)
 {
     char pname[64], cname[64];
     names(pname, cname, NULL);
-    struct xf_producer p;
-    xf_producer_start(&p, pname, XF_HIDDEN, NB, 81, 1, 0);
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 81, 1, 0);
     CHECK_OK(p.status);
-    struct xf_consumer c;
-    xf_consumer_open(&c, cname, XF_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_TCP, NULL);
     /* Serve a read, then go idle with the connection still pooled. */
     read_ok(&c, &p, 1, p.agent, p.agent_len, ECT_XPORT_TCP);
     struct timespec settle = {0, 100 * 1000 * 1000};
     nanosleep(&settle, NULL);
-    double before = cpu_seconds(p.pid);
+    double before = ts_cpu_seconds(p.pid);
     struct timespec idle = {1, 0};
     nanosleep(&idle, NULL);
-    double used = cpu_seconds(p.pid) - before;
+    double used = ts_cpu_seconds(p.pid) - before;
     /* A spinning server thread would use about a whole second. */
     CHECK_MSG(used < 0.2, "the idle producer used %.2f s of CPU in 1 s", used);
     /* And it still wakes up for the next read. */
     read_ok(&c, &p, 1, p.agent, p.agent_len, ECT_XPORT_TCP);
-    xf_consumer_close(&c);
-    xf_producer_stop(&p);
-    rt_check_no_leftovers();
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
 }
 
 static const struct ect_test_case cases[] = {
@@ -497,7 +481,7 @@ static const struct ect_test_case cases[] = {
 int
 main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], XF_PRODUCER_ARG) == 0)
-        return xf_producer_exec_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], TS_XPORT_PRODUCER_ARG) == 0)
+        return ts_xport_producer_main(argc, argv);
     return ECT_TEST_MAIN(argc, argv, cases);
 }

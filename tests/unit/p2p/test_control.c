@@ -11,10 +11,16 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
-#include "control_testlib.h"
+#include <zmq.h>
+
+#include "common/clock.h"
+#include "support/control.h"
 
 static const char *const lo = "127.0.0.1";
 
@@ -49,8 +55,8 @@ test_server_round_trip_routes_each_reply_to_its_sender(void)
     ect_ctl_peer_t peers[2];
     char got[2][64];
     for (int i = 0; i < 2; i++)
-        CHECK_OK(server_recv_str(server, 5000, &peers[i], got[i], sizeof(got[i])));
-    CHECK(!peer_eq(&peers[0], &peers[1]));
+        CHECK_OK(ts_server_recv_str(server, 5000, &peers[i], got[i], sizeof(got[i])));
+    CHECK(!ts_peer_eq(&peers[0], &peers[1]));
     for (int i = 0; i < 2; i++) {
         char reply[80];
         snprintf(reply, sizeof(reply), "re:%.60s", got[i]);
@@ -58,11 +64,11 @@ test_server_round_trip_routes_each_reply_to_its_sender(void)
     }
     char host[ECT_CTL_HOST_MAX + 1], buf[64];
     uint16_t from;
-    CHECK_OK(client_recv_str(a, 5000, host, &from, buf, sizeof(buf)));
+    CHECK_OK(ts_client_recv_str(a, 5000, host, &from, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "re:from-a");
     CHECK_STR_EQ(host, lo);
     CHECK_EQ_INT(from, port);
-    CHECK_OK(client_recv_str(b, 5000, host, &from, buf, sizeof(buf)));
+    CHECK_OK(ts_client_recv_str(b, 5000, host, &from, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "re:from-b");
 
     ect_ctl_counters_t c;
@@ -86,11 +92,11 @@ test_server_port_zero_binds_a_free_port_and_reports_it(void)
     CHECK(ect__ctl_server_port(s1) != ect__ctl_server_port(s2));
     /* The reported port is the real one: a raw DEALER reaches it. */
     void *ctx = zmq_ctx_new();
-    void *d = raw_dealer(ctx, ect__ctl_server_port(s1));
-    raw_send(d, 2, (const void *[]){"", "ping"}, (size_t[]){0, 4});
+    void *d = ts_raw_dealer(ctx, ect__ctl_server_port(s1));
+    ts_raw_send(d, 2, (const void *[]){"", "ping"}, (size_t[]){0, 4});
     ect_ctl_peer_t peer;
     char buf[16];
-    CHECK_OK(server_recv_str(s1, 5000, &peer, buf, sizeof(buf)));
+    CHECK_OK(ts_server_recv_str(s1, 5000, &peer, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "ping");
     zmq_close(d);
     zmq_ctx_term(ctx);
@@ -124,8 +130,8 @@ test_server_binds_localhost(void)
     CHECK_OK(ect__ctl_client_send(client, lo, port, "by-addr", 7));
     char buf[2][32];
     ect_ctl_peer_t peer[2];
-    CHECK_OK(server_recv_str(server, 5000, &peer[0], buf[0], sizeof(buf[0])));
-    CHECK_OK(server_recv_str(server, 5000, &peer[1], buf[1], sizeof(buf[1])));
+    CHECK_OK(ts_server_recv_str(server, 5000, &peer[0], buf[0], sizeof(buf[0])));
+    CHECK_OK(ts_server_recv_str(server, 5000, &peer[1], buf[1], sizeof(buf[1])));
     CHECK((strcmp(buf[0], "by-name") == 0 && strcmp(buf[1], "by-addr") == 0) ||
           (strcmp(buf[1], "by-name") == 0 && strcmp(buf[0], "by-addr") == 0));
     ect__ctl_client_destroy(client);
@@ -183,25 +189,25 @@ check_server_drops(size_t n, const void *const *data, const size_t *len)
 {
     ect_ctl_server_t *server = open_server();
     void *ctx = zmq_ctx_new();
-    void *d = raw_dealer(ctx, ect__ctl_server_port(server));
-    raw_send(d, n, data, len);
+    void *d = ts_raw_dealer(ctx, ect__ctl_server_port(server));
+    ts_raw_send(d, n, data, len);
     ect_ctl_peer_t peer;
     char buf[64];
-    CHECK_STATUS(server_recv_str(server, 300, &peer, buf, sizeof(buf)), ECT_ERR_TIMEOUT);
+    CHECK_STATUS(ts_server_recv_str(server, 300, &peer, buf, sizeof(buf)), ECT_ERR_TIMEOUT);
     ect_ctl_counters_t c;
     ect__ctl_server_counters(server, &c);
     CHECK_EQ_U64(c.dropped, 1);
     CHECK_EQ_U64(c.received, 0);
 
-    raw_send(d, 2, (const void *[]){"", "good"}, (size_t[]){0, 4});
-    CHECK_OK(server_recv_str(server, 5000, &peer, buf, sizeof(buf)));
+    ts_raw_send(d, 2, (const void *[]){"", "good"}, (size_t[]){0, 4});
+    CHECK_OK(ts_server_recv_str(server, 5000, &peer, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "good");
     /* Nothing was answered: the only thing the DEALER gets is this reply. */
     CHECK_OK(ect__ctl_server_send(server, &peer, "reply", 5));
-    struct raw_frame f[4];
-    CHECK_EQ_INT(raw_recv(d, 5000, f, 4), 2);
+    struct ts_raw_frame f[4];
+    CHECK_EQ_INT(ts_raw_recv(d, 5000, f, 4), 2);
     CHECK_STR_EQ(f[1].data, "reply");
-    CHECK_EQ_INT(raw_recv(d, 100, f, 4), 0);
+    CHECK_EQ_INT(ts_raw_recv(d, 100, f, 4), 0);
     ect__ctl_server_counters(server, &c);
     CHECK_EQ_U64(c.dropped, 1);
     CHECK_EQ_U64(c.received, 1);
@@ -245,8 +251,8 @@ test_server_accepts_message_of_exactly_the_limit(void)
     memset(big, 'm', sizeof(big));
     ect_ctl_server_t *server = open_server();
     void *ctx = zmq_ctx_new();
-    void *d = raw_dealer(ctx, ect__ctl_server_port(server));
-    raw_send(d, 2, (const void *[]){"", big}, (size_t[]){0, sizeof(big)});
+    void *d = ts_raw_dealer(ctx, ect__ctl_server_port(server));
+    ts_raw_send(d, 2, (const void *[]){"", big}, (size_t[]){0, sizeof(big)});
     ect_ctl_peer_t peer;
     const void *p;
     size_t len;
@@ -266,32 +272,32 @@ test_server_frame_beyond_hard_cap_cuts_connection_and_reports_identity(void)
 {
     ect_ctl_server_t *server = open_server();
     void *ctx = zmq_ctx_new();
-    void *d = raw_dealer(ctx, ect__ctl_server_port(server));
-    raw_send(d, 2, (const void *[]){"", "first"}, (size_t[]){0, 5});
+    void *d = ts_raw_dealer(ctx, ect__ctl_server_port(server));
+    ts_raw_send(d, 2, (const void *[]){"", "first"}, (size_t[]){0, 5});
     ect_ctl_peer_t before, after;
     char buf[32];
-    CHECK_OK(server_recv_str(server, 5000, &before, buf, sizeof(buf)));
+    CHECK_OK(ts_server_recv_str(server, 5000, &before, buf, sizeof(buf)));
 
     size_t huge_len = ECT_CTL_HARD_MAX_FRAME + 1;
     char *huge = calloc(1, huge_len);
     CHECK(huge != NULL);
-    raw_send(d, 2, (const void *[]){"", huge}, (size_t[]){0, huge_len});
+    ts_raw_send(d, 2, (const void *[]){"", huge}, (size_t[]){0, huge_len});
     free(huge);
-    CHECK_EQ_INT(server_wait_dead(server, &before, 0), 1);
+    CHECK_EQ_INT(ts_server_wait_dead(server, &before, 0), 1);
 
     /* The DEALER reconnects by itself: a new identity, alive.  A message
      * queued while the DEALER had not yet seen the cut is lost with the old
      * connection, so send until one arrives. */
     ect_status_t got = ECT_ERR_TIMEOUT;
     for (int tries = 0; tries < 20 && got != ECT_OK; tries++) {
-        raw_send(d, 2, (const void *[]){"", "second"}, (size_t[]){0, 6});
-        got = server_recv_str(server, 500, &after, buf, sizeof(buf));
+        ts_raw_send(d, 2, (const void *[]){"", "second"}, (size_t[]){0, 6});
+        got = ts_server_recv_str(server, 500, &after, buf, sizeof(buf));
     }
     CHECK_OK(got);
     CHECK_STR_EQ(buf, "second");
-    CHECK(!peer_eq(&before, &after));
+    CHECK(!ts_peer_eq(&before, &after));
     ect_ctl_peer_t dead[4];
-    sleep_ms(200);
+    ts_sleep_ms(200);
     CHECK_EQ_INT(ect__ctl_server_take_dead_peers(server, dead, 4), 0);
     CHECK_OK(ect__ctl_server_send(server, &after, "ok", 2));
     ect_ctl_counters_t c;
@@ -311,23 +317,23 @@ test_server_fifty_consumers_without_crosstalk(void)
     void *ctx = zmq_ctx_new();
     void *d[N];
     for (int i = 0; i < N; i++) {
-        d[i] = raw_dealer(ctx, ect__ctl_server_port(server));
+        d[i] = ts_raw_dealer(ctx, ect__ctl_server_port(server));
         char msg[16];
         int len = snprintf(msg, sizeof(msg), "%d", i);
-        raw_send(d[i], 2, (const void *[]){"", msg}, (size_t[]){0, (size_t)len});
+        ts_raw_send(d[i], 2, (const void *[]){"", msg}, (size_t[]){0, (size_t)len});
     }
     ect_ctl_peer_t peers[N];
     bool seen[N] = {false};
     for (int k = 0; k < N; k++) {
         char buf[16];
         ect_ctl_peer_t peer;
-        CHECK_OK(server_recv_str(server, 5000, &peer, buf, sizeof(buf)));
+        CHECK_OK(ts_server_recv_str(server, 5000, &peer, buf, sizeof(buf)));
         int i = atoi(buf);
         CHECK(i >= 0 && i < N && !seen[i]);
         seen[i] = true;
         peers[i] = peer;
         for (int j = 0; j < N; j++)
-            CHECK(!seen[j] || j == i || !peer_eq(&peers[j], &peer));
+            CHECK(!seen[j] || j == i || !ts_peer_eq(&peers[j], &peer));
     }
     for (int i = N - 1; i >= 0; i--) {
         char reply[16];
@@ -335,8 +341,8 @@ test_server_fifty_consumers_without_crosstalk(void)
         CHECK_OK(ect__ctl_server_send(server, &peers[i], reply, (size_t)len));
     }
     for (int i = 0; i < N; i++) {
-        struct raw_frame f[3];
-        CHECK_EQ_INT(raw_recv(d[i], 5000, f, 3), 2);
+        struct ts_raw_frame f[3];
+        CHECK_EQ_INT(ts_raw_recv(d[i], 5000, f, 3), 2);
         char want[16];
         snprintf(want, sizeof(want), "for %d", i);
         CHECK_STR_EQ(f[1].data, want);
@@ -354,17 +360,17 @@ test_server_fifty_consumers_without_crosstalk(void)
 struct raw_producer {
     void *ctx, *router;
     uint16_t port;
-    struct raw_frame id;
+    struct ts_raw_frame id;
 };
 
 static void
 raw_producer_start(struct raw_producer *rp, ect_ctl_client_t *client)
 {
     rp->ctx = zmq_ctx_new();
-    rp->router = raw_router(rp->ctx, &rp->port);
+    rp->router = ts_raw_router(rp->ctx, &rp->port);
     CHECK_OK(ect__ctl_client_send(client, lo, rp->port, "hi", 2));
-    struct raw_frame f[4];
-    CHECK_EQ_INT(raw_recv(rp->router, 5000, f, 4), 3);
+    struct ts_raw_frame f[4];
+    CHECK_EQ_INT(ts_raw_recv(rp->router, 5000, f, 4), 3);
     rp->id = f[0];
 }
 
@@ -382,10 +388,10 @@ test_client_send_prefixes_empty_delimiter(void)
     ect_ctl_client_t *client = make_client();
     void *ctx = zmq_ctx_new();
     uint16_t port;
-    void *router = raw_router(ctx, &port);
+    void *router = ts_raw_router(ctx, &port);
     CHECK_OK(ect__ctl_client_send(client, lo, port, "payload", 7));
-    struct raw_frame f[4];
-    CHECK_EQ_INT(raw_recv(router, 5000, f, 4), 3);
+    struct ts_raw_frame f[4];
+    CHECK_EQ_INT(ts_raw_recv(router, 5000, f, 4), 3);
     CHECK(f[0].len > 0);
     CHECK_EQ_U64(f[1].len, 0);
     CHECK_EQ_U64(f[2].len, 7);
@@ -402,10 +408,10 @@ test_client_recv_extracts_payload_from_envelope(void)
     ect_ctl_client_t *client = make_client();
     struct raw_producer rp;
     raw_producer_start(&rp, client);
-    raw_send(rp.router, 3, (const void *[]){rp.id.data, "", "answer"}, (size_t[]){rp.id.len, 0, 6});
+    ts_raw_send(rp.router, 3, (const void *[]){rp.id.data, "", "answer"}, (size_t[]){rp.id.len, 0, 6});
     char host[ECT_CTL_HOST_MAX + 1], buf[32];
     uint16_t port;
-    CHECK_OK(client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
+    CHECK_OK(ts_client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "answer");
     CHECK_STR_EQ(host, lo);
     CHECK_EQ_INT(port, rp.port);
@@ -423,17 +429,17 @@ test_client_recv_skips_replies_without_empty_delimiter(void)
     raw_producer_start(&rp, client);
     const void *id = rp.id.data;
     size_t il = rp.id.len;
-    raw_send(rp.router, 2, (const void *[]){id, "no-delimiter"}, (size_t[]){il, 12});
-    raw_send(rp.router, 3, (const void *[]){id, "x", "p"}, (size_t[]){il, 1, 1});
-    raw_send(rp.router, 4, (const void *[]){id, "", "p", "extra"}, (size_t[]){il, 0, 1, 5});
-    raw_send(rp.router, 3, (const void *[]){id, "", big}, (size_t[]){il, 0, sizeof(big)});
-    raw_send(rp.router, 2, (const void *[]){id, ""}, (size_t[]){il, 0});
-    raw_send(rp.router, 3, (const void *[]){id, "", "good"}, (size_t[]){il, 0, 4});
+    ts_raw_send(rp.router, 2, (const void *[]){id, "no-delimiter"}, (size_t[]){il, 12});
+    ts_raw_send(rp.router, 3, (const void *[]){id, "x", "p"}, (size_t[]){il, 1, 1});
+    ts_raw_send(rp.router, 4, (const void *[]){id, "", "p", "extra"}, (size_t[]){il, 0, 1, 5});
+    ts_raw_send(rp.router, 3, (const void *[]){id, "", big}, (size_t[]){il, 0, sizeof(big)});
+    ts_raw_send(rp.router, 2, (const void *[]){id, ""}, (size_t[]){il, 0});
+    ts_raw_send(rp.router, 3, (const void *[]){id, "", "good"}, (size_t[]){il, 0, 4});
     char host[ECT_CTL_HOST_MAX + 1], buf[32];
     uint16_t port;
-    CHECK_OK(client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
+    CHECK_OK(ts_client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "good");
-    CHECK_STATUS(client_recv_str(client, 100, host, &port, buf, sizeof(buf)), ECT_ERR_TIMEOUT);
+    CHECK_STATUS(ts_client_recv_str(client, 100, host, &port, buf, sizeof(buf)), ECT_ERR_TIMEOUT);
     ect_ctl_counters_t c;
     ect__ctl_client_counters(client, &c);
     CHECK_EQ_U64(c.dropped, 5);
@@ -458,9 +464,9 @@ test_client_recv_times_out_cleanly_and_stays_usable(void)
     CHECK_STATUS(ect__ctl_client_recv(client, 50, NULL, &port, &p, &len), ECT_ERR_INVALID_ARG);
     struct raw_producer rp;
     raw_producer_start(&rp, client);
-    CHECK_STATUS(client_recv_str(client, 50, host, &port, buf, sizeof(buf)), ECT_ERR_TIMEOUT);
-    raw_send(rp.router, 3, (const void *[]){rp.id.data, "", "late"}, (size_t[]){rp.id.len, 0, 4});
-    CHECK_OK(client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
+    CHECK_STATUS(ts_client_recv_str(client, 50, host, &port, buf, sizeof(buf)), ECT_ERR_TIMEOUT);
+    ts_raw_send(rp.router, 3, (const void *[]){rp.id.data, "", "late"}, (size_t[]){rp.id.len, 0, 4});
+    CHECK_OK(ts_client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "late");
     raw_producer_stop(&rp);
     ect__ctl_client_destroy(client);
@@ -502,11 +508,11 @@ test_client_pools_one_dealer_per_producer(void)
     ect_ctl_peer_t p1, p2;
     char buf[16];
     CHECK_OK(ect__ctl_client_send(client, lo, port, "one", 3));
-    CHECK_OK(server_recv_str(server, 5000, &p1, buf, sizeof(buf)));
+    CHECK_OK(ts_server_recv_str(server, 5000, &p1, buf, sizeof(buf)));
     CHECK_OK(ect__ctl_client_send(client, lo, port, "two", 3));
-    CHECK_OK(server_recv_str(server, 5000, &p2, buf, sizeof(buf)));
+    CHECK_OK(ts_server_recv_str(server, 5000, &p2, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "two");
-    CHECK(peer_eq(&p1, &p2));
+    CHECK(ts_peer_eq(&p1, &p2));
     ect__ctl_client_destroy(client);
     ect__ctl_server_close(server);
 }
@@ -524,11 +530,11 @@ test_client_keeps_independent_dealers_per_address(void)
     CHECK_OK(ect__ctl_client_send(client, "localhost", port1, "to-1-by-name", 12));
     ect_ctl_peer_t a, b, c;
     char buf[32], buf2[32];
-    CHECK_OK(server_recv_str(s2, 5000, &b, buf, sizeof(buf)));
+    CHECK_OK(ts_server_recv_str(s2, 5000, &b, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "to-2");
     /* Two connections to s1: their messages may come in either order. */
-    CHECK_OK(server_recv_str(s1, 5000, &a, buf, sizeof(buf)));
-    CHECK_OK(server_recv_str(s1, 5000, &c, buf2, sizeof(buf2)));
+    CHECK_OK(ts_server_recv_str(s1, 5000, &a, buf, sizeof(buf)));
+    CHECK_OK(ts_server_recv_str(s1, 5000, &c, buf2, sizeof(buf2)));
     if (strcmp(buf, "to-1") != 0) {
         ect_ctl_peer_t t = a;
         a = c;
@@ -538,13 +544,13 @@ test_client_keeps_independent_dealers_per_address(void)
     } else {
         CHECK_STR_EQ(buf2, "to-1-by-name");
     }
-    CHECK(!peer_eq(&a, &c));
+    CHECK(!ts_peer_eq(&a, &c));
     CHECK_OK(ect__ctl_server_send(s2, &b, "from-2", 6));
     CHECK_OK(ect__ctl_server_send(s1, &a, "from-1", 6));
     for (int i = 0; i < 2; i++) {
         char host[ECT_CTL_HOST_MAX + 1];
         uint16_t port;
-        CHECK_OK(client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
+        CHECK_OK(ts_client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
         CHECK_STR_EQ(host, lo);
         CHECK_STR_EQ(buf, port == port1 ? "from-1" : "from-2");
         CHECK(port == port1 || port == port2);
@@ -564,15 +570,15 @@ test_client_remove_closes_the_dealer_and_forgets_it(void)
     ect_ctl_peer_t first, second;
     char buf[16];
     CHECK_OK(ect__ctl_client_send(client, lo, port, "a", 1));
-    CHECK_OK(server_recv_str(server, 5000, &first, buf, sizeof(buf)));
+    CHECK_OK(ts_server_recv_str(server, 5000, &first, buf, sizeof(buf)));
     CHECK_OK(ect__ctl_client_remove(client, lo, port));
     /* The producer sees the connection close: the DEALER is really gone. */
-    CHECK_EQ_INT(server_wait_dead(server, &first, 0), 1);
+    CHECK_EQ_INT(ts_server_wait_dead(server, &first, 0), 1);
     /* The next send makes a fresh DEALER (a new identity). */
     CHECK_OK(ect__ctl_client_send(client, lo, port, "b", 1));
-    CHECK_OK(server_recv_str(server, 5000, &second, buf, sizeof(buf)));
+    CHECK_OK(ts_server_recv_str(server, 5000, &second, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "b");
-    CHECK(!peer_eq(&first, &second));
+    CHECK(!ts_peer_eq(&first, &second));
     /* A removed producer is not reported dead by the consumer. */
     char hosts[2][ECT_CTL_HOST_MAX + 1];
     uint16_t ports[2];
@@ -615,11 +621,11 @@ test_client_destroy_closes_every_dealer(void)
     }
     for (int i = 0; i < N; i++) {
         char buf[8];
-        CHECK_OK(server_recv_str(servers[i], 5000, &peers[i], buf, sizeof(buf)));
+        CHECK_OK(ts_server_recv_str(servers[i], 5000, &peers[i], buf, sizeof(buf)));
     }
     ect__ctl_client_destroy(client);
     for (int i = 0; i < N; i++) {
-        CHECK_EQ_INT(server_wait_dead(servers[i], &peers[i], 0), 1);
+        CHECK_EQ_INT(ts_server_wait_dead(servers[i], &peers[i], 0), 1);
         ect__ctl_server_close(servers[i]);
     }
     CHECK_NO_LEAKS();
@@ -634,27 +640,27 @@ test_client_pool_of_fifty_producers_without_crosstalk(void)
     uint16_t ports[N];
     ect_ctl_client_t *client = make_client();
     for (int i = 0; i < N; i++) {
-        routers[i] = raw_router(ctx, &ports[i]);
+        routers[i] = ts_raw_router(ctx, &ports[i]);
         char msg[16];
         int len = snprintf(msg, sizeof(msg), "to %u", (unsigned)ports[i]);
         CHECK_OK(ect__ctl_client_send(client, lo, ports[i], msg, (size_t)len));
     }
     /* Each producer answers only what was addressed to it. */
     for (int i = 0; i < N; i++) {
-        struct raw_frame f[4];
-        CHECK_EQ_INT(raw_recv(routers[i], 5000, f, 4), 3);
+        struct ts_raw_frame f[4];
+        CHECK_EQ_INT(ts_raw_recv(routers[i], 5000, f, 4), 3);
         char want[16], reply[16];
         snprintf(want, sizeof(want), "to %u", (unsigned)ports[i]);
         CHECK_STR_EQ(f[2].data, want);
         int len = snprintf(reply, sizeof(reply), "from %u", (unsigned)ports[i]);
-        raw_send(routers[i], 3, (const void *[]){f[0].data, "", reply},
+        ts_raw_send(routers[i], 3, (const void *[]){f[0].data, "", reply},
                  (size_t[]){f[0].len, 0, (size_t)len});
     }
     bool seen[N] = {false};
     for (int k = 0; k < N; k++) {
         char host[ECT_CTL_HOST_MAX + 1], buf[16], want[16];
         uint16_t port;
-        CHECK_OK(client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
+        CHECK_OK(ts_client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
         snprintf(want, sizeof(want), "from %u", (unsigned)port);
         CHECK_STR_EQ(buf, want);
         int i = 0;
@@ -710,21 +716,21 @@ test_server_survives_a_storm_of_failed_connections_between_two_polls(void)
         close(fd);
     }
     /* Long enough for libzmq to have seen them all go. */
-    sleep_ms(1500);
+    ts_sleep_ms(1500);
     /* A consumer is still served (the I/O thread did not stop) ... */
     ect_ctl_client_t *client = make_client();
     CHECK_OK(ect__ctl_client_send(client, lo, port, "after", 5));
     ect_ctl_peer_t peer;
     char buf[16];
     /* ... and closing right after does not hang. */
-    CHECK_OK(server_recv_str(server, 5000, &peer, buf, sizeof(buf)));
+    CHECK_OK(ts_server_recv_str(server, 5000, &peer, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "after");
     for (int i = 0; i < N; i++) {
         int fd = tcp_connect(port);
         CHECK(send(fd, "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL) == 18);
         close(fd);
     }
-    sleep_ms(1500);
+    ts_sleep_ms(1500);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, close_server_main, server) == 0);
     struct timespec until;
@@ -767,5 +773,5 @@ static const struct ect_test_case cases[] = {
 int
 main(int argc, char **argv)
 {
-    CONTROL_TEST_MAIN(argc, argv, cases);
+    TS_CONTROL_TEST_MAIN(argc, argv, cases);
 }

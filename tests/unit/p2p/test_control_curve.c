@@ -8,12 +8,24 @@
  * after a forked body runs, so nothing is left behind even when a check
  * fails.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <ectier/log.h>
 
-#include "control_testlib.h"
+#include <zmq.h>
+
+#include "common/clock.h"
+#include "support/control.h"
 #include "p2p/control_curve.h"
+
+extern char **environ;
 
 static const char *const lo = "127.0.0.1";
 
@@ -115,7 +127,7 @@ gets_through(ect_ctl_server_t *server, ect_ctl_client_t *client)
     CHECK_OK(ect__ctl_client_send(client, lo, port, "secret-plan", 11));
     ect_ctl_peer_t peer;
     char buf[32];
-    ect_status_t st = server_recv_str(server, 1500, &peer, buf, sizeof(buf));
+    ect_status_t st = ts_server_recv_str(server, 1500, &peer, buf, sizeof(buf));
     if (st == ECT_ERR_TIMEOUT)
         return false;
     CHECK_OK(st);
@@ -123,7 +135,7 @@ gets_through(ect_ctl_server_t *server, ect_ctl_client_t *client)
     CHECK_OK(ect__ctl_server_send(server, &peer, "ack", 3));
     char host[ECT_CTL_HOST_MAX + 1];
     uint16_t from;
-    CHECK_OK(client_recv_str(client, 5000, host, &from, buf, sizeof(buf)));
+    CHECK_OK(ts_client_recv_str(client, 5000, host, &from, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "ack");
     return true;
 }
@@ -134,7 +146,7 @@ static void
 check_refused(ect_ctl_server_t *server, ect_ctl_client_t *client)
 {
     CHECK(!gets_through(server, client));
-    CHECK(client_wait_dead(client, lo, ect__ctl_server_port(server)));
+    CHECK(ts_client_wait_dead(client, lo, ect__ctl_server_port(server)));
     ect_ctl_counters_t c;
     ect__ctl_server_counters(server, &c);
     CHECK_EQ_U64(c.received, 0);
@@ -651,5 +663,5 @@ static const struct ect_test_case cases[] = {
 int
 main(int argc, char **argv)
 {
-    CONTROL_TEST_MAIN(argc, argv, cases);
+    TS_CONTROL_TEST_MAIN(argc, argv, cases);
 }

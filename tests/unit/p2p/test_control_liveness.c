@@ -2,16 +2,22 @@
  * Liveness of the control plane (src/p2p/control.h, SPEC §8.3, §9.8) with
  * real processes: consumers and producers killed with SIGKILL or frozen
  * with SIGSTOP (only heartbeats can tell), producers that are down or come
- * back on the same port.  Every wait is bounded by DEAD_WITHIN_S, a
+ * back on the same port.  Every wait is bounded by TS_DEAD_WITHIN_S, a
  * liveness bound, not a timing assertion.
  *
  * Cases named after the seed's unit/test_control.py scenarios say so in
  * their comment ("seed: ...").
  */
 #include <netinet/in.h>
+#include <errno.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
-#include "control_testlib.h"
+#include <zmq.h>
+
+#include "common/clock.h"
+#include "support/control.h"
 
 static const char *const lo = "127.0.0.1";
 
@@ -20,7 +26,7 @@ spawn_echo_server(uint16_t port, uint16_t *port_p)
 {
     char port_text[8];
     snprintf(port_text, sizeof(port_text), "%u", (unsigned)port);
-    return helper_spawn((const char *[]){"echo-server", lo, port_text, NULL}, port_p);
+    return ts_helper_spawn((const char *[]){"echo-server", lo, port_text, NULL}, port_p);
 }
 
 static pid_t
@@ -28,7 +34,7 @@ spawn_sender(uint16_t port)
 {
     char port_text[8];
     snprintf(port_text, sizeof(port_text), "%u", (unsigned)port);
-    return helper_spawn((const char *[]){"sender", lo, port_text, NULL}, NULL);
+    return ts_helper_spawn((const char *[]){"sender", lo, port_text, NULL}, NULL);
 }
 
 /* A port where nothing listens (and nothing else can, while fd is open):
@@ -53,7 +59,7 @@ round_trip(ect_ctl_client_t *client, uint16_t port, const char *msg)
     CHECK_OK(ect__ctl_client_send(client, lo, port, msg, strlen(msg)));
     char host[ECT_CTL_HOST_MAX + 1], buf[64], want[64];
     uint16_t from;
-    CHECK_OK(client_recv_str(client, 10000, host, &from, buf, sizeof(buf)));
+    CHECK_OK(ts_client_recv_str(client, 10000, host, &from, buf, sizeof(buf)));
     snprintf(want, sizeof(want), "echo:%s", msg);
     CHECK_STR_EQ(buf, want);
     CHECK_EQ_INT(from, port);
@@ -69,7 +75,7 @@ check_consumer_death_reported(int signo)
     pid_t child = spawn_sender(ect__ctl_server_port(server));
     ect_ctl_peer_t peer;
     char buf[16];
-    CHECK_OK(server_recv_str(server, 10000, &peer, buf, sizeof(buf)));
+    CHECK_OK(ts_server_recv_str(server, 10000, &peer, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "hello");
     CHECK_OK(ect__ctl_server_send(server, &peer, "welcome", 7));
     /* The sender says "ready" only after the reply, so it is connected and
@@ -79,8 +85,8 @@ check_consumer_death_reported(int signo)
 
     kill(child, signo);
     /* Reported once, with the identity its messages came with. */
-    CHECK_EQ_INT(server_wait_dead(server, &peer, 300), 1);
-    helper_kill(child);
+    CHECK_EQ_INT(ts_server_wait_dead(server, &peer, 300), 1);
+    ts_helper_kill(child);
     /* Sending to it now fails and is counted (ROUTER_MANDATORY). */
     CHECK_STATUS(ect__ctl_server_send(server, &peer, "late", 4), ECT_ERR_TRANSPORT);
     ect_ctl_counters_t c;
@@ -116,27 +122,27 @@ test_server_keeps_live_consumers_off_the_dead_list(void)
     ect_ctl_peer_t peers[2];
     char buf[16];
     for (int i = 0; i < 2; i++) {
-        CHECK_OK(server_recv_str(server, 10000, &peers[i], buf, sizeof(buf)));
+        CHECK_OK(ts_server_recv_str(server, 10000, &peers[i], buf, sizeof(buf)));
         CHECK_OK(ect__ctl_server_send(server, &peers[i], "welcome", 7));
     }
     /* Which peer is which process is unknown; kill one sender, and exactly
      * one identity must be reported, the other must still get a reply. */
-    helper_kill(doomed);
+    ts_helper_kill(doomed);
     ect_ctl_peer_t dead[4];
     size_t n = 0;
-    uint64_t deadline = ect__now_ns() + (uint64_t)DEAD_WITHIN_S * 1000000000ull;
+    uint64_t deadline = ect__now_ns() + (uint64_t)TS_DEAD_WITHIN_S * 1000000000ull;
     while (n == 0 && ect__now_ns() < deadline) {
         n = ect__ctl_server_take_dead_peers(server, dead, 4);
-        sleep_ms(20);
+        ts_sleep_ms(20);
     }
     CHECK_EQ_INT(n, 1);
-    int live = peer_eq(&dead[0], &peers[0]) ? 1 : 0;
-    CHECK(peer_eq(&dead[0], &peers[1 - live]));
+    int live = ts_peer_eq(&dead[0], &peers[0]) ? 1 : 0;
+    CHECK(ts_peer_eq(&dead[0], &peers[1 - live]));
     /* Past a heartbeat timeout, the live one is still not reported. */
-    sleep_ms(5000);
+    ts_sleep_ms(5000);
     CHECK_EQ_INT(ect__ctl_server_take_dead_peers(server, dead, 4), 0);
     CHECK_OK(ect__ctl_server_send(server, &peers[live], "still-there", 11));
-    helper_kill(alive);
+    ts_helper_kill(alive);
     ect__ctl_server_close(server);
 }
 
@@ -149,7 +155,7 @@ test_server_drops_what_a_dead_consumer_queued(void)
     ect_ctl_server_t *server;
     CHECK_OK(ect__ctl_server_open(lo, 0, NULL, &server));
     void *ctx = zmq_ctx_new();
-    void *d = raw_socket(ctx, ZMQ_DEALER);
+    void *d = ts_raw_socket(ctx, ZMQ_DEALER);
     int forever = -1;
     CHECK(zmq_setsockopt(d, ZMQ_LINGER, &forever, sizeof(forever)) == 0);
     char ep[64];
@@ -158,11 +164,11 @@ test_server_drops_what_a_dead_consumer_queued(void)
     for (int i = 0; i < 50; i++) {
         const void *frames[2] = {"", "queued"};
         size_t lens[2] = {0, 6};
-        raw_send(d, 2, frames, lens);
+        ts_raw_send(d, 2, frames, lens);
     }
     /* Closing flushes them (linger), then the connection goes away. */
     zmq_close(d);
-    sleep_ms(500);
+    ts_sleep_ms(500);
     ect_ctl_peer_t peer;
     const void *payload;
     size_t len;
@@ -172,10 +178,10 @@ test_server_drops_what_a_dead_consumer_queued(void)
     CHECK_EQ_U64(k.from_dead, 50);
     CHECK_EQ_U64(k.received, 0);
     /* A new consumer (quite possibly on the same fd) is heard. */
-    void *d2 = raw_dealer(ctx, ect__ctl_server_port(server));
+    void *d2 = ts_raw_dealer(ctx, ect__ctl_server_port(server));
     const void *frames[2] = {"", "fresh"};
     size_t lens[2] = {0, 5};
-    raw_send(d2, 2, frames, lens);
+    ts_raw_send(d2, 2, frames, lens);
     CHECK_OK(ect__ctl_server_recv(server, 5000, &peer, &payload, &len));
     CHECK(len == 5 && memcmp(payload, "fresh", 5) == 0);
     zmq_close(d2);
@@ -195,10 +201,10 @@ check_producer_death_reported(int signo)
     pid_t child = spawn_echo_server(0, &port);
     round_trip(client, port, "before");
     kill(child, signo);
-    CHECK(client_wait_dead(client, lo, port));
-    helper_kill(child);
+    CHECK(ts_client_wait_dead(client, lo, port));
+    ts_helper_kill(child);
     /* Reported once per loss, not again on every reconnect attempt. */
-    sleep_ms(1500);
+    ts_sleep_ms(1500);
     char hosts[4][ECT_CTL_HOST_MAX + 1];
     uint16_t ports[4];
     CHECK_EQ_INT(ect__ctl_client_take_dead_peers(client, hosts, ports, 4), 0);
@@ -237,16 +243,16 @@ test_client_dead_list_ignores_connect_events_of_live_producers(void)
     pid_t c1 = spawn_echo_server(0, &p1), c2 = spawn_echo_server(0, &p2);
     round_trip(client, p1, "a");
     round_trip(client, p2, "b");
-    sleep_ms(300);
+    ts_sleep_ms(300);
     char hosts[4][ECT_CTL_HOST_MAX + 1];
     uint16_t ports[4];
     CHECK_EQ_INT(ect__ctl_client_take_dead_peers(client, hosts, ports, 4), 0);
     /* One dies: only that one is reported. */
-    helper_kill(c2);
-    CHECK(client_wait_dead(client, lo, p2));
+    ts_helper_kill(c2);
+    CHECK(ts_client_wait_dead(client, lo, p2));
     CHECK_EQ_INT(ect__ctl_client_take_dead_peers(client, hosts, ports, 4), 0);
     round_trip(client, p1, "c");
-    helper_kill(c1);
+    ts_helper_kill(c1);
     ect__ctl_client_destroy(client);
 }
 
@@ -260,26 +266,26 @@ test_client_dead_producer_stays_pooled_and_reconnects_when_back(void)
     uint16_t port;
     pid_t child = spawn_echo_server(0, &port);
     round_trip(client, port, "first-life");
-    helper_kill(child);
-    CHECK(client_wait_dead(client, lo, port));
+    ts_helper_kill(child);
+    CHECK(ts_client_wait_dead(client, lo, port));
 
     uint16_t again;
     child = spawn_echo_server(port, &again);
     CHECK_EQ_INT(again, port);
     /* Sends fail at once until ZeroMQ has reconnected, then go through. */
-    uint64_t deadline = ect__now_ns() + (uint64_t)DEAD_WITHIN_S * 1000000000ull;
+    uint64_t deadline = ect__now_ns() + (uint64_t)TS_DEAD_WITHIN_S * 1000000000ull;
     ect_status_t st;
     while ((st = ect__ctl_client_send(client, lo, port, "second-life", 11)) != ECT_OK &&
            ect__now_ns() < deadline) {
         CHECK_STATUS(st, ECT_ERR_TRANSPORT);
-        sleep_ms(50);
+        ts_sleep_ms(50);
     }
     CHECK_OK(st);
     char host[ECT_CTL_HOST_MAX + 1], buf[32];
     uint16_t from;
-    CHECK_OK(client_recv_str(client, 10000, host, &from, buf, sizeof(buf)));
+    CHECK_OK(ts_client_recv_str(client, 10000, host, &from, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "echo:second-life");
-    helper_kill(child);
+    ts_helper_kill(child);
     ect__ctl_client_destroy(client);
 }
 
@@ -296,7 +302,7 @@ test_client_send_to_down_producer_does_not_block_and_reports_it(void)
     uint64_t t0 = ect__now_ns();
     CHECK_OK(ect__ctl_client_send(client, lo, port, "anyone?", 7));
     CHECK((ect__now_ns() - t0) / 1000000u < 1000);
-    CHECK(client_wait_dead(client, lo, port));
+    CHECK(ts_client_wait_dead(client, lo, port));
     ect_ctl_counters_t c;
     ect__ctl_client_counters(client, &c);
     CHECK_EQ_U64(c.send_failed, 1);
@@ -354,7 +360,7 @@ test_client_reports_producer_whose_name_does_not_resolve(void)
     CHECK_OK(ect__ctl_client_create(NULL, &client));
     const char *host = "no-such-producer.invalid";
     CHECK_OK(ect__ctl_client_send(client, host, 5601, "req", 3));
-    CHECK(client_wait_dead(client, host, 5601));
+    CHECK(ts_client_wait_dead(client, host, 5601));
     ect_ctl_counters_t c;
     ect__ctl_client_counters(client, &c);
     CHECK_EQ_U64(c.send_failed, 1);
@@ -399,5 +405,5 @@ static const struct ect_test_case cases[] = {
 int
 main(int argc, char **argv)
 {
-    CONTROL_TEST_MAIN(argc, argv, cases);
+    TS_CONTROL_TEST_MAIN(argc, argv, cases);
 }

@@ -6,7 +6,7 @@
  * tests/data/wire-vectors.json is read at run time, so a vector added there
  * is checked without touching this file.
  */
-#include "wire_testlib.h"
+#include "support/wire.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -21,7 +21,7 @@ check_known_field_names(const cJSON *v, const char *const *names, size_t n)
         size_t i = 0;
         while (i < n && strcmp(f->string, names[i]) != 0)
             i++;
-        CHECK_MSG(i < n, "vector %s: field \"%s\" is not checked by this test", vec_str(v, "name"),
+        CHECK_MSG(i < n, "vector %s: field \"%s\" is not checked by this test", ts_vec_str(v, "name"),
                   f->string);
     }
 }
@@ -29,18 +29,18 @@ check_known_field_names(const cJSON *v, const char *const *names, size_t n)
 static void
 check_str_field(const cJSON *v, const char *key, const char *got)
 {
-    const cJSON *want = field(v, key);
-    CHECK_MSG(want == NULL || cJSON_IsString(want), "%s.%s", vec_str(v, "name"), key);
+    const cJSON *want = ts_vec_field(v, key);
+    CHECK_MSG(want == NULL || cJSON_IsString(want), "%s.%s", ts_vec_str(v, "name"), key);
     CHECK_STR_EQ(got, want != NULL ? want->valuestring : "");
 }
 
 static void
 check_bin_field(const cJSON *v, const char *key, const uint8_t *got, size_t got_len)
 {
-    const cJSON *want = field(v, key);
+    const cJSON *want = ts_vec_field(v, key);
     size_t want_len = 0;
-    uint8_t *bytes = want != NULL ? hex_decode(want->valuestring, &want_len) : NULL;
-    CHECK_MSG(got_len == want_len, "%s.%s: %zu bytes, expected %zu", vec_str(v, "name"), key,
+    uint8_t *bytes = want != NULL ? ts_hex_decode(want->valuestring, &want_len) : NULL;
+    CHECK_MSG(got_len == want_len, "%s.%s: %zu bytes, expected %zu", ts_vec_str(v, "name"), key,
               got_len, want_len);
     CHECK((got_len == 0) == (got == NULL));
     CHECK(want_len == 0 || memcmp(got, bytes, want_len) == 0);
@@ -53,11 +53,11 @@ check_req_fields(const cJSON *v, const ect_xfer_req_t *req)
     static const char *const names[] = {"type", "mm_hash", "compatibility_hash", "session_id",
                                         "connector_version"};
     check_known_field_names(v, names, sizeof(names) / sizeof(names[0]));
-    CHECK_STR_EQ(cJSON_GetStringValue(field(v, "type")), "req");
+    CHECK_STR_EQ(cJSON_GetStringValue(ts_vec_field(v, "type")), "req");
     check_str_field(v, "mm_hash", req->mm_hash);
     check_str_field(v, "compatibility_hash", req->compatibility_hash);
     check_str_field(v, "session_id", req->session_id);
-    const cJSON *ver = field(v, "connector_version");
+    const cJSON *ver = ts_vec_field(v, "connector_version");
     CHECK_EQ_INT(req->has_connector_version, ver != NULL);
     CHECK_EQ_INT(req->connector_version,
                  ver != NULL ? (long long)ver->valuedouble : ECT_WIRE_CONNECTOR_VERSION);
@@ -71,13 +71,13 @@ check_ack_fields(const cJSON *v, const ect_xfer_ack_t *ack)
                                         "session_id",    "src_block_indices", "agent_metadata",
                                         "mem_descriptor"};
     check_known_field_names(v, names, sizeof(names) / sizeof(names[0]));
-    CHECK_STR_EQ(cJSON_GetStringValue(field(v, "type")), "ack");
+    CHECK_STR_EQ(cJSON_GetStringValue(ts_vec_field(v, "type")), "ack");
     check_str_field(v, "mm_hash", ack->mm_hash);
-    const cJSON *status = field(v, "status");
+    const cJSON *status = ts_vec_field(v, "status");
     CHECK(cJSON_IsNumber(status));
     CHECK_EQ_INT(ack->status, (int)status->valuedouble);
     check_str_field(v, "session_id", ack->session_id);
-    const cJSON *blocks = field(v, "src_block_indices");
+    const cJSON *blocks = ts_vec_field(v, "src_block_indices");
     size_t n = blocks != NULL ? (size_t)cJSON_GetArraySize(blocks) : 0;
     CHECK_EQ_U64(ack->n_src_blocks, n);
     CHECK((n == 0) == (ack->src_block_indices == NULL));
@@ -118,7 +118,7 @@ round_trip_ack(const ect_xfer_ack_t *ack, ect__wire_buf_t *buf)
     CHECK_OK(ect__wire_encode_ack(ack, buf));
     ect_xfer_ack_t back;
     CHECK_OK(ect__wire_decode_ack(buf->data, buf->len, &back));
-    CHECK(ack_equal(ack, &back));
+    CHECK(ts_ack_equal(ack, &back));
     ect__xfer_ack_cleanup(&back);
 }
 
@@ -129,7 +129,7 @@ round_trip_req(const ect_xfer_req_t *req, ect__wire_buf_t *buf)
     CHECK_OK(ect__wire_encode_req(req, buf));
     ect_xfer_req_t back;
     CHECK_OK(ect__wire_decode_req(buf->data, buf->len, &back));
-    CHECK(req_equal(req, &back));
+    CHECK(ts_req_equal(req, &back));
     ect__xfer_req_cleanup(&back);
 }
 
@@ -178,16 +178,16 @@ test_ectier_runs_key_round_trips_and_is_only_a_bool(void)
 static void
 test_valid_vectors_decode_to_their_fields_and_reencode_exactly(void)
 {
-    cJSON *root = load_vectors();
+    cJSON *root = ts_load_vectors();
     const cJSON *v;
     unsigned n_req = 0, n_ack = 0;
     cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(root, "vectors"))
     {
-        if (!is_kind(v, "valid"))
+        if (!ts_vec_is_kind(v, "valid"))
             continue;
         size_t len;
-        uint8_t *bytes = hex_decode(vec_str(v, "hex"), &len);
-        bool as_req = strcmp(cJSON_GetStringValue(field(v, "type")), "req") == 0;
+        uint8_t *bytes = ts_hex_decode(ts_vec_str(v, "hex"), &len);
+        bool as_req = strcmp(cJSON_GetStringValue(ts_vec_field(v, "type")), "req") == 0;
         ect__wire_buf_t out;
         ect__wire_buf_init(&out);
         if (as_req) {
@@ -209,8 +209,8 @@ test_valid_vectors_decode_to_their_fields_and_reencode_exactly(void)
          * byte for byte; one with extra (unknown) keys comes back without
          * them, with exactly its fields. */
         if (map_entries(bytes, len) == field_count(v)) {
-            CHECK_MSG(bytes_equal(out.data, out.len, bytes, len),
-                      "vector %s re-encodes differently", vec_str(v, "name"));
+            CHECK_MSG(ts_bytes_equal(out.data, out.len, bytes, len),
+                      "vector %s re-encodes differently", ts_vec_str(v, "name"));
         } else {
             CHECK(map_entries(bytes, len) > field_count(v));
             CHECK_EQ_U64(map_entries(out.data, out.len), field_count(v));
@@ -227,16 +227,16 @@ test_valid_vectors_decode_to_their_fields_and_reencode_exactly(void)
 static void
 test_invalid_vectors_fail_with_parse_error_and_leave_output_alone(void)
 {
-    cJSON *root = load_vectors();
+    cJSON *root = ts_load_vectors();
     const cJSON *v;
     unsigned n = 0;
     cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(root, "vectors"))
     {
-        bool bad_req = is_kind(v, "invalid-req"), bad_ack = is_kind(v, "invalid-ack");
+        bool bad_req = ts_vec_is_kind(v, "invalid-req"), bad_ack = ts_vec_is_kind(v, "invalid-ack");
         if (!bad_req && !bad_ack)
             continue;
         size_t len;
-        uint8_t *bytes = hex_decode(vec_str(v, "hex"), &len);
+        uint8_t *bytes = ts_hex_decode(ts_vec_str(v, "hex"), &len);
         ect_clear_error();
         ect_status_t st;
         if (bad_req) {
@@ -252,9 +252,9 @@ test_invalid_vectors_fail_with_parse_error_and_leave_output_alone(void)
             for (size_t i = 0; i < sizeof(ack); i++)
                 CHECK(((uint8_t *)&ack)[i] == 0xa5);
         }
-        CHECK_MSG(st == ECT_ERR_PARSE, "vector %s: status %d", vec_str(v, "name"), st);
+        CHECK_MSG(st == ECT_ERR_PARSE, "vector %s: status %d", ts_vec_str(v, "name"), st);
         CHECK_MSG(strncmp(ect_last_error(), "wire decode ", 12) == 0, "vector %s: message '%s'",
-                  vec_str(v, "name"), ect_last_error());
+                  ts_vec_str(v, "name"), ect_last_error());
         free(bytes);
         n++;
     }
@@ -283,7 +283,7 @@ test_invalid_vectors_name_their_fault(void)
     };
     for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
         size_t len;
-        uint8_t *bytes = vector_bytes(expect[i].vector, &len);
+        uint8_t *bytes = ts_vector_bytes(expect[i].vector, &len);
         if (strcmp(expect[i].bad_as, "req") == 0) {
             ect_xfer_req_t req;
             CHECK_STATUS(ect__wire_decode_req(bytes, len, &req), ECT_ERR_PARSE);
@@ -299,15 +299,15 @@ test_invalid_vectors_name_their_fault(void)
 static void
 test_each_side_accepts_only_its_own_message_type(void)
 {
-    cJSON *root = load_vectors();
+    cJSON *root = ts_load_vectors();
     const cJSON *v;
     cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(root, "vectors"))
     {
-        if (!is_kind(v, "valid"))
+        if (!ts_vec_is_kind(v, "valid"))
             continue;
         size_t len;
-        uint8_t *bytes = hex_decode(vec_str(v, "hex"), &len);
-        bool is_req = strcmp(cJSON_GetStringValue(field(v, "type")), "req") == 0;
+        uint8_t *bytes = ts_hex_decode(ts_vec_str(v, "hex"), &len);
+        bool is_req = strcmp(cJSON_GetStringValue(ts_vec_field(v, "type")), "req") == 0;
         ect__wire_type_t type;
         CHECK_OK(ect__wire_peek_type(bytes, len, &type));
         CHECK_EQ_INT(type, is_req ? ECT_WIRE_REQ : ECT_WIRE_ACK);
@@ -329,14 +329,14 @@ static void
 test_unknown_key_vector_reencodes_as_req_minimal(void)
 {
     size_t n_unknown, n_minimal;
-    uint8_t *unknown = vector_bytes("req_unknown_key_ignored", &n_unknown);
-    uint8_t *minimal = vector_bytes("req_minimal", &n_minimal);
+    uint8_t *unknown = ts_vector_bytes("req_unknown_key_ignored", &n_unknown);
+    uint8_t *minimal = ts_vector_bytes("req_minimal", &n_minimal);
     ect_xfer_req_t req;
     CHECK_OK(ect__wire_decode_req(unknown, n_unknown, &req));
     ect__wire_buf_t out;
     ect__wire_buf_init(&out);
     CHECK_OK(ect__wire_encode_req(&req, &out));
-    CHECK(bytes_equal(out.data, out.len, minimal, n_minimal));
+    CHECK(ts_bytes_equal(out.data, out.len, minimal, n_minimal));
     ect__wire_buf_cleanup(&out);
     ect__xfer_req_cleanup(&req);
     free(unknown);
@@ -351,14 +351,14 @@ test_hand_built_messages_encode_to_the_vectors(void)
     size_t n;
     uint8_t *want;
 
-    ect_xfer_req_t req = {.mm_hash = mm_hash,
-                          .compatibility_hash = compat,
-                          .session_id = session,
+    ect_xfer_req_t req = {.mm_hash = ts_wire_mm_hash,
+                          .compatibility_hash = ts_wire_compat,
+                          .session_id = ts_wire_session,
                           .connector_version = 1,
                           .has_connector_version = true};
     round_trip_req(&req, &out);
-    want = vector_bytes("req_explicit_version", &n);
-    CHECK(bytes_equal(out.data, out.len, want, n));
+    want = ts_vector_bytes("req_explicit_version", &n);
+    CHECK(ts_bytes_equal(out.data, out.len, want, n));
     free(want);
     ect__wire_buf_cleanup(&out);
 
@@ -368,8 +368,8 @@ test_hand_built_messages_encode_to_the_vectors(void)
     req.connector_version = 0;
     ect__wire_buf_init(&out);
     CHECK_OK(ect__wire_encode_req(&req, &out));
-    want = vector_bytes("req_with_session", &n);
-    CHECK(bytes_equal(out.data, out.len, want, n));
+    want = ts_vector_bytes("req_with_session", &n);
+    CHECK(ts_bytes_equal(out.data, out.len, want, n));
     free(want);
     ect__wire_buf_cleanup(&out);
 
@@ -377,9 +377,9 @@ test_hand_built_messages_encode_to_the_vectors(void)
                                       256, 65535, 65536, 4294967295ull, 4294967296ull};
     static const uint8_t agent[] = {0x00, 0x01, 'p', 'e', 'e', 'r'};
     static const uint8_t desc[] = {0xff, 'd', 'e', 's', 'c'};
-    ect_xfer_ack_t ack = {.mm_hash = mm_hash,
+    ect_xfer_ack_t ack = {.mm_hash = ts_wire_mm_hash,
                           .status = ECT_XFER_OK,
-                          .session_id = session,
+                          .session_id = ts_wire_session,
                           .src_block_indices = blocks,
                           .n_src_blocks = sizeof(blocks) / sizeof(blocks[0]),
                           .agent_metadata = agent,
@@ -387,15 +387,15 @@ test_hand_built_messages_encode_to_the_vectors(void)
                           .mem_descriptor = desc,
                           .mem_descriptor_len = sizeof(desc)};
     round_trip_ack(&ack, &out);
-    want = vector_bytes("ack_ok", &n);
-    CHECK(bytes_equal(out.data, out.len, want, n));
+    want = ts_vector_bytes("ack_ok", &n);
+    CHECK(ts_bytes_equal(out.data, out.len, want, n));
     free(want);
     ect__wire_buf_cleanup(&out);
 
-    ect_xfer_ack_t nack = {.mm_hash = mm_hash, .status = ECT_XFER_NACK_MISSING};
+    ect_xfer_ack_t nack = {.mm_hash = ts_wire_mm_hash, .status = ECT_XFER_NACK_MISSING};
     round_trip_ack(&nack, &out);
-    want = vector_bytes("ack_nack_missing", &n);
-    CHECK(bytes_equal(out.data, out.len, want, n));
+    want = ts_vector_bytes("ack_nack_missing", &n);
+    CHECK(ts_bytes_equal(out.data, out.len, want, n));
     free(want);
     ect__wire_buf_cleanup(&out);
 }
@@ -408,15 +408,15 @@ test_every_status_round_trips_with_and_without_payload(void)
     static const uint64_t blocks[] = {7, 300, 70000};
     static const uint8_t blob[] = {1, 2, 3};
     for (int s = 0; s < ECT_XFER_STATUS_COUNT; s++) {
-        ect_xfer_ack_t bare = {.mm_hash = mm_hash, .status = (ect_xfer_status_t)s};
+        ect_xfer_ack_t bare = {.mm_hash = ts_wire_mm_hash, .status = (ect_xfer_status_t)s};
         ect__wire_buf_t out;
         round_trip_ack(&bare, &out);
         CHECK_EQ_U64(map_entries(out.data, out.len), 3);
         ect__wire_buf_cleanup(&out);
 
-        ect_xfer_ack_t full = {.mm_hash = mm_hash,
+        ect_xfer_ack_t full = {.mm_hash = ts_wire_mm_hash,
                                .status = (ect_xfer_status_t)s,
-                               .session_id = session,
+                               .session_id = ts_wire_session,
                                .src_block_indices = blocks,
                                .n_src_blocks = 3,
                                .agent_metadata = blob,
@@ -427,7 +427,7 @@ test_every_status_round_trips_with_and_without_payload(void)
         CHECK_EQ_U64(map_entries(out.data, out.len), 7);
         ect__wire_buf_cleanup(&out);
     }
-    ect_xfer_ack_t bad = {.mm_hash = mm_hash, .status = (ect_xfer_status_t)ECT_XFER_STATUS_COUNT};
+    ect_xfer_ack_t bad = {.mm_hash = ts_wire_mm_hash, .status = (ect_xfer_status_t)ECT_XFER_STATUS_COUNT};
     ect__wire_buf_t out;
     ect__wire_buf_init(&out);
     CHECK_STATUS(ect__wire_encode_ack(&bad, &out), ECT_ERR_INVALID_ARG);
@@ -469,7 +469,7 @@ test_large_block_list_round_trips_every_integer_width(void)
     blocks[0] = 0;
     blocks[1] = UINT64_MAX;
     ect_xfer_ack_t ack = {
-        .mm_hash = mm_hash, .status = ECT_XFER_OK, .src_block_indices = blocks, .n_src_blocks = n};
+        .mm_hash = ts_wire_mm_hash, .status = ECT_XFER_OK, .src_block_indices = blocks, .n_src_blocks = n};
     ect__wire_buf_t out;
     round_trip_ack(&ack, &out);
     ect__wire_buf_cleanup(&out);
@@ -501,7 +501,7 @@ static void
 test_non_ascii_strings_and_negative_version_round_trip(void)
 {
     ect_xfer_req_t req = {.mm_hash = "caf\xc3\xa9-\xe4\xb8\xad-\xf0\x9f\x98\x80",
-                          .compatibility_hash = compat,
+                          .compatibility_hash = ts_wire_compat,
                           .session_id = "s\xc3\xa9",
                           .connector_version = -5,
                           .has_connector_version = true};
@@ -521,8 +521,8 @@ test_encoders_append_and_keep_what_was_there(void)
 {
     ect__wire_buf_t out;
     ect__wire_buf_init(&out);
-    ect_xfer_req_t req = {.mm_hash = mm_hash, .compatibility_hash = compat};
-    ect_xfer_ack_t ack = {.mm_hash = mm_hash, .status = ECT_XFER_NACK_INCOMPAT};
+    ect_xfer_req_t req = {.mm_hash = ts_wire_mm_hash, .compatibility_hash = ts_wire_compat};
+    ect_xfer_ack_t ack = {.mm_hash = ts_wire_mm_hash, .status = ECT_XFER_NACK_INCOMPAT};
     CHECK_OK(ect__wire_encode_req(&req, &out));
     size_t first = out.len;
     CHECK_OK(ect__wire_encode_ack(&ack, &out));
@@ -543,13 +543,13 @@ static void
 test_decoded_message_outlives_its_input_buffer(void)
 {
     size_t n;
-    uint8_t *bytes = vector_bytes("ack_ok", &n);
+    uint8_t *bytes = ts_vector_bytes("ack_ok", &n);
     ect_xfer_ack_t ack;
     CHECK_OK(ect__wire_decode_ack(bytes, n, &ack));
     memset(bytes, 0, n);
     free(bytes);
-    CHECK_STR_EQ(ack.mm_hash, mm_hash);
-    CHECK_STR_EQ(ack.session_id, session);
+    CHECK_STR_EQ(ack.mm_hash, ts_wire_mm_hash);
+    CHECK_STR_EQ(ack.session_id, ts_wire_session);
     CHECK_EQ_U64(ack.src_block_indices[10], 4294967296ull);
     CHECK(ack.mem_descriptor_len == 5 && memcmp(ack.mem_descriptor,
                                                 "\xff"
@@ -559,10 +559,10 @@ test_decoded_message_outlives_its_input_buffer(void)
     CHECK(ack.arena_ == NULL && ack.mm_hash == NULL);
     ect__xfer_ack_cleanup(&ack); /* twice is harmless: the struct was zeroed */
     ect__xfer_ack_cleanup(NULL);
-    ect_xfer_req_t caller_built = {.mm_hash = mm_hash, .compatibility_hash = compat};
+    ect_xfer_req_t caller_built = {.mm_hash = ts_wire_mm_hash, .compatibility_hash = ts_wire_compat};
     ect__xfer_req_cleanup(&caller_built); /* frees nothing of the caller's */
     ect__xfer_req_cleanup(NULL);
-    CHECK_STR_EQ(mm_hash, "3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a");
+    CHECK_STR_EQ(ts_wire_mm_hash, "3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a");
     CHECK_NO_LEAKS();
 }
 
@@ -662,7 +662,7 @@ test_python_msgpack_reads_our_random_acks(void)
         CHECK_OK(ect__wire_encode_ack(a, &one));
         cJSON *j = cJSON_Parse(line);
         CHECK_MSG(j != NULL, "python printed: %.200s", line);
-        char *ours = hex_encode(one.data, one.len);
+        char *ours = ts_hex_encode(one.data, one.len);
         CHECK_STR_EQ(cJSON_GetStringValue(cJSON_GetObjectItem(j, "repacked")), ours);
         CHECK(memcmp(all.data + offset, one.data, one.len) == 0);
         offset += one.len;
@@ -692,12 +692,12 @@ test_python_msgpack_reads_our_random_acks(void)
         if (a->session_id[0] != '\0')
             CHECK_STR_EQ(cJSON_GetStringValue(cJSON_GetObjectItem(j, "session_id")), a->session_id);
         if (a->agent_metadata_len > 0) {
-            char *hex = hex_encode(a->agent_metadata, a->agent_metadata_len);
+            char *hex = ts_hex_encode(a->agent_metadata, a->agent_metadata_len);
             CHECK_STR_EQ(cJSON_GetStringValue(cJSON_GetObjectItem(j, "agent_metadata")), hex);
             free(hex);
         }
         if (a->mem_descriptor_len > 0) {
-            char *hex = hex_encode(a->mem_descriptor, a->mem_descriptor_len);
+            char *hex = ts_hex_encode(a->mem_descriptor, a->mem_descriptor_len);
             CHECK_STR_EQ(cJSON_GetStringValue(cJSON_GetObjectItem(j, "mem_descriptor")), hex);
             free(hex);
         }

@@ -8,7 +8,7 @@
  */
 #include <msgpack.h>
 
-#include "wire_testlib.h"
+#include "support/wire.h"
 
 /* Decode bytes as the given type; if that works, the message must survive
  * encode -> decode unchanged and re-encode to the same bytes. */
@@ -26,7 +26,7 @@ decode_and_recheck(const uint8_t *p, size_t n, bool as_req)
             return st;
         CHECK_OK(ect__wire_encode_req(&m1, &b1));
         CHECK_OK(ect__wire_decode_req(b1.data, b1.len, &m2));
-        CHECK(req_equal(&m1, &m2));
+        CHECK(ts_req_equal(&m1, &m2));
         CHECK_OK(ect__wire_encode_req(&m2, &b2));
         ect__xfer_req_cleanup(&m1);
         ect__xfer_req_cleanup(&m2);
@@ -37,12 +37,12 @@ decode_and_recheck(const uint8_t *p, size_t n, bool as_req)
             return st;
         CHECK_OK(ect__wire_encode_ack(&m1, &b1));
         CHECK_OK(ect__wire_decode_ack(b1.data, b1.len, &m2));
-        CHECK(ack_equal(&m1, &m2));
+        CHECK(ts_ack_equal(&m1, &m2));
         CHECK_OK(ect__wire_encode_ack(&m2, &b2));
         ect__xfer_ack_cleanup(&m1);
         ect__xfer_ack_cleanup(&m2);
     }
-    CHECK(bytes_equal(b1.data, b1.len, b2.data, b2.len));
+    CHECK(ts_bytes_equal(b1.data, b1.len, b2.data, b2.len));
     ect__wire_buf_cleanup(&b1);
     ect__wire_buf_cleanup(&b2);
     return ECT_OK;
@@ -53,23 +53,23 @@ decode_and_recheck(const uint8_t *p, size_t n, bool as_req)
 static void
 test_truncation_at_every_offset_fails_cleanly(void)
 {
-    cJSON *root = load_vectors();
+    cJSON *root = ts_load_vectors();
     const cJSON *v;
     unsigned tried = 0;
     cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(root, "vectors"))
     {
-        if (!is_kind(v, "valid"))
+        if (!ts_vec_is_kind(v, "valid"))
             continue;
         size_t len;
-        uint8_t *bytes = hex_decode(vec_str(v, "hex"), &len);
-        bool as_req = strcmp(cJSON_GetStringValue(field(v, "type")), "req") == 0;
+        uint8_t *bytes = ts_hex_decode(ts_vec_str(v, "hex"), &len);
+        bool as_req = strcmp(cJSON_GetStringValue(ts_vec_field(v, "type")), "req") == 0;
         for (size_t cut = 0; cut < len; cut++) {
             /* A fresh copy of exactly cut bytes, so ASan sees any read past it. */
             uint8_t *prefix = malloc(cut > 0 ? cut : 1);
             CHECK(prefix != NULL);
             memcpy(prefix, bytes, cut);
             ect_status_t st = decode_and_recheck(prefix, cut, as_req);
-            CHECK_MSG(st == ECT_ERR_PARSE, "%s cut at %zu: status %d", vec_str(v, "name"), cut, st);
+            CHECK_MSG(st == ECT_ERR_PARSE, "%s cut at %zu: status %d", ts_vec_str(v, "name"), cut, st);
             ect__wire_type_t type;
             st = ect__wire_peek_type(prefix, cut, &type);
             CHECK(st == ECT_OK || st == ECT_ERR_PARSE);
@@ -87,13 +87,13 @@ static void
 test_flipped_bytes_never_crash_and_accepted_ones_round_trip(void)
 {
     static const uint8_t masks[] = {0x01, 0x10, 0x80, 0xff};
-    cJSON *root = load_vectors();
+    cJSON *root = ts_load_vectors();
     const cJSON *v;
     unsigned accepted = 0, refused = 0;
     cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(root, "vectors"))
     {
         size_t len;
-        uint8_t *bytes = hex_decode(vec_str(v, "hex"), &len);
+        uint8_t *bytes = ts_hex_decode(ts_vec_str(v, "hex"), &len);
         /* Every offset of small vectors; past 2 KiB of a large one the bytes
          * are blob payload, so a stride covers them. */
         for (size_t at = 0; at < len; at += at < 2048 ? 1 : 509) {
@@ -136,9 +136,9 @@ pk_req_head(msgpack_packer *pk, size_t n_keys)
     pk_str(pk, "type");
     pk_str(pk, "req");
     pk_str(pk, "mm_hash");
-    pk_str(pk, mm_hash);
+    pk_str(pk, ts_wire_mm_hash);
     pk_str(pk, "compatibility_hash");
-    pk_str(pk, compat);
+    pk_str(pk, ts_wire_compat);
 }
 
 static void
@@ -148,7 +148,7 @@ pk_ack_head(msgpack_packer *pk, size_t n_keys)
     pk_str(pk, "type");
     pk_str(pk, "ack");
     pk_str(pk, "mm_hash");
-    pk_str(pk, mm_hash);
+    pk_str(pk, ts_wire_mm_hash);
     pk_str(pk, "status");
     msgpack_pack_uint8(pk, 0);
 }
@@ -276,7 +276,7 @@ test_malformed_maps_are_refused_with_a_reason(void)
     pk_str(&pk, "type");
     pk_str(&pk, "ack");
     pk_str(&pk, "mm_hash");
-    pk_str(&pk, mm_hash);
+    pk_str(&pk, ts_wire_mm_hash);
     pk_str(&pk, "status");
     msgpack_pack_true(&pk);
     expect_ack_parse_error(&sb, "\"status\" is a bool, expected an int");
@@ -286,7 +286,7 @@ test_malformed_maps_are_refused_with_a_reason(void)
     pk_str(&pk, "type");
     pk_str(&pk, "ack");
     pk_str(&pk, "mm_hash");
-    pk_str(&pk, mm_hash);
+    pk_str(&pk, ts_wire_mm_hash);
     pk_str(&pk, "status");
     msgpack_pack_int8(&pk, -1);
     expect_ack_parse_error(&sb, "unknown status -1");
@@ -296,7 +296,7 @@ test_malformed_maps_are_refused_with_a_reason(void)
     pk_str(&pk, "type");
     pk_str(&pk, "ack");
     pk_str(&pk, "mm_hash");
-    pk_str(&pk, mm_hash);
+    pk_str(&pk, ts_wire_mm_hash);
     expect_ack_parse_error(&sb, "missing required key \"status\"");
 
     ect_xfer_req_t req;
@@ -318,7 +318,7 @@ test_tag_anywhere_and_odd_unknown_values_are_accepted(void)
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 9);
     pk_str(&pk, "mm_hash");
-    pk_str(&pk, mm_hash);
+    pk_str(&pk, ts_wire_mm_hash);
     pk_str(&pk, "u_ext");
     msgpack_pack_ext(&pk, 3, 7);
     msgpack_pack_ext_body(&pk, "abc", 3);
@@ -461,12 +461,12 @@ test_encoder_refuses_bad_arguments_and_leaves_buffer_alone(void)
     CHECK_OK(ect__wire_buf_append(&out, "prefix", 6));
     static const uint64_t one_block[] = {1};
 
-    ect_xfer_req_t req = {.mm_hash = NULL, .compatibility_hash = compat};
+    ect_xfer_req_t req = {.mm_hash = NULL, .compatibility_hash = ts_wire_compat};
     CHECK_STATUS(ect__wire_encode_req(&req, &out), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "mm_hash is NULL");
-    req = (ect_xfer_req_t){.mm_hash = mm_hash, .compatibility_hash = NULL};
+    req = (ect_xfer_req_t){.mm_hash = ts_wire_mm_hash, .compatibility_hash = NULL};
     CHECK_STATUS(ect__wire_encode_req(&req, &out), ECT_ERR_INVALID_ARG);
-    req = (ect_xfer_req_t){.mm_hash = "\xff", .compatibility_hash = compat};
+    req = (ect_xfer_req_t){.mm_hash = "\xff", .compatibility_hash = ts_wire_compat};
     CHECK_STATUS(ect__wire_encode_req(&req, &out), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "not valid UTF-8");
     char *long_str = malloc(ECT_WIRE_MAX_STR + 2);
@@ -474,26 +474,26 @@ test_encoder_refuses_bad_arguments_and_leaves_buffer_alone(void)
     memset(long_str, 'x', ECT_WIRE_MAX_STR + 1);
     long_str[ECT_WIRE_MAX_STR + 1] = '\0';
     req =
-        (ect_xfer_req_t){.mm_hash = mm_hash, .compatibility_hash = compat, .session_id = long_str};
+        (ect_xfer_req_t){.mm_hash = ts_wire_mm_hash, .compatibility_hash = ts_wire_compat, .session_id = long_str};
     CHECK_STATUS(ect__wire_encode_req(&req, &out), ECT_ERR_OVERFLOW);
     CHECK_STATUS(ect__wire_encode_req(NULL, &out), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect__wire_encode_req(&req, NULL), ECT_ERR_INVALID_ARG);
 
-    ect_xfer_ack_t ack = {.mm_hash = mm_hash, .n_src_blocks = 2};
+    ect_xfer_ack_t ack = {.mm_hash = ts_wire_mm_hash, .n_src_blocks = 2};
     CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "src_block_indices is NULL");
     /* A huge count is refused before the (one-entry) array is read. */
-    ack = (ect_xfer_ack_t){.mm_hash = mm_hash,
+    ack = (ect_xfer_ack_t){.mm_hash = ts_wire_mm_hash,
                            .src_block_indices = one_block,
                            .n_src_blocks = (size_t)ECT_WIRE_MAX_BLOCKS + 1};
     CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_OVERFLOW);
-    ack = (ect_xfer_ack_t){.mm_hash = mm_hash, .agent_metadata_len = 3};
+    ack = (ect_xfer_ack_t){.mm_hash = ts_wire_mm_hash, .agent_metadata_len = 3};
     CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_INVALID_ARG);
-    ack = (ect_xfer_ack_t){.mm_hash = mm_hash,
+    ack = (ect_xfer_ack_t){.mm_hash = ts_wire_mm_hash,
                            .mem_descriptor = (const uint8_t *)"x",
                            .mem_descriptor_len = (size_t)ECT_WIRE_MAX_BLOB + 1};
     CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_OVERFLOW);
-    ack = (ect_xfer_ack_t){.mm_hash = mm_hash, .session_id = long_str};
+    ack = (ect_xfer_ack_t){.mm_hash = ts_wire_mm_hash, .session_id = long_str};
     CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_OVERFLOW);
     ack = (ect_xfer_ack_t){.mm_hash = NULL};
     CHECK_STATUS(ect__wire_encode_ack(&ack, &out), ECT_ERR_INVALID_ARG);

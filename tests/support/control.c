@@ -1,65 +1,24 @@
 /*
- * Helpers shared by the control plane's test programs (test_control.c,
- * test_control_liveness.c, test_control_curve.c): raw ZeroMQ sockets to
- * write and read exact frames, helper processes, scratch directories and
- * polling for dead peers.  Functions are static inline so each program
- * takes only what it uses.
- *
- * Helper processes are this same test program run again through
- * /proc/self/exe with "--ctl-helper PARENT_PID MODE ...", so they start clean (no
- * ZeroMQ threads inherited through fork, which ThreadSanitizer forbids).
- * They die with the case that started them (PR_SET_PDEATHSIG), and print
- * "ready PORT" on stdout once they serve:
- *   echo-server HOST PORT [KEYFILE [ALLOWFILE]]  an ectier producer that
- *       answers each message with "echo:" + the message
- *   sender HOST PORT                             an ectier consumer that
- *       sends "hello", then reads whatever comes back
+ * Raw ZeroMQ sockets, helper processes and polling for dead peers, for the
+ * control plane's tests (see control.h).
  */
-#ifndef ECT_TESTS_CONTROL_TESTLIB_H
-#define ECT_TESTS_CONTROL_TESTLIB_H
-
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <stdbool.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 
 #include <zmq.h>
 
 #include "common/clock.h"
-#include "harness.h"
-#include "p2p/control.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-#define CHECK_NO_LEAKS() CHECK_MSG(__lsan_do_recoverable_leak_check() == 0, "leaks found")
-#else
-#define CHECK_NO_LEAKS() ((void)0)
-#endif
-
-/* Liveness bound for dead-peer tests: generous, never a timing assertion. */
-#define DEAD_WITHIN_S 15
+#include "support/control.h"
 
 extern char **environ;
 
-static inline void
-sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-/* ---- raw ZeroMQ ------------------------------------------------------------------ */
-
-static inline void *
-raw_socket(void *ctx, int type)
+void *
+ts_raw_socket(void *ctx, int type)
 {
     void *s = zmq_socket(ctx, type);
     CHECK(s != NULL);
@@ -68,11 +27,10 @@ raw_socket(void *ctx, int type)
     return s;
 }
 
-/* A raw ROUTER bound on 127.0.0.1 at a free port. */
-static inline void *
-raw_router(void *ctx, uint16_t *port_p)
+void *
+ts_raw_router(void *ctx, uint16_t *port_p)
 {
-    void *s = raw_socket(ctx, ZMQ_ROUTER);
+    void *s = ts_raw_socket(ctx, ZMQ_ROUTER);
     CHECK(zmq_bind(s, "tcp://127.0.0.1:*") == 0);
     char ep[128];
     size_t len = sizeof(ep);
@@ -81,34 +39,26 @@ raw_router(void *ctx, uint16_t *port_p)
     return s;
 }
 
-static inline void *
-raw_dealer(void *ctx, uint16_t port)
+void *
+ts_raw_dealer(void *ctx, uint16_t port)
 {
-    void *s = raw_socket(ctx, ZMQ_DEALER);
+    void *s = ts_raw_socket(ctx, ZMQ_DEALER);
     char ep[64];
     snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", (unsigned)port);
     CHECK(zmq_connect(s, ep) == 0);
     return s;
 }
 
-/* Send n frames given as (pointer, length) pairs. */
-static inline void
-raw_send(void *sock, size_t n, const void *const *data, const size_t *len)
+void
+ts_raw_send(void *sock, size_t n, const void *const *data, const size_t *len)
 {
     for (size_t i = 0; i < n; i++)
         CHECK_MSG(zmq_send(sock, data[i], len[i], i + 1 < n ? ZMQ_SNDMORE : 0) >= 0,
                   "raw send of frame %zu: %s", i, zmq_strerror(zmq_errno()));
 }
 
-/* One whole message within timeout_ms: its frame count (0 if none), and up
- * to max frames copied (NUL-terminated, at most 255 bytes each) into out. */
-struct raw_frame {
-    size_t len;
-    char data[256];
-};
-
-static inline size_t
-raw_recv(void *sock, int timeout_ms, struct raw_frame *out, size_t max)
+size_t
+ts_raw_recv(void *sock, int timeout_ms, struct ts_raw_frame *out, size_t max)
 {
     zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
     if (zmq_poll(&item, 1, timeout_ms) <= 0)
@@ -133,11 +83,8 @@ raw_recv(void *sock, int timeout_ms, struct raw_frame *out, size_t max)
     return n;
 }
 
-/* ---- helper processes ------------------------------------------------------------- */
-
-/* Start this program as a helper; waits for its "ready PORT" line. */
-static inline pid_t
-helper_spawn(const char *const *args, uint16_t *port_p)
+pid_t
+ts_helper_spawn(const char *const *args, uint16_t *port_p)
 {
     int fds[2];
     CHECK(pipe2(fds, O_CLOEXEC) == 0);
@@ -185,15 +132,15 @@ helper_spawn(const char *const *args, uint16_t *port_p)
     return pid;
 }
 
-static inline void
-helper_kill(pid_t pid)
+void
+ts_helper_kill(pid_t pid)
 {
     kill(pid, SIGKILL);
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
     }
 }
 
-static inline int
+static int
 helper_echo_server(int argc, char **argv)
 {
     if (argc < 2)
@@ -220,7 +167,7 @@ helper_echo_server(int argc, char **argv)
     }
 }
 
-static inline int
+static int
 helper_sender(int argc, char **argv)
 {
     if (argc < 2)
@@ -240,9 +187,8 @@ helper_sender(int argc, char **argv)
     }
 }
 
-/* Call first thing in main: runs a helper when asked, else returns -1. */
-static inline int
-control_helper_main(int argc, char **argv)
+int
+ts_control_helper_main(int argc, char **argv)
 {
     if (argc < 4 || strcmp(argv[1], "--ctl-helper") != 0)
         return -1;
@@ -257,23 +203,11 @@ control_helper_main(int argc, char **argv)
     return 2;
 }
 
-#define CONTROL_TEST_MAIN(argc, argv, cases)                                                       \
-    do {                                                                                           \
-        int helper_rc_ = control_helper_main((argc), (argv));                                      \
-        if (helper_rc_ >= 0)                                                                       \
-            return helper_rc_;                                                                     \
-        return ECT_TEST_MAIN((argc), (argv), (cases));                                             \
-    } while (0)
-
-/* ---- polling ------------------------------------------------------------------------ */
-
-/* Wait until the server reports peer dead; returns how many times it was
- * reported (then checks a while more for duplicates when linger_ms > 0). */
-static inline int
-server_wait_dead(ect_ctl_server_t *server, const ect_ctl_peer_t *peer, int linger_ms)
+int
+ts_server_wait_dead(ect_ctl_server_t *server, const ect_ctl_peer_t *peer, int linger_ms)
 {
     int seen = 0;
-    uint64_t deadline = ect__now_ns() + (uint64_t)DEAD_WITHIN_S * 1000000000ull;
+    uint64_t deadline = ect__now_ns() + (uint64_t)TS_DEAD_WITHIN_S * 1000000000ull;
     uint64_t stop = 0;
     while (ect__now_ns() < (stop != 0 ? stop : deadline)) {
         ect_ctl_peer_t dead[16];
@@ -286,16 +220,15 @@ server_wait_dead(ect_ctl_server_t *server, const ect_ctl_peer_t *peer, int linge
                 break;
             stop = ect__now_ns() + (uint64_t)linger_ms * 1000000u;
         }
-        sleep_ms(20);
+        ts_sleep_ms(20);
     }
     return seen;
 }
 
-/* Wait until the client reports (host, port) dead; true if it did. */
-static inline bool
-client_wait_dead(ect_ctl_client_t *client, const char *host, uint16_t port)
+bool
+ts_client_wait_dead(ect_ctl_client_t *client, const char *host, uint16_t port)
 {
-    uint64_t deadline = ect__now_ns() + (uint64_t)DEAD_WITHIN_S * 1000000000ull;
+    uint64_t deadline = ect__now_ns() + (uint64_t)TS_DEAD_WITHIN_S * 1000000000ull;
     while (ect__now_ns() < deadline) {
         char hosts[8][ECT_CTL_HOST_MAX + 1];
         uint16_t ports[8];
@@ -303,46 +236,46 @@ client_wait_dead(ect_ctl_client_t *client, const char *host, uint16_t port)
         for (size_t i = 0; i < n; i++)
             if (ports[i] == port && strcmp(hosts[i], host) == 0)
                 return true;
-        sleep_ms(20);
+        ts_sleep_ms(20);
     }
     return false;
 }
 
-/* Receive one message on the server within timeout_ms, as a string. */
-static inline ect_status_t
-server_recv_str(ect_ctl_server_t *server, int timeout_ms, ect_ctl_peer_t *peer, char *buf,
-                size_t cap)
+/* A message as a string in buf[cap], cut to fit. */
+static void
+copy_str(char *buf, size_t cap, const void *p, size_t len)
+{
+    size_t n = len < cap - 1 ? len : cap - 1;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+}
+
+ect_status_t
+ts_server_recv_str(ect_ctl_server_t *server, int timeout_ms, ect_ctl_peer_t *peer, char *buf,
+                   size_t cap)
 {
     const void *p;
     size_t len;
     ect_status_t st = ect__ctl_server_recv(server, timeout_ms, peer, &p, &len);
-    if (st == ECT_OK) {
-        size_t n = len < cap - 1 ? len : cap - 1;
-        memcpy(buf, p, n);
-        buf[n] = '\0';
-    }
+    if (st == ECT_OK)
+        copy_str(buf, cap, p, len);
     return st;
 }
 
-static inline ect_status_t
-client_recv_str(ect_ctl_client_t *client, int timeout_ms, char *host, uint16_t *port, char *buf,
-                size_t cap)
+ect_status_t
+ts_client_recv_str(ect_ctl_client_t *client, int timeout_ms, char *host, uint16_t *port, char *buf,
+                   size_t cap)
 {
     const void *p;
     size_t len;
     ect_status_t st = ect__ctl_client_recv(client, timeout_ms, host, port, &p, &len);
-    if (st == ECT_OK) {
-        size_t n = len < cap - 1 ? len : cap - 1;
-        memcpy(buf, p, n);
-        buf[n] = '\0';
-    }
+    if (st == ECT_OK)
+        copy_str(buf, cap, p, len);
     return st;
 }
 
-static inline bool
-peer_eq(const ect_ctl_peer_t *a, const ect_ctl_peer_t *b)
+bool
+ts_peer_eq(const ect_ctl_peer_t *a, const ect_ctl_peer_t *b)
 {
     return a->len == b->len && memcmp(a->id, b->id, a->len) == 0;
 }
-
-#endif /* ECT_TESTS_CONTROL_TESTLIB_H */

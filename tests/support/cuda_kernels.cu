@@ -1,8 +1,8 @@
 /*
- * Test kernels for the CUDA copy-engine tests (see kernels.h).
+ * Test kernels for the CUDA copy-engine tests (see cuda_kernels.h).
  */
 #include "copy/cuda/gather_copy.cuh"
-#include "kernels.h"
+#include "support/cuda_kernels.h"
 
 namespace
 {
@@ -25,13 +25,13 @@ spin_then_fill(unsigned char *dev, size_t len, uint64_t seed, uint64_t spin_ns)
     }
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < len;
          i += (size_t)gridDim.x * blockDim.x)
-        dev[i] = ectt_pattern(seed, i);
+        dev[i] = ts_cuda_pattern(seed, i);
 }
 
 } // namespace
 
 extern "C" cudaError_t
-ectt_spin_then_fill(void *dev, size_t len, uint64_t seed, uint64_t spin_ns, cudaStream_t stream)
+ts_cuda_spin_then_fill(void *dev, size_t len, uint64_t seed, uint64_t spin_ns, cudaStream_t stream)
 {
     unsigned char *p = static_cast<unsigned char *>(dev);
     void *args[] = {(void *)&p, (void *)&len, (void *)&seed, (void *)&spin_ns};
@@ -39,7 +39,7 @@ ectt_spin_then_fill(void *dev, size_t len, uint64_t seed, uint64_t spin_ns, cuda
 }
 
 extern "C" void
-ectt_gather_on_host(const struct ect__gather_block *block, uint64_t grid_warps)
+ts_cuda_gather_on_host(const struct ect__gather_block *block, uint64_t grid_warps)
 {
     for (uint64_t w = 0; w < grid_warps; w++)
         for (unsigned lane = 0; lane < 32; lane++)

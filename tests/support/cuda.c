@@ -1,5 +1,5 @@
 /*
- * Shared set-up for the CUDA copy-engine tests (see fixture.h).
+ * Shared set-up for the CUDA copy-engine tests (see cuda.h).
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -8,10 +8,10 @@
 
 #include <ectier/log.h>
 
-#include "cuda/fixture.h"
+#include "support/cuda.h"
 
 ect_copy_engine_t *
-ectt_engine(const ect_copy_cuda_params_t *params)
+ts_cuda_engine(const ect_copy_cuda_params_t *params)
 {
     ect_copy_engine_t *e = NULL;
     ect_status_t st = ect_copy_engine_create_cuda(params, &e);
@@ -23,7 +23,7 @@ ectt_engine(const ect_copy_cuda_params_t *params)
 }
 
 unsigned char *
-ectt_region_map(size_t len)
+ts_cuda_region_map(size_t len)
 {
     char name[64];
     char path[80];
@@ -36,39 +36,39 @@ ectt_region_map(size_t len)
     shm_unlink(path);
     close(fd);
     CHECK_MSG(p != MAP_FAILED, "ftruncate/mmap of %zu bytes of /dev/shm%s failed", len, path);
-    memset(p, ECTT_POISON, len);
+    memset(p, TS_CUDA_POISON, len);
     return p;
 }
 
 void
-ectt_region_unmap(unsigned char *base, size_t len)
+ts_cuda_region_unmap(unsigned char *base, size_t len)
 {
     munmap(base, len);
 }
 
 void *
-ectt_dev_alloc(size_t len)
+ts_cuda_dev_alloc(size_t len)
 {
     void *p = NULL;
     CHECK_CUDA(cudaMalloc(&p, len));
-    CHECK_CUDA(cudaMemset(p, ECTT_DPOISON, len));
+    CHECK_CUDA(cudaMemset(p, TS_CUDA_DPOISON, len));
     CHECK_CUDA(cudaDeviceSynchronize());
     return p;
 }
 
 void
-ectt_dev_fill(void *dev, size_t len, uint64_t seed)
+ts_cuda_dev_fill(void *dev, size_t len, uint64_t seed)
 {
     unsigned char *h = malloc(len);
     CHECK(h != NULL);
     for (size_t i = 0; i < len; i++)
-        h[i] = ectt_pattern(seed, i);
+        h[i] = ts_cuda_pattern(seed, i);
     CHECK_CUDA(cudaMemcpy(dev, h, len, cudaMemcpyHostToDevice));
     free(h);
 }
 
 unsigned char *
-ectt_dev_read(const void *dev, size_t len)
+ts_cuda_dev_read(const void *dev, size_t len)
 {
     unsigned char *h = malloc(len);
     CHECK(h != NULL);
@@ -77,18 +77,19 @@ ectt_dev_read(const void *dev, size_t len)
 }
 
 void
-ectt_check_pattern(const char *file, int line, const unsigned char *p, size_t len, uint64_t seed,
-                   uint64_t first)
+ts_cuda_check_pattern(const char *file, int line, const unsigned char *p, size_t len, uint64_t seed,
+                      uint64_t first)
 {
     for (size_t i = 0; i < len; i++)
-        if (p[i] != ectt_pattern(seed, first + i))
+        if (p[i] != ts_cuda_pattern(seed, first + i))
             ect_test_fail(file, line,
                           "byte %zu of %zu is 0x%02x, expected 0x%02x (pattern byte %llu)", i, len,
-                          p[i], ectt_pattern(seed, first + i), (unsigned long long)(first + i));
+                          p[i], ts_cuda_pattern(seed, first + i), (unsigned long long)(first + i));
 }
 
 void
-ectt_check_bytes(const char *file, int line, const unsigned char *p, size_t len, unsigned char byte)
+ts_cuda_check_bytes(const char *file, int line, const unsigned char *p, size_t len,
+                    unsigned char byte)
 {
     for (size_t i = 0; i < len; i++)
         if (p[i] != byte)
@@ -97,7 +98,7 @@ ectt_check_bytes(const char *file, int line, const unsigned char *p, size_t len,
 }
 
 void
-ectt_random_ids(size_t *ids, size_t n, size_t n_blocks, uint64_t seed)
+ts_cuda_random_ids(size_t *ids, size_t n, size_t n_blocks, uint64_t seed)
 {
     CHECK(n <= n_blocks);
     size_t *all = malloc(n_blocks * sizeof(*all));
@@ -119,14 +120,15 @@ ectt_random_ids(size_t *ids, size_t n, size_t n_blocks, uint64_t seed)
 }
 
 size_t
-ectt_entry_ops(ect_copy_dir_t dir, unsigned char *region, const size_t *ids, void *dev,
-               size_t bytes, ect_copy_op_t *ops)
+ts_cuda_entry_ops(ect_copy_dir_t dir, unsigned char *region, const size_t *ids, void *dev,
+                  size_t bytes, ect_copy_op_t *ops)
 {
-    size_t n = (bytes + ECTT_BLOCK - 1) / ECTT_BLOCK;
+    size_t n = (bytes + TS_CUDA_BLOCK - 1) / TS_CUDA_BLOCK;
     for (size_t k = 0; k < n; k++) {
-        size_t len = bytes - k * ECTT_BLOCK < ECTT_BLOCK ? bytes - k * ECTT_BLOCK : ECTT_BLOCK;
-        unsigned char *blk = region + ids[k] * ECTT_BLOCK;
-        unsigned char *d = (unsigned char *)dev + k * ECTT_BLOCK;
+        size_t len =
+            bytes - k * TS_CUDA_BLOCK < TS_CUDA_BLOCK ? bytes - k * TS_CUDA_BLOCK : TS_CUDA_BLOCK;
+        unsigned char *blk = region + ids[k] * TS_CUDA_BLOCK;
+        unsigned char *d = (unsigned char *)dev + k * TS_CUDA_BLOCK;
         if (dir == ECT_COPY_SAVE)
             ops[k] = (ect_copy_op_t){.dst = blk, .src = d, .len = len};
         else
@@ -136,26 +138,27 @@ ectt_entry_ops(ect_copy_dir_t dir, unsigned char *region, const size_t *ids, voi
 }
 
 void
-ectt_check_saved(const unsigned char *region, const size_t *ids, size_t bytes, uint64_t seed)
+ts_cuda_check_saved(const unsigned char *region, const size_t *ids, size_t bytes, uint64_t seed)
 {
-    size_t n = (bytes + ECTT_BLOCK - 1) / ECTT_BLOCK;
+    size_t n = (bytes + TS_CUDA_BLOCK - 1) / TS_CUDA_BLOCK;
     for (size_t k = 0; k < n; k++) {
-        size_t len = bytes - k * ECTT_BLOCK < ECTT_BLOCK ? bytes - k * ECTT_BLOCK : ECTT_BLOCK;
-        const unsigned char *blk = region + ids[k] * ECTT_BLOCK;
-        ECTT_CHECK_PATTERN(blk, len, seed, (uint64_t)k * ECTT_BLOCK);
-        ECTT_CHECK_BYTES(blk + len, ECTT_BLOCK - len, ECTT_POISON);
+        size_t len =
+            bytes - k * TS_CUDA_BLOCK < TS_CUDA_BLOCK ? bytes - k * TS_CUDA_BLOCK : TS_CUDA_BLOCK;
+        const unsigned char *blk = region + ids[k] * TS_CUDA_BLOCK;
+        TS_CUDA_CHECK_PATTERN(blk, len, seed, (uint64_t)k * TS_CUDA_BLOCK);
+        TS_CUDA_CHECK_BYTES(blk + len, TS_CUDA_BLOCK - len, TS_CUDA_POISON);
     }
 }
 
 void
-ectt_check_block_untouched(const unsigned char *region, size_t b)
+ts_cuda_check_block_untouched(const unsigned char *region, size_t b)
 {
-    ECTT_CHECK_BYTES(region + b * ECTT_BLOCK, ECTT_BLOCK, ECTT_POISON);
+    TS_CUDA_CHECK_BYTES(region + b * TS_CUDA_BLOCK, TS_CUDA_BLOCK, TS_CUDA_POISON);
 }
 
 void
-ectt_run(ect_copy_engine_t *e, ect_copy_dir_t dir, const ect_copy_op_t *ops, size_t n,
-         void *compute_stream)
+ts_cuda_run(ect_copy_engine_t *e, ect_copy_dir_t dir, const ect_copy_op_t *ops, size_t n,
+            void *compute_stream)
 {
     ect_copy_batch_t b = {.dir = dir, .ops = ops, .n_ops = n, .compute_stream = compute_stream};
     uint64_t t = 0;
@@ -180,20 +183,20 @@ log_sink(ect_log_level_t level, const char *message, void *user)
 }
 
 void
-ectt_log_capture(void)
+ts_cuda_log_capture(void)
 {
     log_buf[0] = '\0';
     ect_log_set_sink(log_sink, NULL);
 }
 
 const char *
-ectt_log_captured(void)
+ts_cuda_log_captured(void)
 {
     return log_buf;
 }
 
 struct ect__cuda_copy_stats
-ectt_stats(ect_copy_engine_t *e)
+ts_cuda_stats(ect_copy_engine_t *e)
 {
     struct ect__cuda_copy_stats s;
     CHECK_OK(ect__copy_cuda_stats(e, &s));

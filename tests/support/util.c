@@ -1,0 +1,77 @@
+/*
+ * Clocks, sleeping, whole reads and writes, CPU time (see util.h).
+ */
+#include <errno.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "support/util.h"
+
+uint64_t
+ts_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+double
+ts_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void
+ts_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+int
+ts_exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+void
+ts_write_all(int fd, const void *buf, size_t len)
+{
+    CHECK_MSG(write(fd, buf, len) == (ssize_t)len, "write: %s", strerror(errno));
+}
+
+void
+ts_read_all(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd, (char *)buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        CHECK_MSG(n > 0, "read: %s", n == 0 ? "end of file" : strerror(errno));
+        got += (size_t)n;
+    }
+}
+
+double
+ts_cpu_seconds(pid_t pid)
+{
+    char path[64], buf[2048];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    CHECK(p != NULL);
+    unsigned long long utime = 0, stime = 0;
+    /* The first field after ')' is field 3. */
+    CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) ==
+          2);
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
