@@ -17,10 +17,17 @@
  * counted and never fail.
  *
  * Only the public API and the internal alloc.h are used; the sweep driver
- * is tests/alloc_sweep.h (shared with the P2P sweep,
+ * is tests/support/sweep.c (shared with the P2P sweep,
  * tests/integration/p2p/test_alloc_sweep_p2p.c).
  */
-#include "alloc_sweep.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "ectier_build_config.h"
+#include "harness.h"
+#include "support/sweep.h"
 #include "metrics/scrape.h"
 #include "step/scheduler_hooks.h"
 
@@ -46,7 +53,7 @@ static const char full_config[] =
     "\"copy_threads\": \"8\", \"prefault\": \"no\", \"region_reaper\": false}}";
 
 static ect_status_t
-path_config_parse(struct run *r)
+path_config_parse(struct ts_sweep_run *r)
 {
     (void)r;
     ect_config_t cfg;
@@ -59,11 +66,11 @@ path_config_parse(struct run *r)
 static void
 test_sweep_config_parse(void)
 {
-    sweep("config parse", path_config_parse);
+    ts_sweep("config parse", path_config_parse);
 }
 
 static ect_status_t
-path_config_check_json(struct run *r)
+path_config_check_json(struct ts_sweep_run *r)
 {
     (void)r;
     char *out = NULL;
@@ -80,7 +87,7 @@ path_config_check_json(struct run *r)
 static void
 test_sweep_config_check_json(void)
 {
-    sweep("config check json", path_config_check_json);
+    ts_sweep("config check json", path_config_check_json);
 }
 
 /* ---- model config and geometry -------------------------------------------- */
@@ -88,7 +95,7 @@ test_sweep_config_check_json(void)
 #define HF_CONFIG ECT_TEST_DATA_DIR "/hf-configs/Qwen2.5-VL-7B-Instruct.json"
 
 static ect_status_t
-path_hf_config_load(struct run *r)
+path_hf_config_load(struct ts_sweep_run *r)
 {
     (void)r;
     ect_hf_model_t m;
@@ -98,11 +105,11 @@ path_hf_config_load(struct run *r)
 static void
 test_sweep_hf_config_load(void)
 {
-    sweep("hf config load", path_hf_config_load);
+    ts_sweep("hf config load", path_hf_config_load);
 }
 
 static ect_status_t
-path_geometry_json(struct run *r)
+path_geometry_json(struct ts_sweep_run *r)
 {
     (void)r;
     static const char spec[] = "{\"cpu_bytes\": \"1MiB\", \"hf_config_path\": \"" HF_CONFIG "\"}";
@@ -118,13 +125,13 @@ path_geometry_json(struct run *r)
 static void
 test_sweep_geometry_json(void)
 {
-    sweep("geometry json", path_geometry_json);
+    ts_sweep("geometry json", path_geometry_json);
 }
 
 /* ---- region ---------------------------------------------------------------- */
 
 static ect_status_t
-region_open(struct run *r, uint32_t flags)
+region_open(struct ts_sweep_run *r, uint32_t flags)
 {
     ect_region_params_t p = {.instance_id = r->id, .flags = flags};
     ect_status_t st = ect_geometry_init(16, ECT_DTYPE_F32, 64 * 64, &p.geometry);
@@ -140,7 +147,7 @@ region_open(struct run *r, uint32_t flags)
 }
 
 static ect_status_t
-path_region_open(struct run *r)
+path_region_open(struct ts_sweep_run *r)
 {
     return region_open(r, ECT_REGION_NO_REAPER | ECT_REGION_OWNER);
 }
@@ -148,11 +155,11 @@ path_region_open(struct run *r)
 static void
 test_sweep_region_open(void)
 {
-    sweep("region open", path_region_open);
+    ts_sweep("region open", path_region_open);
 }
 
 static ect_status_t
-path_region_open_reaper(struct run *r)
+path_region_open_reaper(struct ts_sweep_run *r)
 {
     return region_open(r, 0);
 }
@@ -160,13 +167,13 @@ path_region_open_reaper(struct run *r)
 static void
 test_sweep_region_open_with_reaper(void)
 {
-    sweep("region open with reaper", path_region_open_reaper);
+    ts_sweep("region open with reaper", path_region_open_reaper);
 }
 
 /* The binding's region listing and (dry-run) gc over a region the case
  * holds open. */
 static ect_status_t
-path_region_list_json(struct run *r)
+path_region_list_json(struct ts_sweep_run *r)
 {
     ect_region_params_t p = {.instance_id = r->id, .flags = ECT_REGION_NO_REAPER};
     CHECK_OK(ect_geometry_init(16, ECT_DTYPE_F32, 64 * 64, &p.geometry));
@@ -175,11 +182,11 @@ path_region_list_json(struct run *r)
     ect_status_t st = ect_region_open(&p, &region);
     if (st != ECT_OK)
         return st;
-    TRY(ect_region_list_json(NULL, &text));
+    TS_TRY(ect_region_list_json(NULL, &text));
     CHECK_CONTAINS(text, r->id);
     ect_free(text);
     text = NULL;
-    TRY(ect_region_gc_json(NULL, 1, &text));
+    TS_TRY(ect_region_gc_json(NULL, 1, &text));
     ect_free(text);
     text = NULL;
 out:
@@ -190,13 +197,13 @@ out:
 static void
 test_sweep_region_list_json(void)
 {
-    sweep("region list json", path_region_list_json);
+    ts_sweep("region list json", path_region_list_json);
 }
 
 /* ---- cache ------------------------------------------------------------------ */
 
 static ect_status_t
-path_cache(struct run *r)
+path_cache(struct ts_sweep_run *r)
 {
     (void)r;
     ect_cache_t *c = NULL;
@@ -216,26 +223,26 @@ path_cache(struct run *r)
         if (st != ECT_OK)
             goto out;
         if (i % 4 != 3)
-            TRY(ect_cache_mark_ready(c, key));
+            TS_TRY(ect_cache_mark_ready(c, key));
         if (i % 8 == 0 && n_holds < 8)
-            TRY(ect_cache_hold(c, key, 0, &holds[n_holds++]));
+            TS_TRY(ect_cache_hold(c, key, 0, &holds[n_holds++]));
         if (i % 8 == 1)
-            TRY(ect_cache_pin(c, key));
+            TS_TRY(ect_cache_pin(c, key));
     }
     ect_cache_entry_t e;
-    TRY(ect_cache_get(c, "k1", &e));
+    TS_TRY(ect_cache_get(c, "k1", &e));
     ect_run_t runs[16];
     size_t n_runs = 0;
-    TRY(ect_cache_get_runs(c, "k1", runs, 16, &n_runs));
+    TS_TRY(ect_cache_get_runs(c, "k1", runs, 16, &n_runs));
     ect_pin_result_t pr;
-    TRY(ect_cache_pin_if_ready(c, "k2", &pr));
+    TS_TRY(ect_cache_pin_if_ready(c, "k2", &pr));
     if (pr == ECT_PIN_PINNED)
-        TRY(ect_cache_unpin(c, "k2"));
-    TRY(ect_cache_discard(c, "k7"));
+        TS_TRY(ect_cache_unpin(c, "k2"));
+    TS_TRY(ect_cache_discard(c, "k7"));
     size_t expired = 0;
-    TRY(ect_cache_expire_holds(c, 1, &expired));
+    TS_TRY(ect_cache_expire_holds(c, 1, &expired));
     ect_cache_stats_t stats;
-    TRY(ect_cache_stats(c, &stats));
+    TS_TRY(ect_cache_stats(c, &stats));
     if (ect__alloc_failed() == 0) { /* nothing failed so far */
         CHECK(stats.evicted_entries > 0);
     }
@@ -247,7 +254,7 @@ out:
 static void
 test_sweep_cache(void)
 {
-    sweep("cache", path_cache);
+    ts_sweep("cache", path_cache);
 }
 
 /* ---- scheduler and worker ------------------------------------------------------ */
@@ -260,7 +267,7 @@ struct instance {
 /* The case's instance, 64 blocks of 64 bytes (16 x f32), and its
  * scheduler. */
 static ect_status_t
-open_scheduler(const struct run *r, struct instance *in, ect_scheduler_t **s_p)
+open_scheduler(const struct ts_sweep_run *r, struct instance *in, ect_scheduler_t **s_p)
 {
     CHECK_OK(ect_config_init(&in->cfg));
     in->cfg.role = ECT_ROLE_BOTH;
@@ -287,7 +294,7 @@ alloc_item(ect_scheduler_t *s, const char *rid, const char *key, uint64_t tokens
 /* The scheduler alone: saves queued, a step built, the workers' reports
  * (made here) applied, then loads of the saved entries. */
 static ect_status_t
-path_scheduler(struct run *r)
+path_scheduler(struct ts_sweep_run *r)
 {
     struct instance in;
     ect_scheduler_t *s = NULL;
@@ -300,13 +307,13 @@ path_scheduler(struct run *r)
     char key[32];
     for (unsigned i = 0; i < 4; i++) {
         snprintf(key, sizeof(key), "img-%u", i);
-        TRY(alloc_item(s, "r1", key, 2 + i));
+        TS_TRY(alloc_item(s, "r1", key, 2 + i));
     }
-    TRY(ect_scheduler_build_connector_meta(s, &meta));
-    TRY(ect_step_report_create(&rep));
+    TS_TRY(ect_scheduler_build_connector_meta(s, &meta));
+    TS_TRY(ect_step_report_create(&rep));
     for (size_t i = 0; i < ect_step_meta_n_saves(meta); i++) {
         const char *k = ect_step_meta_save(meta, i)->key;
-        TRY(i % 2 ? ect_step_report_add_failed_save(rep, k) : ect_step_report_add_save(rep, k));
+        TS_TRY(i % 2 ? ect_step_report_add_failed_save(rep, k) : ect_step_report_add_save(rep, k));
     }
     size_t len = ect_step_report_encoded_size(rep);
     bytes = ect__malloc(len);
@@ -314,8 +321,8 @@ path_scheduler(struct run *r)
         st = ECT_ERR_NO_MEMORY;
         goto out;
     }
-    TRY(ect_step_report_encode(rep, bytes, len, &len));
-    TRY(ect_scheduler_update_connector_output(s, bytes, len));
+    TS_TRY(ect_step_report_encode(rep, bytes, len, &len));
+    TS_TRY(ect_scheduler_update_connector_output(s, bytes, len));
     ect_step_meta_destroy(meta);
     meta = NULL;
     if (ect__alloc_failed() == 0) { /* nothing failed so far */
@@ -325,21 +332,21 @@ path_scheduler(struct run *r)
     for (unsigned i = 0; i < 4; i += 2) {
         snprintf(key, sizeof(key), "img-%u", i);
         if (ect_scheduler_has_cache_item(s, key))
-            TRY(alloc_item(s, "r2", key, 2 + i));
+            TS_TRY(alloc_item(s, "r2", key, 2 + i));
     }
-    TRY(ect_scheduler_build_connector_meta(s, &meta));
+    TS_TRY(ect_scheduler_build_connector_meta(s, &meta));
     ect_step_report_destroy(rep);
     rep = NULL;
-    TRY(ect_step_report_create(&rep));
+    TS_TRY(ect_step_report_create(&rep));
     for (size_t i = 0; i < ect_step_meta_n_loads(meta); i++)
-        TRY(ect_step_report_add_load(rep, ect_step_meta_load(meta, i)->transfer_id));
-    TRY(ect_scheduler_apply_report(s, rep));
+        TS_TRY(ect_step_report_add_load(rep, ect_step_meta_load(meta, i)->transfer_id));
+    TS_TRY(ect_scheduler_apply_report(s, rep));
     CHECK_MSG(!ect_scheduler_has_pending_push_work(s), "pending push work after every report");
     ect_metrics_t m;
-    TRY(ect_scheduler_metrics(s, &m));
+    TS_TRY(ect_scheduler_metrics(s, &m));
     char text[16384];
     size_t tlen = 0;
-    TRY(ect_metrics_format_prometheus(&m, text, sizeof(text), &tlen));
+    TS_TRY(ect_metrics_format_prometheus(&m, text, sizeof(text), &tlen));
 out:
     ect__free(bytes);
     ect_step_report_destroy(rep);
@@ -351,7 +358,7 @@ out:
 static void
 test_sweep_scheduler_step(void)
 {
-    sweep("scheduler step", path_scheduler);
+    ts_sweep("scheduler step", path_scheduler);
 }
 
 struct target {
@@ -375,7 +382,7 @@ load_target(void *user, const char *key, uint64_t n_tokens, size_t nbytes, void 
  * Whatever fails, once the path has driven the protocol to its end no
  * entry may stay pinned or not ready (a lost report would). */
 static ect_status_t
-path_worker(struct run *r)
+path_worker(struct ts_sweep_run *r)
 {
     struct instance in;
     ect_scheduler_t *s = NULL;
@@ -391,32 +398,32 @@ path_worker(struct run *r)
                               .geometry = &in.geom,
                               .instance_id = r->id,
                               .memory = ECT_WORKER_HOST_MEMORY};
-    TRY(ect_worker_create(&wp, &w));
-    TRY(alloc_item(s, "r1", "img-a", 3));
-    TRY(alloc_item(s, "r1", "img-b", 3));
-    TRY(bind_step(s, w));
+    TS_TRY(ect_worker_create(&wp, &w));
+    TS_TRY(alloc_item(s, "r1", "img-a", 3));
+    TS_TRY(alloc_item(s, "r1", "img-b", 3));
+    TS_TRY(ts_sweep_bind_step(s, w));
     int queued = 0;
     ect_status_t sa = ect_worker_save(w, "img-a", rows[0], sizeof(rows[0]), NULL, &queued);
     ect_status_t sb = ect_worker_save(w, "img-b", rows[1], sizeof(rows[1]), NULL, &queued);
     ect_status_t gf = ect_worker_get_finished(w);
     ect_worker_clear_metadata(w);
-    TRY(report_step(s, w));
-    TRY(sa);
-    TRY(sb);
-    TRY(gf);
+    TS_TRY(ts_sweep_report_step(s, w));
+    TS_TRY(sa);
+    TS_TRY(sb);
+    TS_TRY(gf);
     CHECK_MSG(!ect_scheduler_has_pending_push_work(s), "a save is still pending after its report");
 
     memset(&t, 0, sizeof(t));
     int loading = 0;
     if (ect_scheduler_has_cache_item(s, "img-a")) {
-        TRY(alloc_item(s, "r2", "img-a", 3));
+        TS_TRY(alloc_item(s, "r2", "img-a", 3));
         loading = 1;
     }
-    TRY(bind_step(s, w));
+    TS_TRY(ts_sweep_bind_step(s, w));
     ect_status_t sl = ect_worker_start_load(w, load_target, &t, NULL);
     ect_worker_clear_metadata(w);
-    TRY(report_step(s, w));
-    TRY(sl);
+    TS_TRY(ts_sweep_report_step(s, w));
+    TS_TRY(sl);
     CHECK_MSG(!ect_scheduler_has_pending_push_work(s), "a load is still pinned after its report");
     if (loading)
         CHECK(memcmp(t.buf[0], rows[0], sizeof(rows[0])) == 0);
@@ -432,7 +439,7 @@ out:
 static void
 test_sweep_worker_step(void)
 {
-    sweep("worker step", path_worker);
+    ts_sweep("worker step", path_worker);
 }
 
 /* ---- the binding entry points ----------------------------------------------------- */
@@ -443,16 +450,17 @@ test_sweep_worker_step(void)
     "\"copy_threads\": 2}}"
 
 static ect_status_t
-path_binding(struct run *r)
+path_binding(struct ts_sweep_run *r)
 {
     char engine[512], req[512];
     snprintf(engine, sizeof(engine),
              "{\"model\": \"m\", \"engine_version\": \"0\", \"hidden_dim\": 16, "
              "\"dtype\": \"float32\", \"instance_id\": \"%s\"}",
              r->id);
-    snprintf(req, sizeof(req),
-             "{\"request_id\": \"r1\", \"features\": [{\"identifier\": \"img-a\", \"num_tokens\": 3, "
-             "\"offset\": 3, \"metadata\": {\"image_grid_thw\": [1, 2, 2]}}]}");
+    snprintf(
+        req, sizeof(req),
+        "{\"request_id\": \"r1\", \"features\": [{\"identifier\": \"img-a\", \"num_tokens\": 3, "
+        "\"offset\": 3, \"metadata\": {\"image_grid_thw\": [1, 2, 2]}}]}");
     ect_scheduler_t *s = NULL;
     ect_worker_t *w = NULL;
     char *text = NULL;
@@ -462,13 +470,13 @@ path_binding(struct run *r)
         return st;
     ect_free(text);
     text = NULL;
-    TRY(ect_scheduler_create_json(CFG_BOTH, strlen(CFG_BOTH), engine, strlen(engine), &s));
-    TRY(ect_worker_create_json(CFG_BOTH, strlen(CFG_BOTH), engine, strlen(engine), &w));
+    TS_TRY(ect_scheduler_create_json(CFG_BOTH, strlen(CFG_BOTH), engine, strlen(engine), &s));
+    TS_TRY(ect_worker_create_json(CFG_BOTH, strlen(CFG_BOTH), engine, strlen(engine), &w));
     int available = 0;
-    TRY(ect_scheduler_ensure_cache_available_json(s, req, strlen(req), &available));
-    TRY(ect_scheduler_update_state_after_alloc_json(s, req, strlen(req), 0));
-    TRY(bind_step(s, w));
-    TRY(ect_worker_metadata_json(w, &text));
+    TS_TRY(ect_scheduler_ensure_cache_available_json(s, req, strlen(req), &available));
+    TS_TRY(ect_scheduler_update_state_after_alloc_json(s, req, strlen(req), 0));
+    TS_TRY(ts_sweep_bind_step(s, w));
+    TS_TRY(ect_worker_metadata_json(w, &text));
     ect_free(text);
     text = NULL;
     float rows[48];
@@ -478,35 +486,35 @@ path_binding(struct run *r)
     ect_status_t sa = ect_worker_save(w, "img-a", rows, sizeof(rows), NULL, &queued);
     ect_status_t gf = ect_worker_get_finished(w);
     ect_worker_clear_metadata(w);
-    TRY(report_step(s, w));
-    TRY(sa);
-    TRY(gf);
+    TS_TRY(ts_sweep_report_step(s, w));
+    TS_TRY(sa);
+    TS_TRY(gf);
     CHECK_MSG(!ect_scheduler_has_pending_push_work(s), "a save is still pending after its report");
     float back[48] = {0};
     int loading = 0;
     if (ect_scheduler_has_cache_item(s, "img-a")) {
-        TRY(ect_scheduler_update_state_after_alloc_json(s, req, strlen(req), 0));
+        TS_TRY(ect_scheduler_update_state_after_alloc_json(s, req, strlen(req), 0));
         loading = 1;
     }
-    TRY(bind_step(s, w));
+    TS_TRY(ts_sweep_bind_step(s, w));
     const char *keys[] = {"img-a"};
     uint64_t addrs[] = {(uint64_t)(uintptr_t)back}, sizes[] = {sizeof(back)};
     ect_status_t sl = ECT_OK;
     if (loading)
         sl = ect_worker_start_load_arrays(w, 1, keys, addrs, sizes, 0);
     ect_worker_clear_metadata(w);
-    TRY(report_step(s, w));
-    TRY(sl);
+    TS_TRY(ts_sweep_report_step(s, w));
+    TS_TRY(sl);
     CHECK_MSG(!ect_scheduler_has_pending_push_work(s), "a load is still pinned after its report");
     if (loading)
         CHECK(memcmp(rows, back, sizeof(rows)) == 0);
-    TRY(ect_scheduler_metrics_prometheus(s, &text));
+    TS_TRY(ect_scheduler_metrics_prometheus(s, &text));
     ect_free(text);
     text = NULL;
-    TRY(ect_scheduler_take_unavailable_json(s, &text));
+    TS_TRY(ect_scheduler_take_unavailable_json(s, &text));
     ect_free(text);
     text = NULL;
-    TRY(ect_scheduler_request_finished_json(s, req, strlen(req), &text));
+    TS_TRY(ect_scheduler_request_finished_json(s, req, strlen(req), &text));
     ect_free(text);
     text = NULL;
 out:
@@ -518,7 +526,7 @@ out:
 static void
 test_sweep_binding(void)
 {
-    sweep("binding", path_binding);
+    ts_sweep("binding", path_binding);
 }
 
 /* ---- metrics over HTTP ----------------------------------------------------------- */
@@ -528,7 +536,7 @@ test_sweep_binding(void)
  * scraper as a 500 or a closed connection (ECT_ERR_PEER or ECT_ERR_IO),
  * which is fine when an allocation failed. */
 static ect_status_t
-path_metrics_http(struct run *r)
+path_metrics_http(struct ts_sweep_run *r)
 {
     struct instance in;
     ect_scheduler_t *s = NULL;
@@ -544,7 +552,7 @@ path_metrics_http(struct run *r)
     ect_status_t st = ect_scheduler_create(&p, &s);
     if (st != ECT_OK)
         return st;
-    TRY(alloc_item(s, "r1", "img-a", 2));
+    TS_TRY(alloc_item(s, "r1", "img-a", 2));
     char address[64];
     snprintf(address, sizeof(address), "127.0.0.1:%u", ect__scheduler_metrics_port(s));
     size_t len = 0;
@@ -553,7 +561,7 @@ path_metrics_http(struct run *r)
         st = ECT_ERR_NO_MEMORY;
     if (st != ECT_OK)
         goto out;
-    TRY(ect__prom_parse(body, len, &prom));
+    TS_TRY(ect__prom_parse(body, len, &prom));
     double v = 0;
     CHECK(ect__prom_get(&prom, "ectier_misses_total", "", &v) || ect__alloc_failed() > 0);
 out:
@@ -566,22 +574,16 @@ out:
 static void
 test_sweep_metrics_http(void)
 {
-    sweep("metrics http", path_metrics_http);
+    ts_sweep("metrics http", path_metrics_http);
 }
 
 static const struct ect_test_case cases[] = {
-    ECT_CASE(test_sweep_config_parse),
-    ECT_CASE(test_sweep_config_check_json),
-    ECT_CASE(test_sweep_hf_config_load),
-    ECT_CASE(test_sweep_geometry_json),
-    ECT_CASE(test_sweep_region_open),
-    ECT_CASE(test_sweep_region_open_with_reaper),
-    ECT_CASE(test_sweep_region_list_json),
-    ECT_CASE(test_sweep_cache),
-    ECT_CASE(test_sweep_scheduler_step),
-    ECT_CASE(test_sweep_worker_step),
-    ECT_CASE(test_sweep_binding),
-    ECT_CASE(test_sweep_metrics_http),
+    ECT_CASE(test_sweep_config_parse),     ECT_CASE(test_sweep_config_check_json),
+    ECT_CASE(test_sweep_hf_config_load),   ECT_CASE(test_sweep_geometry_json),
+    ECT_CASE(test_sweep_region_open),      ECT_CASE(test_sweep_region_open_with_reaper),
+    ECT_CASE(test_sweep_region_list_json), ECT_CASE(test_sweep_cache),
+    ECT_CASE(test_sweep_scheduler_step),   ECT_CASE(test_sweep_worker_step),
+    ECT_CASE(test_sweep_binding),          ECT_CASE(test_sweep_metrics_http),
 };
 
 int

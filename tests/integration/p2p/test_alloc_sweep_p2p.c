@@ -1,6 +1,6 @@
 /*
  * Allocation failure sweep of the P2P paths (issue 13; the driver is
- * tests/alloc_sweep.h): a producer instance saves an entry and announces it
+ * tests/support/sweep.c): a producer instance saves an entry and announces it
  * at request_finished; a consumer instance on loopback is handed the
  * announcement, fetches the entry through its session and loads it through
  * its worker.  Allocation n fails in whichever thread makes it (the
@@ -13,7 +13,14 @@
  * the first 200 step n by 5 (the path makes more allocations than the unit
  * paths, and each run starts two instances).
  */
-#include "alloc_sweep.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "ectier_build_config.h"
+#include "harness.h"
+#include "support/sweep.h"
 #include "common/clock.h"
 
 #define BLOCK  64 /* 32 x bf16 */
@@ -29,7 +36,7 @@ struct side {
 
 /* One instance of role on 127.0.0.1 (a free port), named after the case. */
 static ect_status_t
-side_open(struct side *d, const struct run *r, const char *role)
+side_open(struct side *d, const struct ts_sweep_run *r, const char *role)
 {
     char cfg[512];
     snprintf(cfg, sizeof(cfg),
@@ -81,7 +88,7 @@ load_target(void *user, const char *key, uint64_t n_tokens, size_t nbytes, void 
 static const char HASH[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 static ect_status_t
-path_p2p(struct run *r)
+path_p2p(struct ts_sweep_run *r)
 {
     struct side p, c;
     unsigned char rows[TOKENS * BLOCK], back[TOKENS * BLOCK];
@@ -94,20 +101,20 @@ path_p2p(struct run *r)
     ect_request_t req = {.request_id = "r1", .features = &f, .n_features = 1};
     ect_status_t st = side_open(&p, r, "ec_producer");
     ect_status_t cst = side_open(&c, r, "ec_consumer");
-    TRY(st);
-    TRY(cst);
+    TS_TRY(st);
+    TS_TRY(cst);
 
     /* The producer encodes, saves and announces. */
-    TRY(ect_scheduler_update_state_after_alloc(p.s, &req, 0));
-    TRY(bind_step(p.s, p.w));
+    TS_TRY(ect_scheduler_update_state_after_alloc(p.s, &req, 0));
+    TS_TRY(ts_sweep_bind_step(p.s, p.w));
     int queued = 0;
     ect_status_t sa = ect_worker_save(p.w, HASH, rows, sizeof(rows), NULL, &queued);
     ect_status_t gf = ect_worker_get_finished(p.w);
     ect_worker_clear_metadata(p.w);
-    TRY(report_step(p.s, p.w));
-    TRY(sa);
-    TRY(gf);
-    TRY(ect_scheduler_request_finished(p.s, &req, &params));
+    TS_TRY(ts_sweep_report_step(p.s, p.w));
+    TS_TRY(sa);
+    TS_TRY(gf);
+    TS_TRY(ect_scheduler_request_finished(p.s, &req, &params));
     if (params == NULL) {
         /* Nothing to announce (the save was skipped): only under failure. */
         CHECK(ect__alloc_failed() > 0);
@@ -121,7 +128,7 @@ path_p2p(struct run *r)
     int available = 0, unavailable = 0;
     uint64_t end = ect__now_ns() + 6000000000ull;
     for (;;) {
-        TRY(ect_scheduler_ensure_cache_available(c.s, &req, &available));
+        TS_TRY(ect_scheduler_ensure_cache_available(c.s, &req, &available));
         char *ids[4];
         size_t k = ect_scheduler_take_unavailable_requests(c.s, ids, 4);
         for (size_t i = 0; i < k; i++) {
@@ -135,17 +142,17 @@ path_p2p(struct run *r)
     }
     int fetched = available && ect_scheduler_has_cache_item(c.s, HASH);
     if (fetched) {
-        TRY(ect_scheduler_update_state_after_alloc(c.s, &req, 0));
-        TRY(bind_step(c.s, c.w));
+        TS_TRY(ect_scheduler_update_state_after_alloc(c.s, &req, 0));
+        TS_TRY(ts_sweep_bind_step(c.s, c.w));
         ect_status_t sl = ect_worker_start_load(c.w, load_target, back, NULL);
         ect_worker_clear_metadata(c.w);
-        TRY(report_step(c.s, c.w));
-        TRY(sl);
+        TS_TRY(ts_sweep_report_step(c.s, c.w));
+        TS_TRY(sl);
         /* Fetched: the bytes are the producer's. */
         CHECK(memcmp(rows, back, sizeof(rows)) == 0);
     }
     char *unused = NULL;
-    TRY(ect_scheduler_request_finished(c.s, &req, &unused));
+    TS_TRY(ect_scheduler_request_finished(c.s, &req, &unused));
     ect_free(unused);
     if (ect__alloc_failed() == 0) { /* nothing failed: the fetch worked */
         CHECK(fetched);
@@ -160,7 +167,7 @@ out:
 static void
 test_sweep_producer_and_consumer(void)
 {
-    sweep_strided("p2p producer and consumer", path_p2p, 200, 5);
+    ts_sweep_strided("p2p producer and consumer", path_p2p, 200, 5);
 }
 
 static const struct ect_test_case cases[] = {

@@ -1,60 +1,28 @@
-/*
- * The allocation failure sweep driver (issue 13), shared by
- * tests/unit/test_alloc_sweep.c and tests/integration/p2p/test_alloc_sweep_p2p.c.
- *
- * sweep(what, path) runs path once cleanly, then for n = 1, 2, ... with the
- * allocator's injector (src/common/alloc.h) failing allocation n and every
- * later one, then again failing allocation n alone, until a run meets no
- * injected failure.  Each run must return ECT_OK or ECT_ERR_NO_MEMORY,
- * bring the library's live allocation count back where it was, and leave
- * no /dev/shm entry that carries the case's unique name (struct run's id,
- * which the path must put in every region name).  ECT_SWEEP_DENSE=1 in the
- * environment makes a strided sweep take every n; ECT_SWEEP_LOG=1 keeps
- * the library's log lines.  A path frees whatever
- * it got, on every outcome, and may CHECK its own end state.
- */
-#ifndef ECT_TESTS_ALLOC_SWEEP_H
-#define ECT_TESTS_ALLOC_SWEEP_H
-
+/* The allocation failure sweep: see sweep.h. */
 #include <dirent.h>
-
-#include <ectier/ectier.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common/alloc.h"
 #include "ectier_build_config.h"
 #include "harness.h"
+#include "support/sweep.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
 #endif
 
-/* Past `dense` runs a sweep steps n by `stride` (sweep() uses these; the
- * unit paths stay well below it, it only bounds the runtime should a path
- * grow). */
-#define SWEEP_DENSE 2000
-#define SWEEP_STRIDE 7
-
-enum mode { FAIL_FROM_N, FAIL_ONLY_N };
-
-/* What a path sees: its case's unique name and the sweep's mode. */
-struct run {
-    const char *id;
-    enum mode mode;
-};
-
-typedef ect_status_t (*path_fn)(struct run *r);
-
-static inline void
-require_hooks(void)
+void
+ts_sweep_require_hooks(void)
 {
 #if !ECT_TEST_HOOKS
     SKIP("built with -DECT_TEST_HOOKS=OFF: no allocation failure injector");
 #endif
 }
 
-/* How many /dev/shm entries carry id in their name. */
-static inline size_t
-shm_entries(const char *id, char *first, size_t cap)
+size_t
+ts_sweep_shm_entries(const char *id, char *first, size_t cap)
 {
     DIR *d = opendir("/dev/shm");
     CHECK(d != NULL);
@@ -70,32 +38,31 @@ shm_entries(const char *id, char *first, size_t cap)
 }
 
 /* Sweep path for one mode; returns the n at which it completed. */
-static inline uint64_t
-sweep_mode(const char *what, path_fn fn, const char *id, enum mode mode, uint64_t dense,
-           uint64_t stride)
+static uint64_t
+sweep_mode(const char *what, ts_sweep_path_fn fn, const char *id, enum ts_sweep_mode mode,
+           uint64_t dense, uint64_t stride)
 {
     uint64_t n = 1;
     for (;;) {
-        struct run r = {.id = id, .mode = mode};
+        struct ts_sweep_run r = {.id = id, .mode = mode};
         int64_t live0 = ect__alloc_live();
         ect__alloc_reset();
-        ect__alloc_fail_at(n, mode == FAIL_FROM_N);
+        ect__alloc_fail_at(n, mode == TS_FAIL_FROM_N);
         ect_status_t st = fn(&r);
         ect__alloc_fail_at(0, 0);
         uint64_t failed = ect__alloc_failed();
-        CHECK_MSG(st == ECT_OK || st == ECT_ERR_NO_MEMORY,
-                  "%s (%s, n=%llu): status %s: %s", what,
-                  mode == FAIL_FROM_N ? "from n" : "only n", (unsigned long long)n,
+        CHECK_MSG(st == ECT_OK || st == ECT_ERR_NO_MEMORY, "%s (%s, n=%llu): status %s: %s", what,
+                  mode == TS_FAIL_FROM_N ? "from n" : "only n", (unsigned long long)n,
                   ect_status_str(st), ect_last_error());
         CHECK_MSG(failed > 0 || st == ECT_OK, "%s (n=%llu): NO_MEMORY without a failure", what,
                   (unsigned long long)n);
         int64_t live = ect__alloc_live();
         CHECK_MSG(live == live0, "%s (%s, n=%llu): %lld allocations leaked (status %s)", what,
-                  mode == FAIL_FROM_N ? "from n" : "only n", (unsigned long long)n,
+                  mode == TS_FAIL_FROM_N ? "from n" : "only n", (unsigned long long)n,
                   (long long)(live - live0), ect_status_str(st));
         char left[256] = "";
-        CHECK_MSG(shm_entries(id, left, sizeof(left)) == 0, "%s (n=%llu): /dev/shm/%s left behind",
-                  what, (unsigned long long)n, left);
+        CHECK_MSG(ts_sweep_shm_entries(id, left, sizeof(left)) == 0,
+                  "%s (n=%llu): /dev/shm/%s left behind", what, (unsigned long long)n, left);
         if (failed == 0)
             return n;
         n += n < dense ? 1 : stride;
@@ -104,7 +71,7 @@ sweep_mode(const char *what, path_fn fn, const char *id, enum mode mode, uint64_
 
 /* Out-of-memory paths log; thousands of lines help no one (ECT_SWEEP_LOG=1
  * keeps them). */
-static inline void
+static void
 drop_log(ect_log_level_t level, const char *message, void *user)
 {
     (void)level;
@@ -112,10 +79,10 @@ drop_log(ect_log_level_t level, const char *message, void *user)
     (void)user;
 }
 
-static inline void
-sweep_strided(const char *what, path_fn fn, uint64_t dense, uint64_t stride)
+void
+ts_sweep_strided(const char *what, ts_sweep_path_fn fn, uint64_t dense, uint64_t stride)
 {
-    require_hooks();
+    ts_sweep_require_hooks();
     if (getenv("ECT_SWEEP_DENSE") != NULL) /* every n, however long it takes */
         stride = 1;
     if (getenv("ECT_SWEEP_LOG") == NULL)
@@ -123,11 +90,11 @@ sweep_strided(const char *what, path_fn fn, uint64_t dense, uint64_t stride)
     char id[64];
     ect_test_unique_name(id, sizeof(id), "ectas_");
     /* One clean run first: the path itself works. */
-    struct run clean = {.id = id, .mode = FAIL_FROM_N};
+    struct ts_sweep_run clean = {.id = id, .mode = TS_FAIL_FROM_N};
     CHECK_MSG(fn(&clean) == ECT_OK, "%s: the path fails without injection: %s", what,
               ect_last_error());
-    uint64_t a = sweep_mode(what, fn, id, FAIL_FROM_N, dense, stride);
-    uint64_t b = sweep_mode(what, fn, id, FAIL_ONLY_N, dense, stride);
+    uint64_t a = sweep_mode(what, fn, id, TS_FAIL_FROM_N, dense, stride);
+    uint64_t b = sweep_mode(what, fn, id, TS_FAIL_ONLY_N, dense, stride);
 #if defined(__SANITIZE_ADDRESS__)
     /* The case's child ends with _exit, which LeakSanitizer does not see:
      * look now, for leaks the live count cannot see (libc's allocations
@@ -139,23 +106,14 @@ sweep_strided(const char *what, path_fn fn, uint64_t dense, uint64_t stride)
     fflush(stdout);
 }
 
-static inline void
-sweep(const char *what, path_fn fn)
+void
+ts_sweep(const char *what, ts_sweep_path_fn fn)
 {
-    sweep_strided(what, fn, SWEEP_DENSE, SWEEP_STRIDE);
+    ts_sweep_strided(what, fn, TS_SWEEP_DENSE, TS_SWEEP_STRIDE);
 }
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        if ((st = (expr)) != ECT_OK)                                                               \
-            goto out;                                                                              \
-    } while (0)
-
-/* The workers' report of the step, applied on the scheduler; a report
- * that could not be taken is asked for again (as the engine does at its
- * next step), a few times. */
-static inline ect_status_t
-report_step(ect_scheduler_t *s, ect_worker_t *w)
+ect_status_t
+ts_sweep_report_step(ect_scheduler_t *s, ect_worker_t *w)
 {
     ect_status_t st = ECT_OK;
     for (int tries = 0; tries < 3; tries++) {
@@ -182,8 +140,8 @@ report_step(ect_scheduler_t *s, ect_worker_t *w)
     return st;
 }
 
-static inline ect_status_t
-bind_step(ect_scheduler_t *s, ect_worker_t *w)
+ect_status_t
+ts_sweep_bind_step(ect_scheduler_t *s, ect_worker_t *w)
 {
     void *meta = NULL;
     size_t len = 0;
@@ -194,5 +152,3 @@ bind_step(ect_scheduler_t *s, ect_worker_t *w)
     ect_free(meta);
     return st;
 }
-
-#endif /* ECT_TESTS_ALLOC_SWEEP_H */
