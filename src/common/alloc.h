@@ -13,7 +13,7 @@
  * Test hooks (built when CMake's ECT_TEST_HOOKS is on, the default; the
  * generated ectier_build_config.h says so as ECT_TEST_HOOKS 1): counters
  * and a failure injector for the allocation-failure sweep
- * (tests/alloc_sweep.h, tests/unit/test_alloc_sweep.c,
+ * (tests/support/sweep.c, tests/unit/test_alloc_sweep.c,
  * tests/integration/p2p/test_alloc_sweep_p2p.c).  They are internal (never exported from
  * libectier.so, which builds with -fvisibility=hidden); tests link the
  * static library.  Counters are relaxed atomics, so any thread may
