@@ -186,11 +186,18 @@ ect__region_prefault(void *base, size_t len)
         if (madvise_retry(base, probe, MADV_POPULATE_WRITE) == 0) {
             if (madvise_retry(base, len, MADV_POPULATE_WRITE) != 0)
                 return ect__error_errno(ECT_ERR_IO, "region prefault: madvise(%zu bytes)", len);
-            return ECT_OK;
-        }
-        if (errno != EINVAL)
+            /* And touch each page anyway.  Under a hypervisor that shadows
+             * the guest's page tables, the kernel's populate does not make
+             * the user-space translation: the first store to each page then
+             * still traps, ~5 us a page on the project's VMs (a cold 1.75 MiB
+             * copy 4.7 ms instead of 0.1).  After the populate the touch is
+             * one store per page (2.4x cheaper than touching alone there,
+             * and cheap where the populate already did it all). */
+        } else if (errno != EINVAL) {
             return ect__error_errno(ECT_ERR_IO, "region prefault: madvise probe");
-        ECT_LOG_D("region prefault: MADV_POPULATE_WRITE unsupported, touching each page");
+        } else {
+            ECT_LOG_D("region prefault: MADV_POPULATE_WRITE unsupported, touching each page");
+        }
     }
     /* A compare-and-swap of a byte with its own value write-faults the page
      * and cannot lose a store that another process makes to the same byte at

@@ -107,8 +107,10 @@ void ect__region_format_geometry(char *buf, size_t len, uint64_t hidden_dim, uin
                                  uint64_t num_blocks);
 
 /* Fault [base, base+len) into this process's page tables without changing
- * any byte: MADV_POPULATE_WRITE (probed on one page), or on EINVAL an atomic
- * OR of zero into one byte per page.  base must be page-aligned.
+ * any byte: MADV_POPULATE_WRITE (probed on one page; EINVAL: not there),
+ * then a compare-and-swap of one byte per page with its own value, which
+ * also makes the translation a hypervisor's shadow page tables need.
+ * base must be page-aligned.
  * Returns ECT_OK or ECT_ERR_IO. */
 ect_status_t ect__region_prefault(void *base, size_t len);
 
