@@ -7,7 +7,7 @@
 # ECT_TEST_PYTHON (default /usr/bin/python3).  Exits 77, the skip code, when
 # that Python has no pytest or when BUILD_DIR is a sanitizer build (see
 # run-tests.sh for why those leave the Python tests out); else pytest's
-# status.
+# status.  run-tests.sh runs the Python tests through this script too.
 set -u
 build=$(cd "${1:?usage: run-pytest.sh BUILD_DIR}" && pwd)
 python=${ECT_TEST_PYTHON:-/usr/bin/python3}
@@ -21,5 +21,8 @@ if ! "$python" -c 'import pytest' 2>/dev/null; then
     echo "skip: $python has no pytest (run scripts/install-deps.sh)"
     exit 77
 fi
-ECTIER_LIBRARY=$build/libectier.so exec "$python" -m pytest -q -rs -p no:cacheprovider \
-    "$root/tests/python"
+# pytest keeps its last runs' temporary directories; this run's go with it.
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ectier-pytest.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+ECTIER_LIBRARY=$build/libectier.so "$python" -m pytest -q -rs -p no:cacheprovider \
+    --basetemp="$tmp" "$root/tests/python"

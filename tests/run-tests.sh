@@ -55,22 +55,16 @@ done
 # child) the tests start, and torch's and Python's own allocations then
 # drown the report; the C paths the binding drives are the ones the C tests
 # run under the sanitizers.
-python=${ECT_TEST_PYTHON:-/usr/bin/python3}
-sanitize=$(sed -n 's/^ECT_SANITIZE:STRING=//p' "$build/CMakeCache.txt" 2>/dev/null)
+# (tests/run-pytest.sh decides, and runs them.)
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ -z "$filter" ] || [[ "python" == *"$filter"* ]]; then
     echo "== python (pytest)"
-    if [ -n "$sanitize" ]; then
-        echo "SKIP python tests (sanitizer build: $sanitize)"
-        total_skip=$((total_skip + 1))
-    elif ! "$python" -c 'import pytest' 2>/dev/null; then
-        echo "SKIP python tests ($python has no pytest: run scripts/install-deps.sh)"
+    timeout -k 5 1200 "$root/tests/run-pytest.sh" "$build" >"$log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 77 ]; then
+        echo "SKIP python tests ($(sed -n 's/^skip: //p' "$log" | head -n 1))"
         total_skip=$((total_skip + 1))
     else
-        lib=$(cd "$build" && pwd)/libectier.so
-        ECTIER_LIBRARY=$lib timeout -k 5 1200 "$python" -m pytest -q -rs -p no:cacheprovider \
-            "$root/tests/python" >"$log" 2>&1
-        rc=$?
         cat "$log"
         last=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$log" | tail -n 1)
         count() { echo "$last" | grep -oE "[0-9]+ $1" | grep -oE '[0-9]+' || echo 0; }
