@@ -428,6 +428,10 @@ children_of(pid_t parent, pid_t *out, size_t cap)
 static void
 test_demo_fails_cleanly_when_a_worker_is_killed(void)
 {
+    /* Its log where this case removes it (by default the demo keeps one
+     * in $TMPDIR for its user). */
+    char log[128];
+    snprintf(log, sizeof(log), "/tmp/ectt_demo_kill_%d.log", (int)getpid());
     int out[2];
     CHECK(pipe(out) == 0);
     fflush(stdout);
@@ -439,7 +443,7 @@ test_demo_fails_cleanly_when_a_worker_is_killed(void)
         dup2(out[1], STDERR_FILENO);
         close(out[0]);
         close(out[1]);
-        execl(ECT_CLI_PATH, "ectier", "demo", "--no-progress", (char *)NULL);
+        execl(ECT_CLI_PATH, "ectier", "demo", "--no-progress", "--log", log, (char *)NULL);
         _exit(127);
     }
     close(out[1]);
@@ -475,6 +479,7 @@ test_demo_fails_cleanly_when_a_worker_is_killed(void)
     close(out[0]);
     int st;
     CHECK(waitpid(demo, &st, 0) == demo);
+    unlink(log);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1,
               "the demo should fail with exit status 1, not %s %d:\n%s",
               WIFSIGNALED(st) ? "signal" : "status",
