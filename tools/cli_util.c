@@ -3,12 +3,15 @@
  * messages in one format, and numbers written for people.  Kept apart from
  * main() so tests can link them.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "cli_io.h"
 
 int
 ect_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
@@ -81,4 +84,36 @@ ect_cli_format_seconds(char *buf, size_t len, double s)
         three_digits(buf, len, s, "s");
     else
         snprintf(buf, len, "%.1f min", s / 60.0);
+}
+
+int
+ect_cli_write_full(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int
+ect_cli_read_full(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
 }

@@ -48,6 +48,7 @@
 #include <ectier/ectier.h>
 
 #include "../bench.h"
+#include "cli_io.h"
 #include "common/clock.h"
 #include "p2p/transport.h"
 #include "p2p/xport_internal.h"
@@ -65,38 +66,6 @@ static const size_t SIZES_MIB[] = {1, 8, 32};
 #define N_SIZES (sizeof(SIZES_MIB) / sizeof(SIZES_MIB[0]))
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-static int
-write_full(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int
-read_full(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
 
 static int
 cmp_double(const void *a, const void *b)
@@ -255,8 +224,8 @@ producer_main(int up, int down, const char *name, int serve_tcp, int serve_same_
     const void *agent = st == ECT_OK ? ect__xport_server_agent_metadata(server, &alen) : NULL;
     const char *path = region != NULL ? ect_region_path(region) : "";
     uint32_t lens[2] = {(uint32_t)alen, (uint32_t)strlen(path)};
-    if (write_full(up, &st, sizeof(st)) || write_full(up, lens, sizeof(lens)) ||
-        write_full(up, agent, alen) || write_full(up, path, lens[1]))
+    if (ect_cli_write_full(up, &st, sizeof(st)) || ect_cli_write_full(up, lens, sizeof(lens)) ||
+        ect_cli_write_full(up, agent, alen) || ect_cli_write_full(up, path, lens[1]))
         _exit(3);
     close(up);
     char c;
@@ -298,12 +267,12 @@ producer_start(struct producer *p, int serve_tcp, int serve_same_host)
     int st;
     uint32_t lens[2];
     int rc = 1;
-    if (read_full(up[0], &st, sizeof(st)) || st != ECT_OK || read_full(up[0], lens, sizeof(lens)) ||
-        lens[1] >= sizeof(p->path))
+    if (ect_cli_read_full(up[0], &st, sizeof(st)) || st != ECT_OK ||
+        ect_cli_read_full(up[0], lens, sizeof(lens)) || lens[1] >= sizeof(p->path))
         goto close_up;
     p->agent = malloc(lens[0] ? lens[0] : 1);
-    if (p->agent == NULL || read_full(up[0], p->agent, lens[0]) ||
-        read_full(up[0], p->path, lens[1]))
+    if (p->agent == NULL || ect_cli_read_full(up[0], p->agent, lens[0]) ||
+        ect_cli_read_full(up[0], p->path, lens[1]))
         goto close_up;
     p->agent_len = lens[0];
     rc = 0;
@@ -318,7 +287,7 @@ static void
 producer_stop(struct producer *p)
 {
     if (p->pid > 0) {
-        if (write_full(p->cmd_fd, "q", 1) != 0)
+        if (ect_cli_write_full(p->cmd_fd, "q", 1) != 0)
             kill(p->pid, SIGKILL);
         close(p->cmd_fd);
         waitpid(p->pid, NULL, 0);
@@ -520,7 +489,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     if (ect__xport_client_create(&cp, &client) != ECT_OK)
         goto close_theirs;
     uint8_t i;
-    while (read_full(cmd, &i, 1) == 0 && (i < N_SIZES || i >= SEED_CMD)) {
+    while (ect_cli_read_full(cmd, &i, 1) == 0 && (i < N_SIZES || i >= SEED_CMD)) {
         double fig[N_FIGS] = {0};
         int st = 0;
         if (i >= SEED_CMD) {
@@ -537,7 +506,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
             }
         if (st != 0)
             fprintf(stderr, "bench xport: consumer: %s\n", ect_last_error());
-        if (write_full(up, &st, sizeof(st)) || write_full(up, fig, sizeof(fig)))
+        if (ect_cli_write_full(up, &st, sizeof(st)) || ect_cli_write_full(up, fig, sizeof(fig)))
             break;
     }
     rc = 0;
@@ -551,8 +520,8 @@ fail:
         fprintf(stderr, "bench xport: consumer: %s\n", ect_last_error());
         int st = 1;
         double fig[N_FIGS] = {0};
-        if (write_full(up, &st, sizeof(st)) == 0)
-            write_full(up, fig, sizeof(fig));
+        if (ect_cli_write_full(up, &st, sizeof(st)) == 0)
+            ect_cli_write_full(up, fig, sizeof(fig));
     }
     return rc;
 }
@@ -597,8 +566,8 @@ static int
 consumer_measure(struct consumer *c, uint8_t i, double fig[N_FIGS])
 {
     int st = 1;
-    if (write_full(c->cmd_fd, &i, 1) || read_full(c->res_fd, &st, sizeof(st)) ||
-        read_full(c->res_fd, fig, N_FIGS * sizeof(double)))
+    if (ect_cli_write_full(c->cmd_fd, &i, 1) || ect_cli_read_full(c->res_fd, &st, sizeof(st)) ||
+        ect_cli_read_full(c->res_fd, fig, N_FIGS * sizeof(double)))
         return 1;
     return st;
 }
@@ -745,7 +714,7 @@ tcp_ceiling_server(int lfd, size_t max)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     uint64_t want;
-    while (read_full(fd, &want, sizeof(want)) == 0 && want <= max) {
+    while (ect_cli_read_full(fd, &want, sizeof(want)) == 0 && want <= max) {
         size_t off = 0;
         while (off < want) {
             ssize_t n = send(fd, buf + off, want - off, MSG_NOSIGNAL);
@@ -792,7 +761,7 @@ tcp_ceiling(size_t bytes)
     for (int warm = 0; warm < 3 + MAX_REPS && (n < 5 || ect__now_ns() < end) && n < MAX_REPS;
          warm++) {
         uint64_t t0 = ect__now_ns();
-        if (write_full(fd, &want, sizeof(want)) != 0 ||
+        if (ect_cli_write_full(fd, &want, sizeof(want)) != 0 ||
             recv(fd, buf, bytes, MSG_WAITALL) != (ssize_t)bytes)
             goto out;
         if (warm >= 3)

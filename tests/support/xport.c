@@ -13,6 +13,7 @@
 
 #include <ectier/log.h>
 
+#include "cli_io.h"
 #include "common/clock.h"
 #include "support/xport.h"
 
@@ -69,42 +70,11 @@ ts_xport_region_params(ect_region_params_t *p, const char *name, uint64_t hidden
 }
 
 static int
-write_full(int fd, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int
-read_full(int fd, void *buf, size_t len)
-{
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int
 write_blob(int fd, const void *buf, size_t len)
 {
     uint32_t n = (uint32_t)len;
-    return write_full(fd, &n, sizeof(n)) || (len && write_full(fd, buf, len)) ? -1 : 0;
+    return ect_cli_write_full(fd, &n, sizeof(n)) || (len && ect_cli_write_full(fd, buf, len)) ? -1
+                                                                                              : 0;
 }
 
 static uint8_t *
@@ -184,8 +154,9 @@ grant_command(struct grant_table *t, const ect_xport_server_t *server, uint64_t 
     uint32_t n, hl;
     uint64_t ids[4096];
     char hash[64] = "";
-    if (read_full(down, &n, sizeof(n)) || n > 4096 || read_full(down, ids, 8ull * n) ||
-        read_full(down, &hl, sizeof(hl)) || hl >= sizeof(hash) || read_full(down, hash, hl))
+    if (ect_cli_read_full(down, &n, sizeof(n)) || n > 4096 ||
+        ect_cli_read_full(down, ids, 8ull * n) || ect_cli_read_full(down, &hl, sizeof(hl)) ||
+        hl >= sizeof(hash) || ect_cli_read_full(down, hash, hl))
         return -1;
     uint8_t desc[ECT_XPORT_DESC_LEN];
     size_t dlen = 0;
@@ -250,12 +221,12 @@ ts_xport_producer_main(int argc, char **argv)
     const void *agent = st == ECT_OK ? ect__xport_server_agent_metadata(server, &alen) : NULL;
     unsigned kinds = st == ECT_OK ? ect__xport_server_kinds(server) : 0;
     const char *path = region != NULL ? ect_region_path(region) : "";
-    if (write_full(up, &st, sizeof(st)) || write_full(up, &kinds, sizeof(kinds)) ||
+    if (ect_cli_write_full(up, &st, sizeof(st)) || ect_cli_write_full(up, &kinds, sizeof(kinds)) ||
         write_blob(up, agent, alen) || write_blob(up, path, strlen(path)))
         _exit(3);
     for (;;) {
         char c;
-        if (read_full(down, &c, 1) != 0 || c == 'q')
+        if (ect_cli_read_full(down, &c, 1) != 0 || c == 'q')
             break;
         if (c == 'g' && grant_command(&table, server, bs, down, up) != 0)
             break;
@@ -265,7 +236,7 @@ ts_xport_producer_main(int argc, char **argv)
             pthread_mutex_lock(&table.lock);
             uint64_t fin[2] = {table.finished_sent, table.finished_cut};
             pthread_mutex_unlock(&table.lock);
-            if (write_full(up, &k, sizeof(k)) || write_full(up, fin, sizeof(fin)))
+            if (ect_cli_write_full(up, &k, sizeof(k)) || ect_cli_write_full(up, fin, sizeof(fin)))
                 break;
         }
     }
