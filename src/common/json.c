@@ -171,8 +171,8 @@ ect__json_put(cJSON *obj, const char *key, cJSON *item)
 {
     if (item == NULL)
         return false;
-    if (obj != NULL && (key != NULL ? cJSON_AddItemToObject(obj, key, item)
-                                    : cJSON_AddItemToArray(obj, item)))
+    if (obj != NULL &&
+        (key != NULL ? cJSON_AddItemToObject(obj, key, item) : cJSON_AddItemToArray(obj, item)))
         return true;
     cJSON_Delete(item);
     return false;

@@ -438,7 +438,8 @@ ect__consumer_fetch(ect_consumer_t *c, const char *key, const char *mm_hash, con
     if ((st = ect_cache_alloc(c->cache, key, n_blocks)) != ECT_OK)
         goto out;
     struct xfer *x = ect__calloc(1, sizeof(*x));
-    if (x == NULL || (x->key = ect__strdup(key)) == NULL || (x->mm_hash = ect__strdup(mm_hash)) == NULL) {
+    if (x == NULL || (x->key = ect__strdup(key)) == NULL ||
+        (x->mm_hash = ect__strdup(mm_hash)) == NULL) {
         if (x != NULL)
             xfer_free(x);
         ect__log_failure(ect_cache_discard(c->cache, key), "consumer");

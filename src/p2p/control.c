@@ -242,7 +242,8 @@ server_push_dead(ect_ctl_server_t *server, const ect_ctl_peer_t *peer)
 {
     if (server->n_dead == server->cap_dead) {
         size_t ncap = server->cap_dead != 0 ? server->cap_dead * 2 : 16;
-        void *grown = ncap <= DEAD_MAX ? ect__realloc(server->dead, ncap * sizeof(*server->dead)) : NULL;
+        void *grown =
+            ncap <= DEAD_MAX ? ect__realloc(server->dead, ncap * sizeof(*server->dead)) : NULL;
         if (grown == NULL) {
             /* Nobody is taking them; the pin lease still releases their grants. */
             if (!server->dead_full_logged)

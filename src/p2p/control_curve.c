@@ -135,7 +135,8 @@ reader_close(struct line_reader *r)
 {
     if (r->buf != NULL) {
         explicit_bzero(r->buf, r->cap); /* it held the secret line */
-        free(r->buf); /* getline's, from libc's malloc: not ect__free */
+        /* getline's, from libc's malloc: not ect__free */
+        free(r->buf);
     }
     if (r->file != NULL)
         fclose(r->file);

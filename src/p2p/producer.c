@@ -546,7 +546,8 @@ handle_req(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_req_t *
     if (entry_blocks(p, key, &n_blocks, &n_runs) != ECT_OK)
         goto internal;
     if ((g = ect__calloc(1, sizeof(*g))) == NULL || (g->gkey = ect__strdup(p->gkey)) == NULL ||
-        (g->cache_key = ect__strdup(key)) == NULL || (g->mm_hash = ect__strdup(req->mm_hash)) == NULL ||
+        (g->cache_key = ect__strdup(key)) == NULL ||
+        (g->mm_hash = ect__strdup(req->mm_hash)) == NULL ||
         (n_runs > 0 && (g->runs = ect__malloc(n_runs * sizeof(*g->runs))) == NULL)) {
         ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory for a grant");
         goto internal;

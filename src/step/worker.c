@@ -495,9 +495,8 @@ ect_worker_take_report(ect_worker_t *w, ect_step_report_t **report_p)
      * them the completions stay in carry for the next call. */
     ect_step_report_t *fresh;
     ect_status_t st = ect_step_report_create(&fresh);
-    if (st == ECT_OK &&
-        (st = ect__step_report_reserve(fresh, w->owed_saves, w->owed_saves, w->owed_loads)) !=
-            ECT_OK)
+    if (st == ECT_OK && (st = ect__step_report_reserve(fresh, w->owed_saves, w->owed_saves,
+                                                       w->owed_loads)) != ECT_OK)
         ect_step_report_destroy(fresh);
     if (st != ECT_OK)
         return st;

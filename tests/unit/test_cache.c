@@ -143,7 +143,7 @@ test_alloc_n_blocks_exceeding_capacity_is_overflow_error(void)
     CHECK_STATUS(ect_cache_alloc(c, "big", 9), ECT_ERR_OVERFLOW);
     CHECK_CONTAINS(ect_last_error(), "'big'");
     CHECK_CONTAINS(ect_last_error(), "9");
-    CHECK(ts_entry_exists(c, "old"));           /* nothing evicted */
+    CHECK(ts_entry_exists(c, "old"));        /* nothing evicted */
     CHECK_OK(ect_cache_alloc(c, "fits", 8)); /* exactly the capacity is fine */
     CHECK(!ts_entry_exists(c, "old"));
     ect_cache_destroy(c);

@@ -138,18 +138,19 @@ static void
 test_every_extra_key_reaches_its_field(void)
 {
     ect_config_t cfg;
-    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": \"3MiB\", \"ec_enable_nixl\": true, "
-                         "\"consumer_ack_timeout_s\": 0.5, \"read_timeout_s\": \"7.25\", "
-                         "\"quarantine_s\": 90, \"producer_pin_lease_s\": 12, "
-                         "\"announce_lease_s\": 0, \"defer_budget_s\": 5, "
-                         "\"region_name\": \"ectier_test-1.x\", \"transport\": \"same_host\", "
-                         "\"events_endpoint\": \"tcp://127.0.0.1:5610\", "
-                         "\"metrics_address\": \"0.0.0.0:9100\", "
-                         "\"curve_server_key_file\": \"/etc/ectier/server.key\", "
-                         "\"curve_client_key_file\": \"client.key\", "
-                         "\"curve_allowed_clients_file\": \"/etc/ectier/allowed\", "
-                         "\"copy_threads\": \"8\", \"prefault\": \"no\", \"region_reaper\": false",
-                         1, &cfg));
+    CHECK_OK(
+        ts_parse_extra("\"ec_cpu_bytes\": \"3MiB\", \"ec_enable_nixl\": true, "
+                       "\"consumer_ack_timeout_s\": 0.5, \"read_timeout_s\": \"7.25\", "
+                       "\"quarantine_s\": 90, \"producer_pin_lease_s\": 12, "
+                       "\"announce_lease_s\": 0, \"defer_budget_s\": 5, "
+                       "\"region_name\": \"ectier_test-1.x\", \"transport\": \"same_host\", "
+                       "\"events_endpoint\": \"tcp://127.0.0.1:5610\", "
+                       "\"metrics_address\": \"0.0.0.0:9100\", "
+                       "\"curve_server_key_file\": \"/etc/ectier/server.key\", "
+                       "\"curve_client_key_file\": \"client.key\", "
+                       "\"curve_allowed_clients_file\": \"/etc/ectier/allowed\", "
+                       "\"copy_threads\": \"8\", \"prefault\": \"no\", \"region_reaper\": false",
+                       1, &cfg));
     CHECK_EQ_U64(cfg.cpu_bytes, 3ull << 20);
     CHECK(cfg.p2p_enabled);
     CHECK(cfg.consumer_ack_timeout_s == 0.5);
@@ -198,13 +199,13 @@ test_enable_p2p_is_an_alias_and_both_must_agree(void)
     ect_config_t cfg;
     CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_p2p\": \"yes\"", 1, &cfg));
     CHECK(cfg.p2p_enabled);
-    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_p2p\": true, \"ec_enable_nixl\": \"1\"",
-                         1, &cfg));
+    CHECK_OK(ts_parse_extra(
+        "\"ec_cpu_bytes\": 1, \"ec_enable_p2p\": true, \"ec_enable_nixl\": \"1\"", 1, &cfg));
     CHECK(cfg.p2p_enabled);
     ts_config_poison(&cfg);
     CHECK_STATUS(
-        ts_parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": true, \"ec_enable_p2p\": \"no\"", 1,
-                    &cfg),
+        ts_parse_extra("\"ec_cpu_bytes\": 1, \"ec_enable_nixl\": true, \"ec_enable_p2p\": \"no\"",
+                       1, &cfg),
         ECT_ERR_CONFIG);
     CHECK(ts_config_untouched(&cfg));
     CHECK_CONTAINS(ect_last_error(), "ec_enable_nixl and ec_enable_p2p");
@@ -233,10 +234,11 @@ static void
 test_escaped_unicode_in_values_is_decoded(void)
 {
     ect_config_t cfg;
-    CHECK_OK(ts_parse_text(" \n{\"ec_connector\": \"ect\\u0069er\", \"ec_role\": \"ec_b\\u006fth\", "
-                        "\"ec_connector_extra_config\": {\"region_name\": \"r\\u005f1\", "
-                        "\"ec_cpu_bytes\": 1}}\r\n\t ",
-                        1, &cfg));
+    CHECK_OK(
+        ts_parse_text(" \n{\"ec_connector\": \"ect\\u0069er\", \"ec_role\": \"ec_b\\u006fth\", "
+                      "\"ec_connector_extra_config\": {\"region_name\": \"r\\u005f1\", "
+                      "\"ec_cpu_bytes\": 1}}\r\n\t ",
+                      1, &cfg));
     CHECK_EQ_INT(cfg.role, ECT_ROLE_BOTH);
     CHECK_STR_EQ(cfg.region_name, "r_1");
 }
@@ -572,15 +574,15 @@ test_side_channel_env_is_ignored_unless_p2p_producer(void)
     setenv("VLLM_EC_SIDE_CHANNEL_PORT", "99999", 1);
     /* Consumer with P2P. */
     CHECK_OK(ts_parse_text("{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_consumer\", "
-                        "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": 1, "
-                        "\"ec_enable_nixl\": true}}",
-                        1, &cfg));
+                           "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": 1, "
+                           "\"ec_enable_nixl\": true}}",
+                           1, &cfg));
     CHECK_STR_EQ(cfg.side_channel_host, "localhost");
     CHECK_EQ_INT(cfg.side_channel_port, 5601);
     /* Producer without P2P. */
     CHECK_OK(ts_parse_text("{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_producer\", "
-                        "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": 1}}",
-                        1, &cfg));
+                           "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": 1}}",
+                           1, &cfg));
     CHECK_EQ_INT(cfg.side_channel_port, 5601);
 }
 
@@ -676,8 +678,8 @@ test_p2p_only_keys_warn_when_p2p_is_off(void)
     CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"read_timeout_s\": 5", 1, &cfg));
     CHECK_EQ_INT(c.warnings, 1);
     CHECK_CONTAINS(c.last, "read_timeout_s has no effect while P2P is off");
-    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"read_timeout_s\": 5, \"ec_enable_nixl\": true", 1,
-                         &cfg));
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"read_timeout_s\": 5, \"ec_enable_nixl\": true",
+                            1, &cfg));
     CHECK_EQ_INT(c.warnings, 1);
     CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": 1, \"copy_threads\": 4", 1, &cfg));
     CHECK_EQ_INT(c.warnings, 1);

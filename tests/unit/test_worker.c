@@ -28,7 +28,8 @@ struct fx {
 static void
 poison(ect_region_t *r)
 {
-    memset(ect_region_block_ptr(r, 0), POISON, ect_region_geometry(r)->num_blocks * ect_region_geometry(r)->block_size_bytes);
+    memset(ect_region_block_ptr(r, 0), POISON,
+           ect_region_geometry(r)->num_blocks * ect_region_geometry(r)->block_size_bytes);
 }
 
 /* A worker of rank (tp, pcp); lend_engine: give it a CPU engine the test
@@ -211,8 +212,8 @@ save_writes_to_assigned_blocks(size_t nbytes)
     }
     for (uint64_t b = 0; b < 16; b++)
         if (b != 0 && b != 2 && b != 5 && b != 7)
-            CHECK_MSG(all_bytes(block(&fx, b), TS_STEP_BLOCK, POISON), "unassigned block %llu written",
-                      (unsigned long long)b);
+            CHECK_MSG(all_bytes(block(&fx, b), TS_STEP_BLOCK, POISON),
+                      "unassigned block %llu written", (unsigned long long)b);
     ect_worker_clear_metadata(fx.w);
     ect_step_report_destroy(r);
     CHECK_OK(ect_worker_take_report(fx.w, &r));

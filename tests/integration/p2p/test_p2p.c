@@ -390,7 +390,8 @@ test_size_bytes_mismatch_fails_the_request_cleanly(void)
         ts_p2p_finish(&c, "h", 10);
     }
     /* Announcements without an address, or none at all: encode locally. */
-    CHECK_EQ_INT(ts_p2p_fetch(&c, "h", 10, "{\"h\": {\"metadata\": {}}}", 1, 5), TS_P2P_ENCODE_LOCALLY);
+    CHECK_EQ_INT(ts_p2p_fetch(&c, "h", 10, "{\"h\": {\"metadata\": {}}}", 1, 5),
+                 TS_P2P_ENCODE_LOCALLY);
     CHECK_EQ_INT(ts_p2p_fetch(&c, "h", 10, "{\"x\": 123}", 1, 5), TS_P2P_ENCODE_LOCALLY);
     CHECK_EQ_INT(ts_p2p_fetch(&c, "h", 10, "[1, 2]", 1, 5), TS_P2P_ENCODE_LOCALLY);
     ect_metrics_t m;

@@ -289,7 +289,7 @@ gives_up_after_the_ack_timeout(unsigned port)
 {
     struct ect_cli_instance c;
     ts_p2p_open_instance(&c, "ec_consumer", 1 << 20, HIDDEN,
-                     "\"consumer_ack_timeout_s\": 0.5, \"defer_budget_s\": 30", "m");
+                         "\"consumer_ack_timeout_s\": 0.5, \"defer_budget_s\": 30", "m");
     char params[256];
     snprintf(params, sizeof(params),
              "{\"h\": {\"metadata\": {}, \"peer_host\": \"127.0.0.1\", \"peer_port\": %u, "

@@ -191,9 +191,9 @@ test_link_down_mid_read_times_out_falls_back_and_a_restored_link_serves_again(vo
     enter_consumer_ns(&np);
     struct ect_cli_instance c;
     ts_p2p_open_instance(&c, "ec_consumer", 2ull * TOKENS * BLOCK + (1u << 20), HIDDEN,
-                     "\"transport\": \"tcp\", \"read_timeout_s\": 1, \"quarantine_s\": 30, "
-                     "\"consumer_ack_timeout_s\": 2",
-                     "m");
+                         "\"transport\": \"tcp\", \"read_timeout_s\": 1, \"quarantine_s\": 30, "
+                         "\"consumer_ack_timeout_s\": 2",
+                         "m");
     char h0[65], h1[65];
     hash_of(params[0], h0);
     hash_of(params[1], h1);

@@ -46,7 +46,7 @@ read_scattered(ect_transport_t prefer, int serve_tcp, int serve_same_host,
     ect_xport_read_t *r = NULL;
     ect_xport_kind_t kind = ECT_XPORT_NONE;
     CHECK_OK(ts_xport_read_start(&c, &p, 7001, p.agent, p.agent_len, SCATTER_REMOTE, N_SCATTER,
-                           SCATTER_LOCAL, N_LOCAL, &r, &kind));
+                                 SCATTER_LOCAL, N_LOCAL, &r, &kind));
     CHECK_EQ_INT(kind, expect_kind);
     CHECK_EQ_INT(ts_xport_wait(&c, r, 20), ECT_XPORT_READ_DONE);
     /* Polling a finished read keeps reporting its outcome. */
@@ -117,7 +117,8 @@ TS_SHM_CASE(test_repeated_reads_over_pooled_connections_all_land)
     ect_run_t all = {0, NB};
     for (int round = 0; round < 8; round++) {
         ect_xport_read_t *r;
-        CHECK_OK(ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, remote, NB, &all, 1, &r, NULL));
+        CHECK_OK(
+            ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, remote, NB, &all, 1, &r, NULL));
         CHECK_EQ_INT(ts_xport_wait(&c, r, 20), ECT_XPORT_READ_DONE);
         ect__xport_read_release(c.client, r);
     }
@@ -155,8 +156,8 @@ TS_SHM_CASE(test_concurrent_tcp_reads_land_without_crosstalk)
         for (int b = 0; b < PER; b++)
             remote[i][b] = (uint64_t)((i * 11 + b * 3) % NB);
         runs[i] = (ect_run_t){(uint64_t)i * PER, PER};
-        CHECK_OK(ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, remote[i], PER, &runs[i], 1, &r[i],
-                               NULL));
+        CHECK_OK(ts_xport_read_start(&c, &p, 1, p.agent, p.agent_len, remote[i], PER, &runs[i], 1,
+                                     &r[i], NULL));
     }
     for (int i = 0; i < N; i++) {
         CHECK_EQ_INT(ts_xport_wait(&c, r[i], 20), ECT_XPORT_READ_DONE);
@@ -164,8 +165,8 @@ TS_SHM_CASE(test_concurrent_tcp_reads_land_without_crosstalk)
     }
     for (int i = 0; i < N; i++)
         for (int b = 0; b < PER; b++)
-            CHECK(ts_xport_block_matches(ect_region_block_ptr(c.region, (uint64_t)i * PER + b), TS_XPORT_BLOCK,
-                                   p.seed, remote[i][b]));
+            CHECK(ts_xport_block_matches(ect_region_block_ptr(c.region, (uint64_t)i * PER + b),
+                                         TS_XPORT_BLOCK, p.seed, remote[i][b]));
     ts_xport_consumer_close(&c);
     ts_xport_producer_stop(&p);
     ts_check_no_leftovers();

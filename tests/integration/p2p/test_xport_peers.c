@@ -20,13 +20,13 @@ static const ect_run_t LOCAL[] = {{10, 4}, {40, 3}};
 
 /* Read REMOTE into LOCAL from p under peer key; expect kind and DONE. */
 static void
-read_ok(struct ts_xport_consumer *c, struct ts_xport_producer *p, uint16_t key, const uint8_t *agent,
-        size_t agent_len, ect_xport_kind_t expect)
+read_ok(struct ts_xport_consumer *c, struct ts_xport_producer *p, uint16_t key,
+        const uint8_t *agent, size_t agent_len, ect_xport_kind_t expect)
 {
     ect_xport_read_t *r;
     ect_xport_kind_t kind;
-    CHECK_OK(
-        ts_xport_read_start(c, p, key, agent, agent_len, REMOTE, N_REMOTE, LOCAL, N_LOCAL, &r, &kind));
+    CHECK_OK(ts_xport_read_start(c, p, key, agent, agent_len, REMOTE, N_REMOTE, LOCAL, N_LOCAL, &r,
+                                 &kind));
     CHECK_EQ_INT(kind, expect);
     CHECK_EQ_INT(ts_xport_wait(c, r, 20), ECT_XPORT_READ_DONE);
     ect__xport_read_release(c->client, r);
@@ -117,7 +117,8 @@ TS_SHM_CASE(test_producer_killed_during_large_tcp_read_fails_the_read)
     uint8_t later_desc[ECT_XPORT_DESC_LEN];
     ts_xport_grant(&p, one_block, 1, later_hash, later_desc);
     ect_xport_read_t *r;
-    CHECK_OK(ts_xport_read_start(&c, &p, 9, p.agent, p.agent_len, remote, BIG_NB, &all, 1, &r, NULL));
+    CHECK_OK(
+        ts_xport_read_start(&c, &p, 9, p.agent, p.agent_len, remote, BIG_NB, &all, 1, &r, NULL));
     /* Kill the producer while the stream is in flight. */
     CHECK_EQ_INT(ect__xport_read_poll(c.client, r), ECT_XPORT_READ_PENDING);
     uint64_t t0 = ect__now_ns();
@@ -171,7 +172,8 @@ enum bad_offer { OTHER_BOOT, OUTSIDE_DIR, WRONG_INODE, THROUGH_SYMLINK, DOT_DOT 
 
 /* The producer's offer with its same-host entry altered. */
 static uint8_t *
-altered_offer(const struct ts_xport_producer *p, enum bad_offer how, const char *link_path, size_t *len_p)
+altered_offer(const struct ts_xport_producer *p, enum bad_offer how, const char *link_path,
+              size_t *len_p)
 {
     ect_xport_offer_t o;
     CHECK_OK(ect__xport_offer_decode(p->agent, p->agent_len, &o));
@@ -226,7 +228,8 @@ bad_same_host_offer(enum bad_offer how, const char *expect_why)
     struct ts_xport_consumer c;
     ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_AUTO, dir[0] ? dir : NULL);
     read_ok(&c, &p, 1, agent, alen, ECT_XPORT_TCP);
-    CHECK_EQ_INT(ts_xport_log_count(&log, "peer 127.0.0.1:1: reading over tcp (same-host not usable"), 1);
+    CHECK_EQ_INT(
+        ts_xport_log_count(&log, "peer 127.0.0.1:1: reading over tcp (same-host not usable"), 1);
     CHECK_EQ_INT(ts_xport_log_count(&log, expect_why), 1);
     ect_xport_counters_t k;
     ect__xport_client_counters(c.client, &k);
@@ -235,10 +238,12 @@ bad_same_host_offer(enum bad_offer how, const char *expect_why)
     ts_xport_consumer_close(&c);
 
     /* same_host only: refused, nothing written. */
-    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_SAME_HOST, dir[0] ? dir : NULL);
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_SAME_HOST,
+                           dir[0] ? dir : NULL);
     ect_xport_read_t *r;
-    CHECK_STATUS(ts_xport_read_start(&c, &p, 1, agent, alen, REMOTE, N_REMOTE, LOCAL, N_LOCAL, &r, NULL),
-                 ECT_ERR_UNSUPPORTED);
+    CHECK_STATUS(
+        ts_xport_read_start(&c, &p, 1, agent, alen, REMOTE, N_REMOTE, LOCAL, N_LOCAL, &r, NULL),
+        ECT_ERR_UNSUPPORTED);
     CHECK_CONTAINS(ect_last_error(), expect_why);
     ts_xport_check_untouched(&c);
     ts_xport_consumer_close(&c);

@@ -408,7 +408,8 @@ test_client_recv_extracts_payload_from_envelope(void)
     ect_ctl_client_t *client = make_client();
     struct raw_producer rp;
     raw_producer_start(&rp, client);
-    ts_raw_send(rp.router, 3, (const void *[]){rp.id.data, "", "answer"}, (size_t[]){rp.id.len, 0, 6});
+    ts_raw_send(rp.router, 3, (const void *[]){rp.id.data, "", "answer"},
+                (size_t[]){rp.id.len, 0, 6});
     char host[ECT_CTL_HOST_MAX + 1], buf[32];
     uint16_t port;
     CHECK_OK(ts_client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
@@ -465,7 +466,8 @@ test_client_recv_times_out_cleanly_and_stays_usable(void)
     struct raw_producer rp;
     raw_producer_start(&rp, client);
     CHECK_STATUS(ts_client_recv_str(client, 50, host, &port, buf, sizeof(buf)), ECT_ERR_TIMEOUT);
-    ts_raw_send(rp.router, 3, (const void *[]){rp.id.data, "", "late"}, (size_t[]){rp.id.len, 0, 4});
+    ts_raw_send(rp.router, 3, (const void *[]){rp.id.data, "", "late"},
+                (size_t[]){rp.id.len, 0, 4});
     CHECK_OK(ts_client_recv_str(client, 5000, host, &port, buf, sizeof(buf)));
     CHECK_STR_EQ(buf, "late");
     raw_producer_stop(&rp);
@@ -654,7 +656,7 @@ test_client_pool_of_fifty_producers_without_crosstalk(void)
         CHECK_STR_EQ(f[2].data, want);
         int len = snprintf(reply, sizeof(reply), "from %u", (unsigned)ports[i]);
         ts_raw_send(routers[i], 3, (const void *[]){f[0].data, "", reply},
-                 (size_t[]){f[0].len, 0, (size_t)len});
+                    (size_t[]){f[0].len, 0, (size_t)len});
     }
     bool seen[N] = {false};
     for (int k = 0; k < N; k++) {

@@ -21,8 +21,8 @@ check_known_field_names(const cJSON *v, const char *const *names, size_t n)
         size_t i = 0;
         while (i < n && strcmp(f->string, names[i]) != 0)
             i++;
-        CHECK_MSG(i < n, "vector %s: field \"%s\" is not checked by this test", ts_vec_str(v, "name"),
-                  f->string);
+        CHECK_MSG(i < n, "vector %s: field \"%s\" is not checked by this test",
+                  ts_vec_str(v, "name"), f->string);
     }
 }
 
@@ -427,7 +427,8 @@ test_every_status_round_trips_with_and_without_payload(void)
         CHECK_EQ_U64(map_entries(out.data, out.len), 7);
         ect__wire_buf_cleanup(&out);
     }
-    ect_xfer_ack_t bad = {.mm_hash = ts_wire_mm_hash, .status = (ect_xfer_status_t)ECT_XFER_STATUS_COUNT};
+    ect_xfer_ack_t bad = {.mm_hash = ts_wire_mm_hash,
+                          .status = (ect_xfer_status_t)ECT_XFER_STATUS_COUNT};
     ect__wire_buf_t out;
     ect__wire_buf_init(&out);
     CHECK_STATUS(ect__wire_encode_ack(&bad, &out), ECT_ERR_INVALID_ARG);
@@ -468,8 +469,10 @@ test_large_block_list_round_trips_every_integer_width(void)
         blocks[i] = (uint64_t)0x9e3779b97f4a7c15ull * (i + 1) >> (i % 64);
     blocks[0] = 0;
     blocks[1] = UINT64_MAX;
-    ect_xfer_ack_t ack = {
-        .mm_hash = ts_wire_mm_hash, .status = ECT_XFER_OK, .src_block_indices = blocks, .n_src_blocks = n};
+    ect_xfer_ack_t ack = {.mm_hash = ts_wire_mm_hash,
+                          .status = ECT_XFER_OK,
+                          .src_block_indices = blocks,
+                          .n_src_blocks = n};
     ect__wire_buf_t out;
     round_trip_ack(&ack, &out);
     ect__wire_buf_cleanup(&out);
@@ -559,10 +562,12 @@ test_decoded_message_outlives_its_input_buffer(void)
     CHECK(ack.arena_ == NULL && ack.mm_hash == NULL);
     ect__xfer_ack_cleanup(&ack); /* twice is harmless: the struct was zeroed */
     ect__xfer_ack_cleanup(NULL);
-    ect_xfer_req_t caller_built = {.mm_hash = ts_wire_mm_hash, .compatibility_hash = ts_wire_compat};
+    ect_xfer_req_t caller_built = {.mm_hash = ts_wire_mm_hash,
+                                   .compatibility_hash = ts_wire_compat};
     ect__xfer_req_cleanup(&caller_built); /* frees nothing of the caller's */
     ect__xfer_req_cleanup(NULL);
-    CHECK_STR_EQ(ts_wire_mm_hash, "3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a");
+    CHECK_STR_EQ(ts_wire_mm_hash,
+                 "3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a3f2a");
     CHECK_NO_LEAKS();
 }
 

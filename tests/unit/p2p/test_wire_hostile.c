@@ -69,7 +69,8 @@ test_truncation_at_every_offset_fails_cleanly(void)
             CHECK(prefix != NULL);
             memcpy(prefix, bytes, cut);
             ect_status_t st = decode_and_recheck(prefix, cut, as_req);
-            CHECK_MSG(st == ECT_ERR_PARSE, "%s cut at %zu: status %d", ts_vec_str(v, "name"), cut, st);
+            CHECK_MSG(st == ECT_ERR_PARSE, "%s cut at %zu: status %d", ts_vec_str(v, "name"), cut,
+                      st);
             ect__wire_type_t type;
             st = ect__wire_peek_type(prefix, cut, &type);
             CHECK(st == ECT_OK || st == ECT_ERR_PARSE);
@@ -473,8 +474,8 @@ test_encoder_refuses_bad_arguments_and_leaves_buffer_alone(void)
     CHECK(long_str != NULL);
     memset(long_str, 'x', ECT_WIRE_MAX_STR + 1);
     long_str[ECT_WIRE_MAX_STR + 1] = '\0';
-    req =
-        (ect_xfer_req_t){.mm_hash = ts_wire_mm_hash, .compatibility_hash = ts_wire_compat, .session_id = long_str};
+    req = (ect_xfer_req_t){
+        .mm_hash = ts_wire_mm_hash, .compatibility_hash = ts_wire_compat, .session_id = long_str};
     CHECK_STATUS(ect__wire_encode_req(&req, &out), ECT_ERR_OVERFLOW);
     CHECK_STATUS(ect__wire_encode_req(NULL, &out), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect__wire_encode_req(&req, NULL), ECT_ERR_INVALID_ARG);
