@@ -303,12 +303,13 @@ view_get(struct ect__events *ev, const char *key)
     return ve;
 }
 
-/* The view missed an event already taken: rebuild it after this batch. */
+/* The view missed an event already taken: rebuild it after this batch, or
+ * later if a rebuild already waits for older queued events (a drop). */
 static void
 resync_after_taken(struct ect__events *ev)
 {
     pthread_mutex_lock(&ev->lock);
-    if (!ev->resync_pending || ev->resync_mark > ev->taken_total)
+    if (!ev->resync_pending || ev->resync_mark < ev->taken_total)
         ev->resync_mark = ev->taken_total;
     ev->resync_pending = true;
     pthread_mutex_unlock(&ev->lock);
