@@ -16,10 +16,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -388,6 +390,119 @@ ect_bench_cold_works(void)
 }
 #endif
 
+/* Address translations: each CPU of this process gets a walker thread,
+ * pinned to it, that reads one line in every page of its own scratch area,
+ * larger than any data TLB's reach, so a copy afterwards finds its pages'
+ * translations gone on every CPU it may run on. */
+#define TLB_SCRATCH_BYTES ((size_t)64 << 20)
+#define TLB_PAGE          4096u
+
+static struct {
+    pthread_once_t once;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    unsigned n_walkers, round, done;
+    int ok;
+} tlb = {
+    .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void
+walk_pages(volatile const unsigned char *p)
+{
+    unsigned char x = 0;
+    for (size_t off = 0; off < TLB_SCRATCH_BYTES; off += TLB_PAGE)
+        x ^= p[off];
+    __asm__ volatile("" : : "r"(x));
+}
+
+static void *
+tlb_walker(void *arg)
+{
+    unsigned char *scratch = arg;
+    unsigned seen = 0;
+    pthread_mutex_lock(&tlb.lock);
+    for (;;) {
+        while (tlb.round == seen)
+            pthread_cond_wait(&tlb.cv, &tlb.lock);
+        seen = tlb.round;
+        pthread_mutex_unlock(&tlb.lock);
+        walk_pages(scratch);
+        pthread_mutex_lock(&tlb.lock);
+        tlb.done++;
+        pthread_cond_broadcast(&tlb.cv);
+    }
+    return NULL;
+}
+
+/* Start one walker per CPU of the affinity mask (they live as long as the
+ * process; a bench is a short-lived command).  On failure the eviction is a
+ * no-op and ect_bench_cold_tlb_works() says so. */
+static void
+tlb_start(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &set))
+            continue;
+        unsigned char *scratch = mmap(NULL, TLB_SCRATCH_BYTES, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (scratch == MAP_FAILED)
+            return;
+        (void)madvise(scratch, TLB_SCRATCH_BYTES, MADV_NOHUGEPAGE);
+        memset(scratch, 1, TLB_SCRATCH_BYTES);
+        pthread_attr_t attr;
+        pthread_t t;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        pthread_attr_init(&attr);
+        pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&t, &attr, tlb_walker, scratch);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) {
+            munmap(scratch, TLB_SCRATCH_BYTES);
+            return;
+        }
+        tlb.n_walkers++;
+    }
+    tlb.ok = tlb.n_walkers > 0;
+}
+
+void
+ect_bench_cold_tlb(void)
+{
+    pthread_once(&tlb.once, tlb_start);
+    if (!tlb.ok)
+        return;
+    pthread_mutex_lock(&tlb.lock);
+    tlb.round++;
+    tlb.done = 0;
+    pthread_cond_broadcast(&tlb.cv);
+    while (tlb.done < tlb.n_walkers)
+        pthread_cond_wait(&tlb.cv, &tlb.lock);
+    pthread_mutex_unlock(&tlb.lock);
+}
+
+int
+ect_bench_cold_tlb_works(void)
+{
+    pthread_once(&tlb.once, tlb_start);
+    return tlb.ok;
+}
+
+const char *
+ect_bench_cold_describe(void)
+{
+    if (!ect_bench_cold_works())
+        return "warm (no cache flush here)";
+    return ect_bench_cold_tlb_works()
+               ? "evicted from the caches (clflushopt) and from every CPU's TLB"
+               : "evicted from the caches (clflushopt; the TLB could not be cleared)";
+}
+
 void
 ect_bench_warm(const void *p, size_t len)
 {
@@ -402,8 +517,10 @@ ect_bench_warm(const void *p, size_t len)
 
 /* ---- the CPU copy ceiling -------------------------------------------------------------- */
 
+enum way_kernel { WAY_MEMCPY, WAY_NT, WAY_MOVSB };
+
 struct way {
-    int nt;
+    enum way_kernel kernel;
     unsigned threads;
     char name[40];
 };
@@ -429,13 +546,13 @@ struct ect_bench_ceiling {
     unsigned job; /* increases per multi-threaded copy */
     const ect_copy_op_t *ops;
     size_t n_ops, total;
-    int nt;
+    enum way_kernel kernel;
     unsigned ready, go, done; /* atomics */
 };
 
 /* Copy the bytes [lo, hi) of the ops' concatenated stream. */
 static void
-copy_share(const ect_copy_op_t *ops, size_t n_ops, size_t lo, size_t hi, int nt)
+copy_share(const ect_copy_op_t *ops, size_t n_ops, size_t lo, size_t hi, enum way_kernel kernel)
 {
     size_t pos = 0;
     for (size_t i = 0; i < n_ops && pos < hi; i++) {
@@ -444,14 +561,16 @@ copy_share(const ect_copy_op_t *ops, size_t n_ops, size_t lo, size_t hi, int nt)
             size_t a = lo > pos ? lo - pos : 0, b = (hi < end ? hi : end) - pos;
             char *d = (char *)ops[i].dst + a;
             const char *s = (const char *)ops[i].src + a;
-            if (nt)
+            if (kernel == WAY_NT)
                 ect__copy_nt(d, s, b - a);
+            else if (kernel == WAY_MOVSB)
+                ect__copy_movsb(d, s, b - a);
             else
                 memcpy(d, s, b - a);
         }
         pos = end;
     }
-    if (nt)
+    if (kernel == WAY_NT)
         ect__copy_nt_fence();
 }
 
@@ -484,13 +603,13 @@ helper_main(void *p)
         unsigned job = last = c->job;
         const ect_copy_op_t *ops = c->ops;
         size_t n_ops = c->n_ops, total = c->total, lo, hi;
-        int nt = c->nt;
+        enum way_kernel kernel = c->kernel;
         pthread_mutex_unlock(&c->lock);
         share_bounds(total, me, c->threads, &lo, &hi);
         __atomic_fetch_add(&c->ready, 1, __ATOMIC_ACQ_REL);
         while (__atomic_load_n(&c->go, __ATOMIC_ACQUIRE) != job)
             __builtin_ia32_pause();
-        copy_share(ops, n_ops, lo, hi, nt);
+        copy_share(ops, n_ops, lo, hi, kernel);
         __atomic_fetch_add(&c->done, 1, __ATOMIC_RELEASE);
         pthread_mutex_lock(&c->lock);
     }
@@ -504,14 +623,14 @@ time_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t *ops, 
 {
     if (w->threads == 1) {
         uint64_t t0 = ect__now_ns();
-        copy_share(ops, n_ops, 0, total, w->nt);
+        copy_share(ops, n_ops, 0, total, w->kernel);
         return (double)(ect__now_ns() - t0) / 1e9;
     }
     pthread_mutex_lock(&c->lock);
     c->ops = ops;
     c->n_ops = n_ops;
     c->total = total;
-    c->nt = w->nt;
+    c->kernel = w->kernel;
     c->job++;
     unsigned job = c->job;
     __atomic_store_n(&c->ready, 0, __ATOMIC_RELAXED);
@@ -526,7 +645,7 @@ time_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t *ops, 
     share_bounds(total, 0, c->threads, &lo, &hi);
     uint64_t t0 = ect__now_ns();
     __atomic_store_n(&c->go, job, __ATOMIC_RELEASE);
-    copy_share(ops, n_ops, lo, hi, w->nt);
+    copy_share(ops, n_ops, lo, hi, w->kernel);
     while (__atomic_load_n(&c->done, __ATOMIC_ACQUIRE) != c->n_helpers)
         __builtin_ia32_pause();
     double s = (double)(ect__now_ns() - t0) / 1e9;
@@ -545,22 +664,27 @@ ect_bench_ceiling_create(unsigned threads)
         return NULL;
     }
     c->threads = threads > 0 ? threads : 1;
+    static const char *const kernel_names[] = {"memcpy", "NT stores", "rep movsb"};
+    const int have[] = {1, ect__copy_nt_available(), ect__copy_movsb_available()};
     for (unsigned multi = 0; multi <= (c->threads > 1); multi++) {
-        for (int nt = 0; nt <= ect__copy_nt_available(); nt++) {
+        for (enum way_kernel k = WAY_MEMCPY; k <= WAY_MOVSB; k++) {
+            if (!have[k])
+                continue;
             struct way *w = &c->ways[c->n_ways++];
-            w->nt = nt;
+            w->kernel = k;
             w->threads = multi ? c->threads : 1;
-            snprintf(w->name, sizeof(w->name), "%s, %u thread%s", nt ? "NT stores" : "memcpy",
-                     w->threads, w->threads == 1 ? "" : "s");
+            snprintf(w->name, sizeof(w->name), "%s, %u thread%s", kernel_names[k], w->threads,
+                     w->threads == 1 ? "" : "s");
         }
     }
     char on[32] = "1 thread";
     if (c->threads > 1)
         snprintf(on, sizeof(on), "1 and %u threads", c->threads);
     snprintf(c->describe, sizeof(c->describe),
-             "the best of memcpy%s on %s%s: the same bytes between the same buffers, in the "
+             "the best of memcpy%s%s on %s%s: the same bytes between the same buffers, in the "
              "same cache state",
-             ect__copy_nt_available() ? " and non-temporal stores" : "", on,
+             ect__copy_nt_available() ? ", non-temporal stores" : "",
+             ect__copy_movsb_available() ? ", rep movsb" : "", on,
              c->threads > 1 ? " (helpers already spinning when the clock starts)" : "");
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cv, NULL);

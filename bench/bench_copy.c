@@ -3,10 +3,10 @@
  * entries against the machine's best copy of the same bytes between the
  * same buffers in the same run (SPEC §12: target >= 0.9).
  *
- * The ceiling (bench.h) is the best of memcpy and non-temporal stores on 1
- * thread and on as many threads as the engine copies with, its helpers
- * already spinning when the clock starts: a physical limit, so a ratio
- * above 1 would mean the ceiling is wrong.  It copies each entry
+ * The ceiling (bench.h) is the best of memcpy, non-temporal stores and rep
+ * movsb on 1 thread and on as many threads as the engine copies with, its
+ * helpers already spinning when the clock starts: a physical limit, so a
+ * ratio above 1 would mean the ceiling is wrong.  It copies each entry
  * contiguously on both sides, so a fragmented entry is held to the
  * contiguous ceiling.
  *
@@ -15,13 +15,12 @@
  * before timing: first touch costs 10-40x on these VMs (reference/
  * ceilings.md §4), and the region is pre-faulted in production too.  Cache
  * state, the same before every timed copy (engine or ceiling): the region
- * side is evicted from the caches (a block being saved or loaded was last
- * touched long ago), the engine side is warm (the encoder just wrote it, or
- * will read it next).  Blocks are 7168 bytes (3584 hidden x bf16), so
- * entries end in a partial block as real ones do.  Each entry is timed from
- * planning to landed (plan + submit + wait), in one contiguous run and in 16
- * scattered runs; engine and ceiling repetitions alternate so both see the
- * same machine, and each figure is the median.
+ * side is evicted from the caches and from every CPU's TLB (a block being
+ * saved or loaded was last touched long ago), the engine side is warm (the encoder just wrote it,
+ * or will read it next).  Blocks are 7168 bytes (3584 hidden x bf16), so entries end in a partial
+ * block as real ones do.  Each entry is timed from planning to landed (plan + submit + wait), in
+ * one contiguous run and in 16 scattered runs; engine and ceiling repetitions alternate so both see
+ * the same machine, and each figure is the median.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -172,6 +171,7 @@ prepare(void *arg)
     uint64_t need = (st->c->payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
     size_t span = (size_t)layout_span(need, st->c->fragmented) * BLOCK_BYTES;
     ect_bench_cold(st->b->region, span * st->c->entries);
+    ect_bench_cold_tlb();
     ect_bench_warm(st->dir == ECT_COPY_SAVE ? st->b->save_src : st->b->load_dst,
                    st->c->payload * st->c->entries);
 }
@@ -309,8 +309,7 @@ ect_bench_copy(int argc, char **argv)
            "engine's\n"
            "  cache state before every timed copy: region side %s, engine side warm\n"
            "  N = 501, 101, 41 for one entry of 1, 8, 32 MiB; 41 for 32 MiB of entries\n",
-           ect_bench_ceiling_describe(b.ceiling),
-           ect_bench_cold_works() ? "evicted (clflushopt)" : "warm (no cache flush here)");
+           ect_bench_ceiling_describe(b.ceiling), ect_bench_cold_describe());
     for (size_t p = 0; p < sizeof(plans) / sizeof(plans[0]); p++) {
         for (int fragmented = 0; fragmented <= 1; fragmented++) {
             for (int dir = ECT_COPY_SAVE; dir <= ECT_COPY_LOAD; dir++) {

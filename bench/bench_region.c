@@ -10,8 +10,8 @@
  *     would pay without it);
  *   - the first copy by a joiner that did, and that joiner's open.
  * Each copy row is against the machine's best warm copy into the same region
- * measured in this run (the better of memcpy and non-temporal stores on one
- * thread, bench.h), and the joiners' first copies use that same way, so a
+ * measured in this run (the best of memcpy, non-temporal stores and rep movsb on
+ * one thread, bench.h), and the joiners' first copies use that same way, so a
  * row measures what faults cost, not how the bytes are stored.
  * Uses a region in /dev/shm named ectier_bench_<pid>, removed at the end.
  */

@@ -13,10 +13,11 @@
  * breakdown line gives the median of each part, and what the copy threads'
  * hand-offs cost (a woken thread starts late: that is the VM's wake-up).
  *
- * The ceiling (bench.h) is the best of memcpy and non-temporal stores on 1
- * thread and on as many threads as the engine has, helpers already spinning:
- * a physical limit.  Cache state, the same before every timed step and
- * ceiling copy: the region's blocks evicted (a new entry's blocks, and an
+ * The ceiling (bench.h) is the best of memcpy, non-temporal stores and rep
+ * movsb on 1 thread and on as many threads as the engine has, helpers
+ * already spinning: a physical limit.  Cache state, the same before every
+ * timed step and ceiling copy: the region's blocks evicted from the caches
+ * and their translations from every CPU's TLB (a new entry's blocks, and an
  * entry's blocks when it is loaded, were last touched long ago), the engine
  * buffer warm.  Every rep saves a new entry; the region holds a few, so
  * older ones are evicted as in production.  Blocks are 7168 bytes (3584
@@ -34,6 +35,7 @@
 #include "bench.h"
 #include "common/clock.h"
 #include "copy/cpu.h"
+#include "step/report.h"
 
 #define HIDDEN      3584u
 #define BLOCK_BYTES (HIDDEN * 2u)
@@ -223,7 +225,8 @@ entry_ops(struct step_bench *b, ect_copy_dir_t dir, const ect_run_t *runs, size_
         size_t len = (size_t)runs[i].count * BLOCK_BYTES;
         if (len > payload - off)
             len = payload - off;
-        unsigned char *blk = ect_region_block_ptr(b->region, runs[i].first);
+        unsigned char *blk =
+            (unsigned char *)ect__worker_region_data(b->worker) + runs[i].first * BLOCK_BYTES;
         ops[n++] = dir == ECT_COPY_SAVE ? (ect_copy_op_t){blk, b->src + off, len}
                                         : (ect_copy_op_t){b->dst + off, blk, len};
         off += len;
@@ -245,10 +248,12 @@ prepare(void *arg)
     const struct state *st = arg;
     for (size_t i = 0; i < st->n_ops; i++) {
         const ect_copy_op_t *op = &st->ops[i];
-        const void *region = st->dir == ECT_COPY_SAVE ? op->dst : op->src;
-        const void *engine = st->dir == ECT_COPY_SAVE ? op->src : op->dst;
-        ect_bench_cold(region, op->len);
-        ect_bench_warm(engine, op->len);
+        ect_bench_cold(st->dir == ECT_COPY_SAVE ? op->dst : op->src, op->len);
+    }
+    ect_bench_cold_tlb();
+    for (size_t i = 0; i < st->n_ops; i++) {
+        const ect_copy_op_t *op = &st->ops[i];
+        ect_bench_warm(st->dir == ECT_COPY_SAVE ? op->src : op->dst, op->len);
     }
 }
 
@@ -287,10 +292,13 @@ print_handoffs(const struct ect__copy_cpu_stats *a, const struct ect__copy_cpu_s
     uint64_t woken = z->handoffs_woken - a->handoffs_woken;
     uint64_t polling = z->handoffs_polling - a->handoffs_polling;
     printf("    copy engine: pieces by copy threads %llu, by the waiting caller %llu; %llu "
-           "batches copied inside submit; %llu wake-ups",
+           "batches copied inside submit (%llu of them by the learned choice, which handed "
+           "off %llu); %llu wake-ups",
            (unsigned long long)(z->pieces_by_threads - a->pieces_by_threads),
            (unsigned long long)(z->pieces_by_waiters - a->pieces_by_waiters),
            (unsigned long long)(z->batches_inline - a->batches_inline),
+           (unsigned long long)(z->learned_inline - a->learned_inline),
+           (unsigned long long)(z->learned_handoffs - a->learned_handoffs),
            (unsigned long long)(z->wakeups - a->wakeups));
     if (woken > 0)
         printf("; a woken copy thread took its first piece %.1f us after submit (mean of %llu)",
@@ -346,6 +354,7 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
         snprintf(key, sizeof(key), "e-%zu-%u", payload, i);
         /* Every block is cold here (flushed after its last use), and the
          * step's source is made warm. */
+        ect_bench_cold_tlb();
         ect_bench_warm(b->src, payload);
         if (save_step(b, key, payload, runs, &n_runs, &s) != 0)
             goto free_ceiling;
@@ -369,8 +378,9 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     double gb = (double)payload / 1e9;
     if (payload < BLOCK_BYTES) {
         /* No copy worth the name: what a step costs by itself. */
-        printf("  fixed cost of a step (one %zu-byte entry): save %.1f us, load %.1f us\n", payload,
-               ms * 1e6, ml * 1e6);
+        printf("  fixed cost of a step (one %zu-byte entry, the TLB cleared first as for every "
+               "step): save %.1f us, load %.1f us\n",
+               payload, ms * 1e6, ml * 1e6);
         print_breakdown(&sm, 0, reps, "save", 0);
         print_breakdown(&sm, 1, reps, "load", 0);
         rc = 0;
@@ -462,8 +472,7 @@ ect_bench_step(int argc, char **argv)
            "  cache state before every timed step and ceiling copy: region blocks %s, engine "
            "buffer warm\n"
            "  N = 301, 61, 21 reps for 1, 8, 32 MiB; a new entry every rep (evictions included)\n",
-           ect_bench_ceiling_describe(b.ceiling),
-           ect_bench_cold_works() ? "evicted (clflushopt)" : "warm (no cache flush here)");
+           ect_bench_ceiling_describe(b.ceiling), ect_bench_cold_describe());
     for (size_t p = 0; p < sizeof(plans) / sizeof(plans[0]); p++)
         if (measure(&b, plans[p].payload, plans[p].reps) != 0)
             goto free_buffers;

@@ -73,8 +73,17 @@ typedef struct ect_copy_cpu_params {
     unsigned spin_us;
     /* Batches of at most this many bytes are copied inside submit, on the
      * calling thread (they have landed when it returns).  0 picks 64 KiB;
-     * ECT_COPY_CPU_NO_INLINE hands every batch to the copy threads. */
+     * ECT_COPY_CPU_NO_INLINE hands every batch to the copy threads (and
+     * turns inline_max_bytes off too). */
     size_t inline_bytes;
+    /* A larger batch, up to this many bytes, that finds every copy thread
+     * asleep is also copied inside submit when that has been landing sooner
+     * than waking the threads: the engine times both ways per direction and
+     * size class and takes the faster, trying the other now and then (a
+     * sleeping thread takes 40-100 us to start on some VMs, a 1 MiB copy
+     * 25-50 us).  0 picks 16 MiB; ECT_COPY_CPU_NO_INLINE (or a value at most
+     * inline_bytes) turns the choice off. */
+    size_t inline_max_bytes;
 } ect_copy_cpu_params_t;
 
 #define ECT_COPY_CPU_NO_SPIN   UINT_MAX

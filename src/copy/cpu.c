@@ -17,6 +17,18 @@
  *   - a batch of at most inline_bytes is copied by submit itself, on the
  *     calling thread (unless the engine is held), and has landed when
  *     submit returns;
+ *   - a larger batch (up to inline_max_bytes) that would have to wake a
+ *     sleeping copy thread is copied by submit too when that has been
+ *     landing sooner on this machine.  The engine learns it: per direction
+ *     and power-of-two size class it keeps the time to landed of both ways
+ *     (submit's own copy; a hand-off to sleeping threads, from submit to
+ *     the last piece landed), tries a way until it has a few samples, then
+ *     takes the faster and still tries the other one time in EXPLORE_EVERY.
+ *     Where a wake-up costs a few microseconds two threads win from a few
+ *     hundred KiB; on the project's VMs a sleeping thread takes 40-100 us to
+ *     start (and often lands on the caller's CPU, pre-empting it), so one
+ *     thread wins up to several MiB.  When a copy thread is awake (copying
+ *     or polling) a hand-off costs no wake-up and is always taken;
  *   - a thread in ect_copy_engine_wait claims pieces of its own batch before it
  *     waits, so a waiting caller never idles while its copy sits in the
  *     queue;
@@ -27,9 +39,15 @@
  *     max_spinners copy threads poll at once, and at most max_active copy
  *     threads are woken for work at once: with the caller, never more than
  *     the CPUs this process may run on;
- *   - saves (the region is the destination, and nobody reads it soon) are
- *     copied with non-temporal stores (copy/ntcopy.h): no read for ownership
- *     of the region's lines, 2-4x faster than memcpy into cold memory.
+ *   - the kernel follows the bytes on their way: a batch submitted when
+ *     NT_BATCH_MIN bytes or more are not landed yet, its own included
+ *     (beyond what the caches hold), is copied with non-temporal stores
+ *     (copy/ntcopy.h: no read for ownership of the destination's lines, no
+ *     eviction of hot data); smaller ones with `rep movsb` where the CPU has
+ *     ERMS, else memcpy.  Below the cache's size non-temporal stores lose
+ *     on the project's VMs: right after a thread slept they run at half
+ *     speed, and `rep movsb` beats them and memcpy in both directions
+ *     (`ectier bench copy` times every kernel in each run).
  *
  * Tickets start at 1 and increase.  The ticket table is an open-addressing
  * hash keyed by ticket (linear probing, backward-shift deletion); tickets are
@@ -81,10 +99,26 @@ enum {
 /* The longest a waiter polls before it sleeps (when spin_us > 0). */
 #define MAX_WAIT_POLL_NS     ((uint64_t)1000000)
 #define DEFAULT_INLINE_BYTES ((size_t)64 << 10)
+#define DEFAULT_INLINE_MAX   ((size_t)16 << 20)
+/* The learned choice between submit's own copy and a hand-off: size classes
+ * are powers of two from 2^LEARN_MIN_SHIFT bytes up; a way is tried until it
+ * has LEARN_MIN samples in a class; then the other way is still tried once
+ * in EXPLORE_EVERY decisions, so a change of the machine's load is seen. */
+#define LEARN_MIN_SHIFT 16
+#define LEARN_CLASSES   16
+#define LEARN_MIN       3
+#define EXPLORE_EVERY   16
+#define LEARN_WEIGHT    0.25 /* of a new sample in the running average */
+/* From this size on a batch is copied with non-temporal stores. */
+#define NT_BATCH_MIN ((size_t)16 << 20)
 /* Below this a batch is one piece: sharing it would cost more than it saves. */
 #define PARALLEL_MIN ((size_t)256 << 10)
 /* The smallest piece of a shared batch. */
 #define PIECE_MIN ((size_t)128 << 10)
+
+struct learned;
+
+enum kernel { KERNEL_MEMCPY, KERNEL_MOVSB, KERNEL_NT };
 
 struct cpu_batch {
     uint64_t ticket;
@@ -95,7 +129,10 @@ struct cpu_batch {
     size_t next_op; /* dispatch cursor: first unclaimed byte is ops[next_op] + next_off */
     size_t next_off;
     size_t remaining;              /* bytes not yet copied; the batch has landed at 0 */
-    bool nt;                       /* a save: copy with non-temporal stores */
+    size_t bytes;                  /* the batch's size */
+    enum kernel kernel;            /* how its bytes are copied */
+    struct learned *learn;         /* a learned hand-off: timed until it lands; else NULL */
+    uint64_t t_submit_ns;          /* when submit started (for a learned hand-off) */
     uint64_t t_queued_ns;          /* when queued; 0 once a copy thread took a piece */
     struct cpu_batch *prev, *next; /* work queue links; next also links the free list */
 };
@@ -113,6 +150,16 @@ struct host_reg {
     size_t len;
 };
 
+enum way { WAY_HERE, WAY_HANDOFF, N_WAYS };
+
+/* What one size class of one direction has shown: the running average of
+ * nanoseconds per KiB from submit to landed, for each way. */
+struct learned {
+    double ns_per_kib[N_WAYS];
+    uint32_t samples[N_WAYS];
+    uint32_t decisions;
+};
+
 struct cpu_engine {
     struct ect_copy_engine base; /* first: the dispatcher casts */
     pthread_mutex_t lock;
@@ -122,6 +169,8 @@ struct cpu_engine {
     unsigned n_threads;
     size_t split_bytes;
     size_t inline_bytes;
+    size_t inline_max;     /* largest batch the learned choice may copy in submit */
+    size_t unlanded_bytes; /* bytes of issued batches not copied yet */
     uint64_t spin_ns;
     unsigned max_spinners; /* copy threads that may poll for work at once */
     unsigned max_active;   /* copy threads woken for work at once */
@@ -144,7 +193,8 @@ struct cpu_engine {
     struct host_reg *regs;
     size_t n_regs;
     size_t cap_regs;
-    uint64_t allocs; /* atomic: allocations since creation */
+    uint64_t allocs;                        /* atomic: allocations since creation */
+    struct learned learn[2][LEARN_CLASSES]; /* [save, load][size class] */
     struct ect__copy_cpu_stats stats;
 };
 
@@ -363,33 +413,42 @@ run_claim(const struct claim *c)
 {
     const ect_copy_op_t *ops = c->batch->ops;
     size_t left = c->len, i = c->op, off = c->off;
-    bool nt = c->batch->nt;
+    enum kernel kernel = c->batch->kernel;
     while (left > 0) {
         size_t n = ops[i].len - off < left ? ops[i].len - off : left;
         char *d = (char *)ops[i].dst + off;
         const char *s = (const char *)ops[i].src + off;
-        if (nt)
+        if (kernel == KERNEL_NT)
             ect__copy_nt(d, s, n);
+        else if (kernel == KERNEL_MOVSB)
+            ect__copy_movsb(d, s, n);
         else
             memcpy(d, s, n);
         left -= n;
         i++;
         off = 0;
     }
-    if (nt)
+    if (kernel == KERNEL_NT)
         ect__copy_nt_fence(); /* before the mutex publishes the piece */
 }
 
 /* Returns true when the batch has landed and someone waits on done_cv; the
  * caller broadcasts after dropping the lock, so the woken waiters do not
  * run straight into a held mutex. */
+static void learn_locked(struct learned *l, enum way way, size_t bytes, uint64_t ns);
+
 static bool
 finish_claim_locked(struct cpu_engine *e, const struct claim *c)
 {
     struct cpu_batch *b = c->batch;
     b->remaining -= c->len;
+    e->unlanded_bytes -= c->len;
     if (b->remaining > 0)
         return false;
+    if (b->learn != NULL) {
+        learn_locked(b->learn, WAY_HANDOFF, b->bytes, ect__now_ns() - b->t_submit_ns);
+        b->learn = NULL;
+    }
     __atomic_store_n(&e->landed_seq, e->landed_seq + 1, __ATOMIC_RELEASE);
     return e->waiters > 0;
 }
@@ -625,9 +684,61 @@ wanted_wakeups_locked(const struct cpu_engine *e, size_t pieces)
     return (unsigned)want;
 }
 
+/* ---- submit's own copy or a hand-off: the learned choice ------------------------------ */
+
+/* The size class of a batch: class k holds [2^(LEARN_MIN_SHIFT + k),
+ * 2^(LEARN_MIN_SHIFT + k + 1)) bytes; smaller ones fall in 0, larger in the
+ * last. */
+static unsigned
+learn_class_of(size_t bytes)
+{
+    unsigned k = 0;
+    while (k + 1 < LEARN_CLASSES && (bytes >> (LEARN_MIN_SHIFT + k + 1)) != 0)
+        k++;
+    return k;
+}
+
+static void
+learn_locked(struct learned *l, enum way way, size_t bytes, uint64_t ns)
+{
+    double v = (double)ns * 1024.0 / (double)bytes;
+    if (l->samples[way] == 0)
+        l->ns_per_kib[way] = v;
+    else
+        l->ns_per_kib[way] += LEARN_WEIGHT * (v - l->ns_per_kib[way]);
+    if (l->samples[way] < UINT32_MAX)
+        l->samples[way]++;
+}
+
+/* Whether submit copies a batch of `total` bytes itself (see the file
+ * comment).  *learn_p gets the size class whose figures the batch will feed
+ * when the choice was a learned one, else NULL. */
+static bool
+copy_here_locked(struct cpu_engine *e, ect_copy_dir_t dir, size_t total, struct learned **learn_p)
+{
+    *learn_p = NULL;
+    if (total == 0 || e->held)
+        return false;
+    if (total <= e->inline_bytes)
+        return true;
+    /* Awake copy threads take it without a wake-up. */
+    if (total > e->inline_max || e->queue_head != NULL || e->copiers > 0 || e->spinners > 0)
+        return false;
+    struct learned *l = &e->learn[dir == ECT_COPY_SAVE ? 0 : 1][learn_class_of(total)];
+    *learn_p = l;
+    l->decisions++;
+    if (l->samples[WAY_HANDOFF] < LEARN_MIN)
+        return false;
+    if (l->samples[WAY_HERE] < LEARN_MIN)
+        return true;
+    bool here = l->ns_per_kib[WAY_HERE] <= l->ns_per_kib[WAY_HANDOFF];
+    return l->decisions % EXPLORE_EVERY == 0 ? !here : here;
+}
+
 static ect_status_t
 cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *ticket_p)
 {
+    uint64_t t_submit = ect__now_ns();
     struct cpu_engine *e = cpu_of(engine);
     struct cpu_batch *b = NULL;
     size_t n_ops = 0, total = 0;
@@ -648,7 +759,9 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
     b->next_op = 0;
     b->next_off = 0;
     b->remaining = total;
-    b->nt = batch->dir == ECT_COPY_SAVE;
+    b->bytes = total;
+    b->learn = NULL;
+    b->t_submit_ns = t_submit;
     b->chunk = piece_size(e, total);
     b->prev = b->next = NULL;
     size_t pieces = total / b->chunk + (total % b->chunk != 0);
@@ -664,24 +777,36 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
     uint64_t ticket = e->next_ticket++;
     b->ticket = ticket;
     table_insert_locked(e, b);
-    /* A small batch is copied right here: handing it to a copy thread
-     * would cost more than the copy.  It is in the table but not queued, so
-     * nobody else claims it; under a hold it is queued like any other. */
-    bool here = total > 0 && total <= e->inline_bytes && !e->held;
+    /* The kernel follows the bytes on their way, this batch's and those
+     * not landed yet (see the file comment). */
+    e->unlanded_bytes += total;
+    b->kernel = e->unlanded_bytes >= NT_BATCH_MIN && ect__copy_nt_available() ? KERNEL_NT
+                : ect__copy_movsb_available()                                 ? KERNEL_MOVSB
+                                                                              : KERNEL_MEMCPY;
+    /* A batch copied right here (see copy_here_locked) is in the table but
+     * not queued, so nobody else claims it; under a hold it is queued like
+     * any other. */
+    struct learned *learn;
+    bool here = copy_here_locked(e, batch->dir, total, &learn);
     unsigned wake = 0;
     if (total > 0 && !here) {
+        b->learn = learn;
         b->t_queued_ns = ect__now_ns();
         enqueue_locked(e, b);
         wake = wanted_wakeups_locked(e, pieces);
         e->stats.wakeups += wake;
+        e->stats.learned_handoffs += learn != NULL;
     }
     e->stats.batches++;
     e->stats.batches_inline += here;
+    e->stats.learned_inline += here && learn != NULL;
     pthread_mutex_unlock(&e->lock);
     if (here) {
         struct claim c = {.batch = b, .op = 0, .off = 0, .len = total};
         run_claim(&c);
         pthread_mutex_lock(&e->lock);
+        if (learn != NULL)
+            learn_locked(learn, WAY_HERE, total, ect__now_ns() - t_submit);
         bool wake_waiters = finish_claim_locked(e, &c);
         pthread_mutex_unlock(&e->lock);
         if (wake_waiters)
@@ -957,8 +1082,12 @@ ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_
                           spin_us, MAX_SPIN_US, DEFAULT_SPIN_US);
     size_t inline_bytes =
         params != NULL && params->inline_bytes > 0 ? params->inline_bytes : DEFAULT_INLINE_BYTES;
+    size_t inline_max = params != NULL && params->inline_max_bytes > 0 ? params->inline_max_bytes
+                                                                       : DEFAULT_INLINE_MAX;
     if (inline_bytes == ECT_COPY_CPU_NO_INLINE)
-        inline_bytes = 0;
+        inline_bytes = inline_max = 0;
+    else if (inline_max == ECT_COPY_CPU_NO_INLINE)
+        inline_max = 0;
     unsigned cpus = usable_cpus();
 
     struct cpu_engine *e = ect__calloc(1, sizeof(*e));
@@ -968,6 +1097,7 @@ ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_
     e->n_threads = threads;
     e->split_bytes = split;
     e->inline_bytes = inline_bytes;
+    e->inline_max = inline_max;
     e->spin_ns = (uint64_t)spin_us * 1000;
     /* Leave a CPU to the caller, who copies its own batch when it waits. */
     unsigned others = cpus > 1 ? cpus - 1 : 1;

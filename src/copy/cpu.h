@@ -42,8 +42,11 @@ uint64_t ect__copy_cpu_alloc_count(ect_copy_engine_t *engine);
 
 /* Since the engine was created; every field only grows. */
 struct ect__copy_cpu_stats {
-    uint64_t batches;           /* submitted with ECT_OK */
-    uint64_t batches_inline;    /* of which copied inside submit, on the caller */
+    uint64_t batches;        /* submitted with ECT_OK */
+    uint64_t batches_inline; /* of which copied inside submit, on the caller */
+    /* Batches the learned choice placed (larger than inline_bytes, the copy
+     * threads asleep): copied inside submit, or handed off. */
+    uint64_t learned_inline, learned_handoffs;
     uint64_t pieces_by_threads; /* pieces copied by copy threads */
     uint64_t pieces_by_waiters; /* pieces copied by threads in ect_copy_engine_wait */
     uint64_t wakeups;           /* copy threads signalled to wake for work */

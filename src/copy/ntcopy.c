@@ -1,10 +1,11 @@
 /*
- * Non-temporal copy kernel (see ntcopy.h).  The middle of the copy moves in
- * 128-byte steps: four 32-byte AVX2 stores where the CPU has AVX2 (chosen
+ * Copy kernels (see ntcopy.h).  Non-temporal: the middle of the copy moves
+ * in 128-byte steps: four 32-byte AVX2 stores where the CPU has AVX2 (chosen
  * once per call from the CPU's feature bits, which libgcc reads at start),
  * else eight 16-byte SSE2 stores, which every x86-64 CPU has.  Loads are
  * unaligned (the source may sit anywhere); stores are aligned because the
  * head up to the destination's next 64-byte boundary is copied with memcpy.
+ * String move: one `rep movsb` where CPUID says the CPU has ERMS.
  */
 #include <stdint.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #endif
 
 #if defined(__x86_64__) && !defined(ECT_NT_SANITIZED)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define STEP 128u
@@ -93,6 +95,36 @@ ect__copy_nt_available(void)
     return 1;
 }
 
+/* CPUID leaf 7, EBX bit 9: enhanced rep movsb. */
+static int
+has_erms(void)
+{
+    static int known = -1; /* racy but idempotent: every thread computes the same */
+    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (v < 0) {
+        unsigned a, b, c, d;
+        v = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 9)) != 0;
+        __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+void
+ect__copy_movsb(void *dst, const void *src, size_t n)
+{
+    if (!has_erms()) {
+        memcpy(dst, src, n);
+        return;
+    }
+    __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+}
+
+int
+ect__copy_movsb_available(void)
+{
+    return has_erms();
+}
+
 #else
 
 void
@@ -108,6 +140,18 @@ ect__copy_nt_fence(void)
 
 int
 ect__copy_nt_available(void)
+{
+    return 0;
+}
+
+void
+ect__copy_movsb(void *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n);
+}
+
+int
+ect__copy_movsb_available(void)
 {
     return 0;
 }

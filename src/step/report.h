@@ -37,4 +37,9 @@ ect_status_t ect__step_report_push_load(ect_step_report_t *report, uint64_t tran
 void ect__worker_give_back_report(ect_worker_t *worker, ect_step_report_t *report,
                                   ect_status_t copy_status);
 
+/* The worker's own mapping of the region's data (what its copies address;
+ * for benchmarks that must copy the same bytes through the same mapping).
+ * worker must not be NULL. */
+void *ect__worker_region_data(const ect_worker_t *worker);
+
 #endif /* ECT_STEP_REPORT_H */

@@ -517,6 +517,12 @@ ect__worker_give_back_report(ect_worker_t *w, ect_step_report_t *report, ect_sta
     w->given_back_status = copy_status;
 }
 
+void *
+ect__worker_region_data(const ect_worker_t *w)
+{
+    return w->view.base;
+}
+
 ect_status_t
 ect_worker_wait(ect_worker_t *w)
 {

@@ -856,12 +856,12 @@ test_waiter_shares_a_large_batch_in_pieces(void)
 }
 
 static void
-test_nt_copy_writes_exactly_its_bytes_at_any_alignment(void)
+test_copy_kernels_write_exactly_their_bytes_at_any_alignment(void)
 {
     /* The non-temporal kernel copies a 64-byte-aligned middle with vector
-     * stores and the ends with memcpy: every alignment of both sides and
-     * lengths around the step sizes must come out exact, with nothing
-     * written outside. */
+     * stores and the ends with memcpy, the string-move kernel one rep movsb:
+     * every alignment of both sides and lengths around the step sizes must
+     * come out exact, with nothing written outside. */
     enum { MAX = 3 * 4096 + 300 };
     unsigned char *src = xmalloc(MAX + 128), *dst = xmalloc(MAX + 256);
     fill_random(src, MAX + 128, 57);
@@ -870,14 +870,22 @@ test_nt_copy_writes_exactly_its_bytes_at_any_alignment(void)
         for (size_t d0 = 0; d0 < 64; d0 += 5) {
             for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
                 size_t n = lens[k];
-                memset(dst, POISON, MAX + 256);
-                ect__copy_nt(dst + 64 + d0, src + so, n);
-                ect__copy_nt_fence();
-                CHECK_MSG(memcmp(dst + 64 + d0, src + so, n) == 0,
-                          "src+%zu -> dst+%zu, %zu bytes differ", so, d0, n);
-                CHECK_MSG(all_bytes_are(dst, 64 + d0, POISON) &&
-                              all_bytes_are(dst + 64 + d0 + n, MAX + 256 - 64 - d0 - n, POISON),
-                          "src+%zu -> dst+%zu, %zu bytes wrote outside", so, d0, n);
+                for (int kernel = 0; kernel < 2; kernel++) {
+                    memset(dst, POISON, MAX + 256);
+                    if (kernel == 0) {
+                        ect__copy_nt(dst + 64 + d0, src + so, n);
+                        ect__copy_nt_fence();
+                    } else {
+                        ect__copy_movsb(dst + 64 + d0, src + so, n);
+                    }
+                    CHECK_MSG(memcmp(dst + 64 + d0, src + so, n) == 0,
+                              "%s: src+%zu -> dst+%zu, %zu bytes differ", kernel ? "movsb" : "nt",
+                              so, d0, n);
+                    CHECK_MSG(all_bytes_are(dst, 64 + d0, POISON) &&
+                                  all_bytes_are(dst + 64 + d0 + n, MAX + 256 - 64 - d0 - n, POISON),
+                              "%s: src+%zu -> dst+%zu, %zu bytes wrote outside",
+                              kernel ? "movsb" : "nt", so, d0, n);
+                }
             }
         }
     }
@@ -918,6 +926,95 @@ test_spin_and_inline_params_are_checked(void)
     free(src);
 }
 
+/* Submit one batch of len bytes (src -> dst) and wait for it; the bytes
+ * must arrive. */
+static void
+copy_and_check(ect_copy_engine_t *e, ect_copy_dir_t dir, unsigned char *dst,
+               const unsigned char *src, size_t len)
+{
+    memset(dst, 0, len);
+    ect_copy_op_t op = {.dst = dst, .src = src, .len = len};
+    ect_copy_batch_t batch = {.dir = dir, .ops = &op, .n_ops = 1};
+    uint64_t t;
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
+    CHECK(memcmp(dst, src, len) == 0);
+}
+
+static void
+test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured(void)
+{
+    /* Batches above inline_bytes that find every copy thread asleep: the
+     * engine first hands a few off, then copies a few itself, then keeps
+     * the faster way per direction and size class while still trying the
+     * other now and then.  So over many such batches of one size both ways
+     * are taken, every one counted once, and every byte lands. */
+    enum { LEN = 1 << 20, N = 48 };
+    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN);
+    fill_random(src, LEN, 61);
+    ect_copy_cpu_params_t p = {.spin_us = ECT_COPY_CPU_NO_SPIN};
+    ect_copy_engine_t *e = NULL;
+    CHECK_OK(ect_copy_engine_create_cpu(&p, &e));
+    for (int i = 0; i < N; i++) {
+        copy_and_check(e, ECT_COPY_LOAD, dst, src, LEN);
+        nanosleep(&(struct timespec){0, 200 * 1000}, NULL); /* the threads go back to sleep */
+    }
+    struct ect__copy_cpu_stats st;
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK_EQ_U64(st.learned_inline + st.learned_handoffs, N);
+    CHECK_MSG(st.learned_handoffs >= 3 && st.learned_inline >= 3,
+              "%llu copied in submit, %llu handed off", (unsigned long long)st.learned_inline,
+              (unsigned long long)st.learned_handoffs);
+    CHECK_EQ_U64(st.batches_inline, st.learned_inline);
+    ect_copy_engine_destroy(e);
+
+    /* Turned off, no batch above inline_bytes is copied in submit. */
+    p.inline_max_bytes = ECT_COPY_CPU_NO_INLINE;
+    CHECK_OK(ect_copy_engine_create_cpu(&p, &e));
+    for (int i = 0; i < 8; i++)
+        copy_and_check(e, ECT_COPY_SAVE, dst, src, LEN);
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK_EQ_U64(st.learned_inline + st.learned_handoffs + st.batches_inline, 0);
+    ect_copy_engine_destroy(e);
+    free(dst);
+    free(src);
+}
+
+static void
+test_a_batch_submitted_while_the_threads_have_work_is_handed_off(void)
+{
+    /* Copy threads already at work take a batch without a wake-up, so the
+     * engine hands it off whatever it measured: a 1 MiB batch submitted
+     * behind a 64 MiB one (above inline_max_bytes: always handed off) goes
+     * to the queue, and neither is a learned choice. */
+    enum { BIG = 64 << 20, SMALL = 1 << 20 };
+    unsigned char *src = xmalloc(BIG), *dst = xmalloc(BIG), *dst2 = xmalloc(SMALL);
+    fill_random(src, BIG, 63);
+    memset(dst, 0, BIG);
+    memset(dst2, 0, SMALL);
+    ect_copy_engine_t *e = make_engine(2, 0);
+    ect_copy_op_t big = {.dst = dst, .src = src, .len = BIG};
+    ect_copy_op_t small = {.dst = dst2, .src = src, .len = SMALL};
+    ect_copy_batch_t b1 = {.dir = ECT_COPY_SAVE, .ops = &big, .n_ops = 1};
+    ect_copy_batch_t b2 = {.dir = ECT_COPY_SAVE, .ops = &small, .n_ops = 1};
+    uint64_t t1, t2;
+    CHECK_OK(ect_copy_engine_submit(e, &b1, &t1));
+    CHECK_OK(ect_copy_engine_submit(e, &b2, &t2));
+    CHECK_OK(ect_copy_engine_wait(e, t2));
+    CHECK_OK(ect_copy_engine_wait(e, t1));
+    CHECK(memcmp(dst, src, BIG) == 0);
+    CHECK(memcmp(dst2, src, SMALL) == 0);
+    struct ect__copy_cpu_stats st;
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK_EQ_U64(st.batches, 2);
+    CHECK_EQ_U64(st.batches_inline, 0);
+    CHECK_EQ_U64(st.learned_inline + st.learned_handoffs, 0);
+    ect_copy_engine_destroy(e);
+    free(dst2);
+    free(dst);
+    free(src);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_exact_fit_round_trips_through_scattered_shm_blocks),
     ECT_CASE(test_partial_last_block_leaves_rest_of_block_untouched),
@@ -939,8 +1036,10 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_tickets_sharing_a_table_slot_stay_answerable),
     ECT_CASE(test_small_batch_lands_inside_submit_unless_held),
     ECT_CASE(test_waiter_shares_a_large_batch_in_pieces),
-    ECT_CASE(test_nt_copy_writes_exactly_its_bytes_at_any_alignment),
+    ECT_CASE(test_copy_kernels_write_exactly_their_bytes_at_any_alignment),
     ECT_CASE(test_spin_and_inline_params_are_checked),
+    ECT_CASE(test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured),
+    ECT_CASE(test_a_batch_submitted_while_the_threads_have_work_is_handed_off),
 };
 
 int
