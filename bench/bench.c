@@ -16,12 +16,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -390,117 +388,11 @@ ect_bench_cold_works(void)
 }
 #endif
 
-/* Address translations: each CPU of this process gets a walker thread,
- * pinned to it, that reads one line in every page of its own scratch area,
- * larger than any data TLB's reach, so a copy afterwards finds its pages'
- * translations gone on every CPU it may run on. */
-#define TLB_SCRATCH_BYTES ((size_t)64 << 20)
-#define TLB_PAGE          4096u
-
-static struct {
-    pthread_once_t once;
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    unsigned n_walkers, round, done;
-    int ok;
-} tlb = {
-    .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-
-static void
-walk_pages(volatile const unsigned char *p)
-{
-    unsigned char x = 0;
-    for (size_t off = 0; off < TLB_SCRATCH_BYTES; off += TLB_PAGE)
-        x ^= p[off];
-    __asm__ volatile("" : : "r"(x));
-}
-
-static void *
-tlb_walker(void *arg)
-{
-    unsigned char *scratch = arg;
-    unsigned seen = 0;
-    pthread_mutex_lock(&tlb.lock);
-    for (;;) {
-        while (tlb.round == seen)
-            pthread_cond_wait(&tlb.cv, &tlb.lock);
-        seen = tlb.round;
-        pthread_mutex_unlock(&tlb.lock);
-        walk_pages(scratch);
-        pthread_mutex_lock(&tlb.lock);
-        tlb.done++;
-        pthread_cond_broadcast(&tlb.cv);
-    }
-    return NULL;
-}
-
-/* Start one walker per CPU of the affinity mask (they live as long as the
- * process; a bench is a short-lived command).  On failure the eviction is a
- * no-op and ect_bench_cold_tlb_works() says so. */
-static void
-tlb_start(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
-        return;
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &set))
-            continue;
-        unsigned char *scratch = mmap(NULL, TLB_SCRATCH_BYTES, PROT_READ | PROT_WRITE,
-                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (scratch == MAP_FAILED)
-            return;
-        (void)madvise(scratch, TLB_SCRATCH_BYTES, MADV_NOHUGEPAGE);
-        memset(scratch, 1, TLB_SCRATCH_BYTES);
-        pthread_attr_t attr;
-        pthread_t t;
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        pthread_attr_init(&attr);
-        pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int rc = pthread_create(&t, &attr, tlb_walker, scratch);
-        pthread_attr_destroy(&attr);
-        if (rc != 0) {
-            munmap(scratch, TLB_SCRATCH_BYTES);
-            return;
-        }
-        tlb.n_walkers++;
-    }
-    tlb.ok = tlb.n_walkers > 0;
-}
-
-void
-ect_bench_cold_tlb(void)
-{
-    pthread_once(&tlb.once, tlb_start);
-    if (!tlb.ok)
-        return;
-    pthread_mutex_lock(&tlb.lock);
-    tlb.round++;
-    tlb.done = 0;
-    pthread_cond_broadcast(&tlb.cv);
-    while (tlb.done < tlb.n_walkers)
-        pthread_cond_wait(&tlb.cv, &tlb.lock);
-    pthread_mutex_unlock(&tlb.lock);
-}
-
-int
-ect_bench_cold_tlb_works(void)
-{
-    pthread_once(&tlb.once, tlb_start);
-    return tlb.ok;
-}
-
 const char *
 ect_bench_cold_describe(void)
 {
-    if (!ect_bench_cold_works())
-        return "warm (no cache flush here)";
-    return ect_bench_cold_tlb_works()
-               ? "evicted from the caches (clflushopt) and from every CPU's TLB"
-               : "evicted from the caches (clflushopt; the TLB could not be cleared)";
+    return ect_bench_cold_works() ? "evicted from the caches (clflushopt)"
+                                  : "warm (no cache flush here)";
 }
 
 void

@@ -12,9 +12,9 @@
  *     best of memcpy, non-temporal stores and rep movsb, on one thread and on as many
  *     threads as the engine copies with (helpers already spinning when the
  *     clock starts, so the hand-off costs a cache line, not a wake-up);
- *   - cache state: ect_bench_cold / ect_bench_cold_tlb / ect_bench_warm put
- *     the bytes (and translations) of both sides of a copy in a stated state
- *     before each timed copy, the same for the engine and its ceiling;
+ *   - cache state: ect_bench_cold / ect_bench_warm put the bytes of both
+ *     sides of a copy in a stated state before each timed copy, the same for
+ *     the engine and its ceiling;
  *   - medians.
  *
  * Benchmarks are single-threaded drivers; none of this is thread-safe
@@ -92,19 +92,8 @@ void ect_bench_warm(const void *p, size_t len);
 /* 1 when ect_bench_cold really evicts on this machine. */
 int ect_bench_cold_works(void);
 
-/* Evict the address translations of every page of this process from the
- * data TLB of every CPU it may run on (one pinned thread per CPU reads a
- * line in each page of a 64 MiB scratch area), so the next copy walks the
- * page tables as it does for a region block nobody touched for a long time.
- * Call it after ect_bench_cold (a cache flush loads the translations it
- * flushes through) and before ect_bench_warm.  Costs a few milliseconds. */
-void ect_bench_cold_tlb(void);
-
-/* 1 when ect_bench_cold_tlb really evicts (its threads started). */
-int ect_bench_cold_tlb_works(void);
-
-/* What ect_bench_cold + ect_bench_cold_tlb do on this machine, for a
- * bench's header ("evicted from the caches ... and from every CPU's TLB"). */
+/* What ect_bench_cold does on this machine, for a bench's header
+ * ("evicted from the caches (clflushopt)"). */
 const char *ect_bench_cold_describe(void);
 
 /* ---- the CPU copy ceiling -------------------------------------------------------------- */

@@ -15,8 +15,8 @@
  * before timing: first touch costs 10-40x on these VMs (reference/
  * ceilings.md §4), and the region is pre-faulted in production too.  Cache
  * state, the same before every timed copy (engine or ceiling): the region
- * side is evicted from the caches and from every CPU's TLB (a block being
- * saved or loaded was last touched long ago), the engine side is warm (the encoder just wrote it,
+ * side is evicted from the caches (a block being saved or loaded was last
+ * touched long ago), the engine side is warm (the encoder just wrote it,
  * or will read it next).  Blocks are 7168 bytes (3584 hidden x bf16), so entries end in a partial
  * block as real ones do.  Each entry is timed from planning to landed (plan + submit + wait), in
  * one contiguous run and in 16 scattered runs; engine and ceiling repetitions alternate so both see
@@ -171,7 +171,6 @@ prepare(void *arg)
     uint64_t need = (st->c->payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
     size_t span = (size_t)layout_span(need, st->c->fragmented) * BLOCK_BYTES;
     ect_bench_cold(st->b->region, span * st->c->entries);
-    ect_bench_cold_tlb();
     ect_bench_warm(st->dir == ECT_COPY_SAVE ? st->b->save_src : st->b->load_dst,
                    st->c->payload * st->c->entries);
 }

@@ -1,7 +1,7 @@
 /*
  * `ectier bench xport`: P2P read bandwidth of the data transports (SPEC §12:
  * the stream >= 0.9 x what the same loopback TCP carries; same-host path
- * >= 0.8 x memcpy of the same bytes).
+ * >= 0.8 x the best copy of the same bytes).
  *
  * Producer and consumer are separate processes, both forked from this one.
  * The producer opens a real region in /dev/shm, fills it, starts a
@@ -18,17 +18,21 @@
  * with gaps).  Each figure is the median of the reps' bandwidths.
  *
  * Ceilings, measured in the same run:
- *   tcp        the same bytes over a bare loopback TCP connection between two
- *              processes: a 16-byte request, then one send() of the whole
- *              buffer received with recv() into one buffer, on one
- *              connection reused like ours; and `ucx_perftest -t tag_bw`
- *              over UCX_TLS=tcp (ectier 0.1's transport) for comparison.
+ *   tcp        the same bytes between the same buffers (the producer's
+ *              region, ours) over a bare loopback TCP connection between
+ *              two processes: a 16-byte request, then one send() of the
+ *              whole range received with one recv(MSG_WAITALL), on one
+ *              connection reused like ours, in the same cache state, reps
+ *              alternating with the reads; and `ucx_perftest -t tag_bw` over
+ *              UCX_TLS=tcp (ectier 0.1's transport) for comparison.
  *   the seed   a 7 MiB entry in 1, 16 and 1024 runs against one UCX get per
  *              7 KiB block, the seed's transfer (ucx_perftest ucp_get of
  *              7168 bytes over UCX_TLS=tcp, many in flight): target >= 5x
  *              where the entry is fragmented, never slower.
- *   same host  memcpy of the same number of bytes from the producer's region
- *         (mapped read-only) into ours, reps alternating with the reads.
+ *   same host  the best copy (bench.h: memcpy, non-temporal stores, rep
+ *              movsb, on 1 and 2 threads) of the same bytes from the
+ *              producer's region (mapped read-only) into ours, in the same
+ *              cache state, reps alternating with the reads.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +63,7 @@
 /* Producer and consumer regions: the fragmented 32 MiB layout with gaps. */
 #define REGION_BLOCKS (FRAGS * (MAX_BLOCKS / FRAGS + 3))
 #define READ_SECONDS  0.6 /* per shape and transport, after warm-up */
+#define WAY_LEN       40  /* a ceiling's way, "rep movsb, 2 threads" */
 
 enum mode { MODE_TCP, MODE_SAME_HOST, N_MODES };
 
@@ -405,17 +410,128 @@ shift_shape(struct shape *s, int64_t delta)
         s->local[j].first = (uint64_t)((int64_t)s->local[j].first + delta);
 }
 
+/* ---- bare TCP ceiling -------------------------------------------------------------------- */
+
+/* The bare TCP ceiling moves the same bytes between the same buffers as
+ * the stream: a server process, forked by the consumer before it starts any
+ * thread, sends [off, off + len) of the producer's region (its inherited
+ * read-only view) with blocking send() for each 16-byte request; the
+ * consumer receives them with one recv(MSG_WAITALL) into the same offset of
+ * its own region.  One connection, reused like ours, TCP_NODELAY as ours. */
+struct tcp_ceiling {
+    pid_t pid;
+    int fd;
+};
+
+static void
+tcp_ceiling_server(int lfd, const uint8_t *data, size_t size)
+{
+    int fd = accept(lfd, NULL, NULL);
+    if (fd < 0)
+        _exit(1);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    uint64_t req[2];
+    while (ect_cli_read_full(fd, req, sizeof(req)) == 0 && req[0] <= size &&
+           req[1] <= size - req[0]) {
+        if (ect_cli_write_full(fd, data + req[0], (size_t)req[1]) != 0)
+            _exit(0);
+    }
+    _exit(0);
+}
+
+static int
+tcp_ceiling_start(struct tcp_ceiling *t, const ect_region_t *theirs)
+{
+    t->pid = -1;
+    t->fd = -1;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 1) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&a, &alen) != 0) {
+        perror("bench xport: tcp ceiling: listen");
+        if (lfd >= 0)
+            close(lfd);
+        return 1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    t->pid = fork();
+    if (t->pid == 0)
+        tcp_ceiling_server(lfd, ect_region_data(theirs), (size_t)REGION_BLOCKS * BLOCK);
+    close(lfd);
+    if (t->pid < 0 || (t->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+        connect(t->fd, (struct sockaddr *)&a, alen) != 0) {
+        perror("bench xport: tcp ceiling: connect");
+        return 1;
+    }
+    int one = 1;
+    setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return 0;
+}
+
+static void
+tcp_ceiling_stop(struct tcp_ceiling *t)
+{
+    if (t->fd >= 0)
+        close(t->fd);
+    if (t->pid > 0) {
+        kill(t->pid, SIGKILL);
+        waitpid(t->pid, NULL, 0);
+    }
+    t->fd = -1;
+    t->pid = -1;
+}
+
+/* One transfer of len bytes at off into mine; seconds, or < 0 on failure. */
+static double
+tcp_ceiling_once(struct tcp_ceiling *t, ect_region_t *mine, size_t off, size_t len)
+{
+    uint64_t req[2] = {off, len};
+    uint64_t t0 = ect__now_ns();
+    if (ect_cli_write_full(t->fd, req, sizeof(req)) != 0 ||
+        recv(t->fd, (uint8_t *)ect_region_data(mine) + off, len, MSG_WAITALL) != (ssize_t)len) {
+        fprintf(stderr, "bench xport: tcp ceiling: the transfer failed\n");
+        return -1;
+    }
+    return (double)(ect__now_ns() - t0) / 1e9;
+}
+
+/* ---- measuring one shape --------------------------------------------------------------- */
+
+/* The cold state of one slot: its bytes in both regions evicted from the
+ * caches. */
+struct slot_state {
+    ect_region_t *mine;
+    const ect_region_t *theirs;
+    size_t off, len;
+};
+
+static void
+make_cold(void *arg)
+{
+    const struct slot_state *ss = arg;
+    ect_bench_cold((const uint8_t *)ect_region_data(ss->theirs) + ss->off, ss->len);
+    ect_bench_cold((uint8_t *)ect_region_data(ss->mine) + ss->off, ss->len);
+}
+
 /* Warm: the same entry into the same blocks every rep (cache-hot for 1
  * and 8 MiB, as ucx_perftest).  Cold: each rep the next slot of the
- * region on both sides, so source and destination come from DRAM as a
- * fresh entry would; the memcpy ceiling copies the same slot. */
+ * region on both sides, evicted from the caches before the read (and, same-host, before each
+ * ceiling copy of the same slot), as a fresh entry would be.  Same-host, the ceiling (bench.h: the
+ * best copy on 1 and 2 threads, as many as the client's copy engine has) copies the same bytes from
+ * our read-only view of the producer's region into ours; *way gets what won. */
 static int
 measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t *theirs,
-              const struct producer *p, struct shape *s, int same_host, int cold, double *gbps_p,
-              double *memcpy_p)
+              const struct producer *p, struct shape *s, ect_bench_ceiling_t *ceiling,
+              struct tcp_ceiling *bare, int cold, double *gbps_p, double *ceiling_p,
+              char way[WAY_LEN])
 {
     double bytes = (double)s->n_blocks * BLOCK;
     uint64_t span = shape_span(s), slots = cold ? REGION_BLOCKS / span : 1;
+    if (ceiling != NULL)
+        ect_bench_ceiling_reset(ceiling);
     /* Correctness first, then warm-up. */
     memset(ect_region_data(mine), 0, (size_t)REGION_BLOCKS * BLOCK);
     if (timed_read(client, p, s, 0) < 0 || check_landed(mine, s) != 0)
@@ -424,19 +540,31 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
         if (timed_read(client, p, s, 0) < 0)
             return 1;
     enum { MAX_REPS = 2000 };
-    static double t_read[MAX_REPS], t_copy[MAX_REPS];
+    static double t_read[MAX_REPS], t_bare[MAX_REPS];
     size_t n = 0;
     uint64_t slot = 0;
     uint64_t end = ect__now_ns() + (uint64_t)(READ_SECONDS * 1e9);
     while (n < MAX_REPS && (n < 5 || ect__now_ns() < end)) {
+        struct slot_state ss = {.mine = mine,
+                                .theirs = theirs,
+                                .off = (size_t)(slot * span * BLOCK),
+                                .len = (size_t)(span * BLOCK)};
+        if (cold)
+            make_cold(&ss);
         if ((t_read[n] = timed_read(client, p, s, slot * span)) < 0)
             return 1;
-        if (same_host) {
-            size_t off = (size_t)(slot * span * BLOCK);
-            uint64_t t0 = ect__now_ns();
-            memcpy((uint8_t *)ect_region_data(mine) + off,
-                   (const uint8_t *)ect_region_data(theirs) + off, (size_t)bytes);
-            t_copy[n] = (double)(ect__now_ns() - t0) / 1e9;
+        if (ceiling != NULL) {
+            ect_copy_op_t op = {.dst = (uint8_t *)ect_region_data(mine) + ss.off,
+                                .src = (const uint8_t *)ect_region_data(theirs) + ss.off,
+                                .len = (size_t)bytes};
+            if (ect_bench_ceiling_sample(ceiling, &op, 1, cold ? make_cold : NULL, &ss) != 0)
+                return 1;
+        }
+        if (bare != NULL) {
+            if (cold)
+                make_cold(&ss);
+            if ((t_bare[n] = tcp_ceiling_once(bare, mine, ss.off, (size_t)bytes)) < 0)
+                return 1;
         }
         n++;
         if (slots > 1) {
@@ -447,7 +575,17 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
     }
     shift_shape(s, -(int64_t)(slot * span));
     *gbps_p = bytes / median(t_read, n) / 1e9;
-    *memcpy_p = same_host ? bytes / median(t_copy, n) / 1e9 : 0;
+    *ceiling_p = 0;
+    way[0] = '\0';
+    if (ceiling != NULL) {
+        const char *w;
+        *ceiling_p = ect_bench_ceiling_gbps(ceiling, bytes, &w);
+        snprintf(way, WAY_LEN, "%s", w);
+    }
+    if (bare != NULL) {
+        *ceiling_p = bytes / median(t_bare, n) / 1e9;
+        snprintf(way, WAY_LEN, "send/recv, same buffers");
+    }
     return 0;
 }
 
@@ -455,10 +593,17 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
 #define SEED_CMD 100u
 static const unsigned SEED_FRAGS[3] = {1, 16, 1024};
 
-/* A consumer's figures for one size: GB/s (ceiling 0) or the memcpy
- * ceiling (ceiling 1) of warm/cold reads, contiguous/fragmented. */
+/* A consumer's answer for one size: GB/s (ceiling 0) or the ceiling
+ * (ceiling 1: the best copy same-host, bare TCP over tcp) of warm/cold
+ * reads, contiguous/fragmented, and what each ceiling was. */
 #define N_FIGS                 8
 #define FIG(cold, fr, ceiling) ((cold)*4 + (fr)*2 + (ceiling))
+
+struct answer {
+    int status;
+    double fig[N_FIGS];
+    char way[N_FIGS][WAY_LEN];
+};
 
 /* The consumer process: reads one size index per command byte from cmd
  * and answers with its status and its figures, until end-of-file. */
@@ -472,13 +617,25 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     region_params(&rp, name);
     ect_region_t *mine = NULL, *theirs = NULL;
     ect_xport_client_t *client = NULL;
+    ect_bench_ceiling_t *ceiling = NULL;
     int rc = 1;
     if (ect_region_open(&rp, &mine) != ECT_OK)
         goto fail;
-    if (mode == MODE_SAME_HOST && ect_region_open_readonly(p->path, NULL, &theirs) != ECT_OK)
+    /* The producer's region, read-only: the same-host ceiling copies from
+     * it, and a cold read evicts its bytes through it (in either mode: the
+     * caches are physically tagged, so our view flushes the producer's
+     * lines). */
+    if (ect_region_open_readonly(p->path, NULL, &theirs) != ECT_OK)
         goto close_mine;
+    /* Forked before this process starts any thread (the client's). */
+    struct tcp_ceiling bare_s = {.pid = -1, .fd = -1}, *bare = NULL;
+    if (mode == MODE_TCP) {
+        if (tcp_ceiling_start(&bare_s, theirs) != 0)
+            goto stop_bare;
+        bare = &bare_s;
+    }
     if ((settled_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
-        goto close_theirs;
+        goto stop_bare;
     ect_xport_client_params_t cp = {.data = ect_region_data(mine),
                                     .block_size = BLOCK,
                                     .num_blocks = REGION_BLOCKS,
@@ -487,41 +644,46 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                                     .wake = read_settled,
                                     .wake_arg = &settled_fd};
     if (ect__xport_client_create(&cp, &client) != ECT_OK)
-        goto close_theirs;
+        goto stop_bare;
+    /* The client's copy engine copies with 2 threads (xport.c). */
+    if (mode == MODE_SAME_HOST && (ceiling = ect_bench_ceiling_create(2)) == NULL)
+        goto destroy_client;
     uint8_t i;
     while (ect_cli_read_full(cmd, &i, 1) == 0 && (i < N_SIZES || i >= SEED_CMD)) {
-        double fig[N_FIGS] = {0};
-        int st = 0;
+        static struct answer a;
+        memset(&a, 0, sizeof(a));
         if (i >= SEED_CMD) {
             /* A 7 MiB entry in SEED_FRAGS[i - SEED_CMD] runs, warm. */
             make_shape(&shape, 7, SEED_FRAGS[(i - SEED_CMD) % 3]);
-            st = measure_shape(client, mine, theirs, p, &shape, mode == MODE_SAME_HOST, 0, &fig[0],
-                               &fig[1]);
+            a.status = measure_shape(client, mine, theirs, p, &shape, ceiling, NULL, 0, &a.fig[0],
+                                     &a.fig[1], a.way[1]);
         }
         for (int cold = 0; cold < 2 && i < N_SIZES; cold++)
-            for (int fr = 0; fr < 2 && st == 0; fr++) {
+            for (int fr = 0; fr < 2 && a.status == 0; fr++) {
                 make_shape(&shape, SIZES_MIB[i], fr ? FRAGS : 1);
-                st = measure_shape(client, mine, theirs, p, &shape, mode == MODE_SAME_HOST, cold,
-                                   &fig[FIG(cold, fr, 0)], &fig[FIG(cold, fr, 1)]);
+                a.status = measure_shape(client, mine, theirs, p, &shape, ceiling, bare, cold,
+                                         &a.fig[FIG(cold, fr, 0)], &a.fig[FIG(cold, fr, 1)],
+                                         a.way[FIG(cold, fr, 1)]);
             }
-        if (st != 0)
+        if (a.status != 0)
             fprintf(stderr, "bench xport: consumer: %s\n", ect_last_error());
-        if (ect_cli_write_full(up, &st, sizeof(st)) || ect_cli_write_full(up, fig, sizeof(fig)))
+        if (ect_cli_write_full(up, &a, sizeof(a)))
             break;
     }
     rc = 0;
+    ect_bench_ceiling_destroy(ceiling);
+destroy_client:
     ect__xport_client_destroy(client);
-close_theirs:
+stop_bare:
+    tcp_ceiling_stop(&bare_s);
     ect_region_close(theirs);
 close_mine:
     ect_region_close(mine);
 fail:
     if (rc != 0) {
         fprintf(stderr, "bench xport: consumer: %s\n", ect_last_error());
-        int st = 1;
-        double fig[N_FIGS] = {0};
-        if (ect_cli_write_full(up, &st, sizeof(st)) == 0)
-            ect_cli_write_full(up, fig, sizeof(fig));
+        static struct answer a = {.status = 1};
+        ect_cli_write_full(up, &a, sizeof(a));
     }
     return rc;
 }
@@ -563,13 +725,13 @@ consumer_start(struct consumer *c, const struct producer *p, enum mode mode)
 
 /* Have the consumer measure size index i (figures indexed by FIG). */
 static int
-consumer_measure(struct consumer *c, uint8_t i, double fig[N_FIGS])
+consumer_measure(struct consumer *c, uint8_t i, struct answer *a)
 {
-    int st = 1;
-    if (ect_cli_write_full(c->cmd_fd, &i, 1) || ect_cli_read_full(c->res_fd, &st, sizeof(st)) ||
-        ect_cli_read_full(c->res_fd, fig, N_FIGS * sizeof(double)))
+    if (ect_cli_write_full(c->cmd_fd, &i, 1) || ect_cli_read_full(c->res_fd, a, sizeof(*a)))
         return 1;
-    return st;
+    for (int k = 0; k < N_FIGS; k++)
+        a->way[k][WAY_LEN - 1] = '\0';
+    return a->status;
 }
 
 static void
@@ -697,103 +859,33 @@ perftest(const char *test, size_t bytes, int error_handling, unsigned outstandin
     return -1;
 }
 
-/* ---- bare TCP ceiling -------------------------------------------------------------------- */
-
-/* The server side: accept one connection; for each 8-byte size asked for,
- * send that many bytes of buf with send() (blocking) until end-of-file. */
-static void
-tcp_ceiling_server(int lfd, size_t max)
-{
-    uint8_t *buf = malloc(max);
-    if (buf == NULL)
-        _exit(1);
-    memset(buf, 0x5a, max);
-    int fd = accept(lfd, NULL, NULL);
-    if (fd < 0)
-        _exit(1);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    uint64_t want;
-    while (ect_cli_read_full(fd, &want, sizeof(want)) == 0 && want <= max) {
-        size_t off = 0;
-        while (off < want) {
-            ssize_t n = send(fd, buf + off, want - off, MSG_NOSIGNAL);
-            if (n <= 0)
-                _exit(0);
-            off += (size_t)n;
-        }
-    }
-    _exit(0);
-}
-
-/* Median GB/s of request + whole-buffer transfers of `bytes` over one
- * loopback connection (< 0 on failure). */
-static double
-tcp_ceiling(size_t bytes)
-{
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof(a);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 1) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&a, &alen) != 0) {
-        if (lfd >= 0)
-            close(lfd);
-        return -1;
-    }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0)
-        tcp_ceiling_server(lfd, bytes);
-    close(lfd);
-    double result = -1;
-    uint8_t *buf = malloc(bytes);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (pid < 0 || buf == NULL || fd < 0 || connect(fd, (struct sockaddr *)&a, alen) != 0)
-        goto out;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    memset(buf, 0, bytes);
-    enum { MAX_REPS = 2000 };
-    static double t[MAX_REPS];
-    size_t n = 0;
-    uint64_t want = bytes;
-    uint64_t end = ect__now_ns() + (uint64_t)(READ_SECONDS * 1e9);
-    for (int warm = 0; warm < 3 + MAX_REPS && (n < 5 || ect__now_ns() < end) && n < MAX_REPS;
-         warm++) {
-        uint64_t t0 = ect__now_ns();
-        if (ect_cli_write_full(fd, &want, sizeof(want)) != 0 ||
-            recv(fd, buf, bytes, MSG_WAITALL) != (ssize_t)bytes)
-            goto out;
-        if (warm >= 3)
-            t[n++] = (double)(ect__now_ns() - t0) / 1e9;
-    }
-    result = (double)bytes / median(t, n) / 1e9;
-out:
-    if (fd >= 0)
-        close(fd);
-    free(buf);
-    if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
-    return result;
-}
-
 /* ---- the bench --------------------------------------------------------------------------- */
 
 static const char *const MODE_NAMES[N_MODES] = {"tcp", "same_host"};
 
 static void
 print_row(enum mode mode, size_t i, int fr, int cold, double value, double ceiling, const char *vs,
-          double target)
+          const char *ceiling_is, double target)
 {
-    char what[96];
+    char what[96], series[64];
     snprintf(what, sizeof(what), "%-9s %2zu MiB %-10s %-4s vs %s", MODE_NAMES[mode], SIZES_MIB[i],
              fr ? "16 runs" : "contiguous", cold ? "cold" : "warm", vs);
-    if (ceiling > 0)
-        ect_bench_row(what, value, ceiling, "GB/s", target);
-    else
+    snprintf(series, sizeof(series), "%s %s %s", MODE_NAMES[mode], fr ? "16 runs" : "contiguous",
+             cold ? "cold" : "warm");
+    if (ceiling > 0) {
+        ect_bench_fig_t fig = {.name = what,
+                               .value = value,
+                               .unit = "GB/s",
+                               .ceiling = ceiling,
+                               .ceiling_is =
+                                   ceiling_is != NULL && ceiling_is[0] ? ceiling_is : NULL,
+                               .target = target,
+                               .bytes = (double)((uint64_t)SIZES_MIB[i] << 20),
+                               .series = series};
+        ect_bench_figure(&fig);
+    } else {
         printf("  %-50s %10.3f %-6s (no ceiling)\n", what, value, "GB/s");
+    }
 }
 
 static int
@@ -808,13 +900,13 @@ run_mode(enum mode mode)
     /* Each size: our reads, then the ceilings right after, so both see the
      * same machine (these VMs are shared and noisy). */
     for (uint8_t i = 0; i < N_SIZES; i++) {
-        double fig[N_FIGS];
-        if (consumer_measure(&c, i, fig) != 0)
+        static struct answer a;
+        if (consumer_measure(&c, i, &a) != 0)
             goto stop;
+        const double *fig = a.fig;
         size_t bytes = (size_t)(((uint64_t)SIZES_MIB[i] << 20) / BLOCK * BLOCK);
-        double bare = -1, tag = -1;
+        double tag = -1;
         if (mode == MODE_TCP) {
-            bare = tcp_ceiling(bytes);
             if (perftest_path[0]) {
                 setenv("UCX_TLS", "tcp", 1);
                 tag = perftest("tag_bw", bytes, 1, 0);
@@ -823,14 +915,14 @@ run_mode(enum mode mode)
         }
         for (int fr = 0; fr < 2; fr++)
             for (int cold = 0; cold < 2; cold++) {
-                if (mode == MODE_SAME_HOST) {
-                    print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], fig[FIG(cold, fr, 1)],
-                              "memcpy", 0.8);
+                int same_host = mode == MODE_SAME_HOST;
+                print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], fig[FIG(cold, fr, 1)],
+                          same_host ? "best copy" : "bare TCP", a.way[FIG(cold, fr, 1)],
+                          same_host ? 0.8 : 0.9);
+                if (same_host)
                     continue;
-                }
-                print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], bare, "bare TCP", 0.9);
                 if (!cold)
-                    print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], tag, "UCX tag_bw", 0);
+                    print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], tag, "UCX tag_bw", NULL, 0);
             }
         fflush(stdout);
     }
@@ -848,9 +940,10 @@ run_mode(enum mode mode)
             unsetenv("UCX_TLS");
         }
         for (unsigned k = 0; k < 3; k++) {
-            double fig[N_FIGS];
-            if (consumer_measure(&c, (uint8_t)(SEED_CMD + k), fig) != 0)
+            static struct answer a;
+            if (consumer_measure(&c, (uint8_t)(SEED_CMD + k), &a) != 0)
                 goto stop;
+            const double *fig = a.fig;
             char what[96];
             snprintf(what, sizeof(what), "tcp        7 MiB %4u runs warm vs UCX get per block",
                      SEED_FRAGS[k]);
@@ -875,15 +968,19 @@ ect_bench_xport(int argc, char **argv)
     int have = find_perftest();
     printf("  entries of 1/8/32 MiB in %u-byte blocks, contiguous or 16 runs; producer and\n"
            "  consumer in separate processes; figure: median over %.1f s of reads (start to DONE)\n"
-           "  tcp ceiling: the same bytes as one send()/recv() over a bare loopback TCP\n"
-           "  connection between two processes; for reference %s\n"
+           "  tcp ceiling: the same bytes between the same buffers (the producer's region,\n"
+           "  ours) as one send()/recv() over a bare loopback TCP connection between two\n"
+           "  processes, in the same cache state, reps alternating with the reads;\n"
+           "  for reference %s\n"
            "  the seed's way: a 7 MiB entry moved as one UCX get per 7 KiB block (ucx_perftest\n"
            "  ucp_get -s 7168 over UCX_TLS=tcp, the best of 16 and 256 in flight)\n"
-           "  same-host ceiling: memcpy of the same bytes, region to region, alternating;\n"
-           "  warm = one entry re-read, cold = walking the region (from DRAM)\n",
+           "  same-host ceiling: the best copy of the same bytes, region to region, on 1 and 2\n"
+           "  threads (memcpy, NT stores, rep movsb; bench.h), reps alternating with the reads;\n"
+           "  warm = one entry re-read; cold = each rep the next slot of the region, %s\n",
            BLOCK, READ_SECONDS,
            have ? "ucx_perftest -t tag_bw -e over UCX_TLS=tcp (ectier 0.1's transport)"
-                : "(ucx_perftest not found)");
+                : "(ucx_perftest not found)",
+           ect_bench_cold_describe());
     fflush(stdout);
     int rc = 0;
     for (int m = 0; m < N_MODES; m++)

@@ -38,7 +38,7 @@
  * (its stream part has its own thread).  A client is used by one thread at
  * a time; the stream client's thread and the copy engine's threads touch
  * only the bytes and state of their own reads.  The waiter thread blocks on
- * each large same-host batch in turn, publishes its outcome in the read
+ * each same-host batch that did not land in its submit, in turn, publishes its outcome in the read
  * (copy_done, release/acquire) and calls the wake callback, so no thread
  * polls a copy on a timer; its queue is under wlock.
  */
@@ -64,10 +64,6 @@
 #define PEER_KEY_MAX 300
 /* How long destroy waits for same-host copies in flight. */
 #define DESTROY_WAIT_NS (2ull * 1000 * 1000 * 1000)
-/* Same-host reads up to this size are copied by the caller's thread in
- * read_start (about 0.1-0.2 ms at memcpy speed); larger ones go to the copy
- * threads so read_poll never blocks for long. */
-#define SHM_INLINE_BYTES (2u << 20)
 
 const char *
 ect__xport_kind_str(ect_xport_kind_t kind)
@@ -272,7 +268,7 @@ struct ect_xport_read {
     char peer_key[PEER_KEY_MAX + 1];
     ect_xport_stream_read_t *tcp;
     uint64_t ticket; /* same-host copy batch */
-    int copied;      /* same-host read already copied in read_start */
+    int copied;      /* landed in read_start (a same-host copy done in the submit) */
     /* A same-host batch: the waiter thread's verdict (copy_done, atomic,
      * set after copy_status and copy_why). */
     int copy_done;
@@ -814,30 +810,31 @@ static ect_status_t
 start_same_host(ect_xport_client_t *c, struct peer *p, const ect_xport_segment_t *segs,
                 size_t n_segs, ect_xport_read_t *r)
 {
-    if (r->bytes <= SHM_INLINE_BYTES) {
-        /* A small read: handing it to a copy thread costs about what the
-         * copy does (tens of microseconds), so copy it here and now. */
-        ect__xport_shm_copy_now(p->shm, segs, n_segs);
-        r->copied = 1; /* the first poll settles it */
-    } else {
-        ect_status_t st;
-        if (c->copy == NULL) {
-            ect_copy_cpu_params_t cp = {.threads = 2};
-            if ((st = ect_copy_engine_create_cpu(&cp, &c->copy)) != ECT_OK)
-                return st;
-        }
-        if (!c->waiter_started) {
-            int rc = pthread_create(&c->waiter, NULL, waiter_main, c);
-            if (rc != 0) {
-                errno = rc;
-                return ect__error_errno(ECT_ERR_IO, "xport client: cannot start its waiter");
-            }
-            c->waiter_started = 1;
-        }
-        if ((st = ect__xport_shm_post(c->copy, p->shm, segs, n_segs, &r->ticket)) != ECT_OK)
+    /* The copy engine decides where the bytes are copied: a read it expects
+     * to land sooner on this thread than on its sleeping copy threads
+     * (small ones, and up to several MiB where a wake-up is slow) is copied
+     * inside the submit, and the first poll settles it; the waiter thread
+     * waits for the others, so read_poll never blocks for long. */
+    ect_status_t st;
+    if (c->copy == NULL) {
+        ect_copy_cpu_params_t cp = {.threads = 2};
+        if ((st = ect_copy_engine_create_cpu(&cp, &c->copy)) != ECT_OK)
             return st;
-        waiter_enqueue(c, r);
     }
+    if (!c->waiter_started) {
+        int rc = pthread_create(&c->waiter, NULL, waiter_main, c);
+        if (rc != 0) {
+            errno = rc;
+            return ect__error_errno(ECT_ERR_IO, "xport client: cannot start its waiter");
+        }
+        c->waiter_started = 1;
+    }
+    if ((st = ect__xport_shm_post(c->copy, p->shm, segs, n_segs, &r->ticket)) != ECT_OK)
+        return st;
+    if (ect_copy_engine_query(c->copy, r->ticket) == ECT_OK)
+        r->copied = 1; /* landed in the submit, ticket retired */
+    else
+        waiter_enqueue(c, r);
     r->peer = p;
     p->busy++;
     return ECT_OK;

@@ -202,13 +202,9 @@ ect_status_t ect__xport_shm_peer_open(const ect_xport_offer_t *offer, const ect_
 /* Unmap (drops the shared lock on the producer's file).  NULL is a no-op. */
 void ect__xport_shm_peer_close(ect_xport_shm_peer_t *peer);
 
-/* Copy the segments from the peer's mapping now, on the calling thread
- * (segments already validated against both regions). */
-void ect__xport_shm_copy_now(const ect_xport_shm_peer_t *peer, const ect_xport_segment_t *segs,
-                             size_t n_segs);
-
-/* Submit the segments as one batch of memcpys from the mapping.  Returns
- * ECT_OK with *ticket_p, or the copy engine's failure. */
+/* Submit the segments as one copy batch from the mapping (the engine may
+ * copy it inside the submit: query tells).  Returns ECT_OK with *ticket_p,
+ * or the copy engine's failure. */
 ect_status_t ect__xport_shm_post(ect_copy_engine_t *engine, const ect_xport_shm_peer_t *peer,
                                  const ect_xport_segment_t *segs, size_t n_segs,
                                  uint64_t *ticket_p);

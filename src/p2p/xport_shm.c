@@ -175,14 +175,6 @@ ect__xport_shm_peer_close(ect_xport_shm_peer_t *peer)
     ect__free(peer);
 }
 
-void
-ect__xport_shm_copy_now(const ect_xport_shm_peer_t *peer, const ect_xport_segment_t *segs,
-                        size_t n_segs)
-{
-    for (size_t i = 0; i < n_segs; i++)
-        memcpy(segs[i].local, peer->data + segs[i].remote_off, segs[i].len);
-}
-
 ect_status_t
 ect__xport_shm_post(ect_copy_engine_t *engine, const ect_xport_shm_peer_t *peer,
                     const ect_xport_segment_t *segs, size_t n_segs, uint64_t *ticket_p)
