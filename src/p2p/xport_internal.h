@@ -56,6 +56,11 @@
 #define ECT_XPORT_BOOT_ID_LEN  36u
 #define ECT_XPORT_INSTANCE_LEN 16u
 #define ECT_XPORT_POOL_KEY_MAX 360u
+/* iovecs one sendmsg/recvmsg of the stream passes (the kernel's UIO_MAXIOV):
+ * an entry of one-block runs moves in as few calls as a contiguous one (at
+ * 64 a 7 MiB entry of 1024 runs took 16 calls a side and ran 15-25 %
+ * slower than one run). */
+#define ECT_XPORT_STREAM_IOV 1024u
 
 /* A decoded agent_metadata blob.  kinds has bit (1u << kind) per entry. */
 typedef struct ect_xport_offer {

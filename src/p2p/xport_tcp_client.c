@@ -37,7 +37,6 @@
 
 #define POOL_IDLE_NS (10ull * 1000 * 1000 * 1000)
 #define POOL_MAX     32
-#define IOV_BATCH    64
 #define TICK_MS      1000
 
 ect_status_t
@@ -340,7 +339,8 @@ progress_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
     while (r->got < r->expect) {
         size_t n_iov = r->n_iov - r->iov_i;
         struct msghdr mh = {.msg_iov = r->iov + r->iov_i,
-                            .msg_iovlen = n_iov < IOV_BATCH ? n_iov : IOV_BATCH};
+                            .msg_iovlen =
+                                n_iov < ECT_XPORT_STREAM_IOV ? n_iov : ECT_XPORT_STREAM_IOV};
         ssize_t n = recvmsg(r->fd, &mh, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;

@@ -49,7 +49,6 @@
 #define IDLE_NS         (30ull * 1000 * 1000 * 1000)
 #define REFUSAL_NS      (1ull * 1000 * 1000 * 1000)
 #define ACCEPT_PAUSE_NS (100ull * 1000 * 1000)
-#define IOV_BATCH       64
 #define TICK_MS         100
 
 enum sconn_state {
@@ -198,19 +197,19 @@ static int
 send_some(ect_xport_stream_server_t *s, struct sconn *c)
 {
     for (;;) {
-        struct iovec iov[IOV_BATCH];
-        int n = 0;
+        struct iovec iov[ECT_XPORT_STREAM_IOV];
+        size_t n = 0;
         if (c->hdr_off < ECT_STREAM_RESP_LEN)
             iov[n++] = (struct iovec){c->hdr + c->hdr_off, ECT_STREAM_RESP_LEN - c->hdr_off};
         uint64_t off = c->run_off;
-        for (size_t i = c->run_i; i < c->n_runs && n < IOV_BATCH; i++, off = 0) {
+        for (size_t i = c->run_i; i < c->n_runs && n < ECT_XPORT_STREAM_IOV; i++, off = 0) {
             const ect_run_t *r = &c->runs[i];
             iov[n++] = (struct iovec){(void *)(s->data + r->first * s->block_size + off),
                                       (size_t)(r->count * s->block_size - off)};
         }
         if (n == 0)
             return 1;
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = n};
         ssize_t sent = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (sent < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
