@@ -80,8 +80,9 @@ typedef enum ect_xport_kind {
 const char *ect__xport_kind_str(ect_xport_kind_t kind);
 
 /* A fresh grant token from a CSPRNG (OpenSSL's DRBG, seeded by the
- * kernel).  Returns ECT_OK or ECT_ERR_IO (no randomness: no token, never a
- * weak one). */
+ * kernel; drawn a batch at a time).  Returns ECT_OK or ECT_ERR_IO (no
+ * randomness: no token, never a weak one).  Thread safety: safe.  A forked
+ * child never hands out a token its parent drew. */
 ect_status_t ect__xport_new_token(uint8_t token[ECT_STREAM_TOKEN_LEN]);
 
 /* ---- producer side ------------------------------------------------------ */

@@ -12,6 +12,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "p2p/xport_internal.h"
 
@@ -574,6 +576,61 @@ test_every_single_byte_corruption_decodes_or_fails_cleanly(void)
     free(ob);
 }
 
+static int
+token_seen(uint8_t (*seen)[ECT_STREAM_TOKEN_LEN], size_t n, const uint8_t *t)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(seen[i], t, ECT_STREAM_TOKEN_LEN) == 0)
+            return 1;
+    return 0;
+}
+
+static void
+test_grant_tokens_never_repeat_across_batches_or_a_fork(void)
+{
+    /* Tokens are drawn a batch at a time: over several batches none repeats
+     * and none is all zero, and a child forked with half a batch left hands
+     * out tokens its parent never does (the pool is emptied in the child). */
+    enum { N = 200 };
+    static uint8_t seen[2 * N][ECT_STREAM_TOKEN_LEN];
+    static const uint8_t zero[ECT_STREAM_TOKEN_LEN];
+    for (size_t i = 0; i < N; i++) {
+        uint8_t t[ECT_STREAM_TOKEN_LEN];
+        CHECK_OK(ect__xport_new_token(t));
+        CHECK(memcmp(t, zero, sizeof(t)) != 0);
+        CHECK_MSG(!token_seen(seen, i, t), "token %zu repeats an earlier one", i);
+        memcpy(seen[i], t, sizeof(t));
+    }
+    int up[2];
+    CHECK(pipe(up) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        uint8_t t[ECT_STREAM_TOKEN_LEN];
+        for (int i = 0; i < 8; i++)
+            if (ect__xport_new_token(t) != ECT_OK || write(up[1], t, sizeof(t)) != sizeof(t))
+                _exit(1);
+        _exit(0);
+    }
+    close(up[1]);
+    uint8_t child[8][ECT_STREAM_TOKEN_LEN];
+    size_t got = 0;
+    while (got < sizeof(child)) {
+        ssize_t n = read(up[0], (uint8_t *)child + got, sizeof(child) - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(up[0]);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ_U64(got, sizeof(child));
+    for (size_t i = N; i < 2 * N; i++)
+        CHECK_OK(ect__xport_new_token(seen[i]));
+    for (int k = 0; k < 8; k++)
+        CHECK_MSG(!token_seen(seen, 2 * N, child[k]), "the child's token %d is one of ours", k);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_offer_and_descriptor_round_trip_with_both_transports),
     ECT_CASE(test_offer_and_descriptor_round_trip_with_one_transport),
@@ -588,6 +645,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_descriptor_with_bad_fields_is_peer_error),
     ECT_CASE(test_descriptor_runs_round_trip_and_bad_runs_are_peer_errors),
     ECT_CASE(test_every_single_byte_corruption_decodes_or_fails_cleanly),
+    ECT_CASE(test_grant_tokens_never_repeat_across_batches_or_a_fork),
 };
 
 int
