@@ -102,12 +102,13 @@ const char *ect_bench_cold_describe(void);
 
 typedef struct ect_bench_ceiling ect_bench_ceiling_t;
 
-/* A ceiling for copies done by up to `threads` threads (the engine's copy
- * threads; at least 1).  It measures every way of copying the same ops:
- * memcpy, non-temporal stores and rep movsb (where built), on 1 thread and on
- * `threads` threads, each thread taking an equal share of the bytes.  The
- * helper threads sleep except while a ceiling copy is being timed.  NULL on
- * failure (message printed).  Release with ect_bench_ceiling_destroy. */
+/* A ceiling for copies done by up to `threads` threads (as many as copy
+ * one batch in the engine: ect__copy_cpu_copiers; at least 1).  It measures
+ * every way of copying the same ops: memcpy, non-temporal stores and rep
+ * movsb (where built), on 1 thread and on `threads` threads, each thread
+ * taking an equal share of the bytes.  The helper threads sleep except
+ * while a ceiling copy is being timed.  NULL on failure (message printed).
+ * Release with ect_bench_ceiling_destroy. */
 ect_bench_ceiling_t *ect_bench_ceiling_create(unsigned threads);
 void ect_bench_ceiling_destroy(ect_bench_ceiling_t *c);
 

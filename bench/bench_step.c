@@ -14,7 +14,8 @@
  * hand-offs cost (a woken thread starts late: that is the VM's wake-up).
  *
  * The ceiling (bench.h) is the best of memcpy, non-temporal stores and rep
- * movsb on 1 thread and on as many threads as the engine has, helpers
+ * movsb on 1 thread and on as many threads as copy one batch in the engine
+ * (the copy threads it wakes and the caller that waits), helpers
  * already spinning: a physical limit.  Cache state, the same before every
  * timed step and ceiling copy: the region's blocks evicted from the caches
  * (a new entry's blocks, and an entry's blocks when it is loaded, were last
@@ -326,7 +327,7 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
         for (int p = 0; p < N_PARTS; p++)
             sm.part[d][p] = mem + (2 + (size_t)d * N_PARTS + (size_t)p) * reps;
     ect_bench_ceiling_t *cs = b->ceiling;
-    ect_bench_ceiling_t *cl = ect_bench_ceiling_create(b->cfg.copy_threads);
+    ect_bench_ceiling_t *cl = ect_bench_ceiling_create(ect__copy_cpu_copiers(b->cfg.copy_threads));
     ect_run_t runs[MAX_RUNS];
     ect_copy_op_t ops[MAX_RUNS];
     size_t n_runs = 0;
@@ -451,7 +452,7 @@ ect_bench_step(int argc, char **argv)
         fail("join the region");
         goto destroy_worker;
     }
-    b.ceiling = ect_bench_ceiling_create(b.cfg.copy_threads);
+    b.ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(b.cfg.copy_threads));
     b.src = malloc(MAX_PAYLOAD);
     b.dst = malloc(MAX_PAYLOAD + BLOCK_BYTES);
     if (b.ceiling == NULL || b.src == NULL || b.dst == NULL) {

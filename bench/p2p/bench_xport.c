@@ -30,7 +30,8 @@
  *              7168 bytes over UCX_TLS=tcp, many in flight): target >= 5x
  *              where the entry is fragmented, never slower.
  *   same host  the best copy (bench.h: memcpy, non-temporal stores, rep
- *              movsb, on 1 and 2 threads) of the same bytes from the
+ *              movsb, on 1 thread and on as many as copy one batch in the
+ *              client's engine) of the same bytes from the
  *              producer's region (mapped read-only) into ours, in the same
  *              cache state, reps alternating with the reads.
  */
@@ -54,6 +55,7 @@
 #include "../bench.h"
 #include "cli_io.h"
 #include "common/clock.h"
+#include "copy/cpu.h"
 #include "p2p/transport.h"
 #include "p2p/xport_internal.h"
 
@@ -517,11 +519,13 @@ make_cold(void *arg)
 }
 
 /* Warm: the same entry into the same blocks every rep (cache-hot for 1
- * and 8 MiB, as ucx_perftest).  Cold: each rep the next slot of the
- * region on both sides, evicted from the caches before the read (and, same-host, before each
- * ceiling copy of the same slot), as a fresh entry would be.  Same-host, the ceiling (bench.h: the
- * best copy on 1 and 2 threads, as many as the client's copy engine has) copies the same bytes from
- * our read-only view of the producer's region into ours; *way gets what won. */
+ * and 8 MiB, as ucx_perftest).  Cold: each rep the next slot of the region
+ * on both sides, evicted from the caches before the read and before each
+ * ceiling rep, as a fresh entry would be.  Same-host, the ceiling (bench.h:
+ * the best copy on 1 thread and on as many as copy one batch in the
+ * client's engine) copies the same bytes from our read-only view of the
+ * producer's region into ours; over tcp, bare (NULL same-host) moves them
+ * over a bare connection.  *way gets what the ceiling was. */
 static int
 measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t *theirs,
               const struct producer *p, struct shape *s, ect_bench_ceiling_t *ceiling,
@@ -645,8 +649,9 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                                     .wake_arg = &settled_fd};
     if (ect__xport_client_create(&cp, &client) != ECT_OK)
         goto stop_bare;
-    /* The client's copy engine copies with 2 threads (xport.c). */
-    if (mode == MODE_SAME_HOST && (ceiling = ect_bench_ceiling_create(2)) == NULL)
+    /* The client's copy engine has 2 copy threads (xport.c). */
+    if (mode == MODE_SAME_HOST &&
+        (ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(2))) == NULL)
         goto destroy_client;
     uint8_t i;
     while (ect_cli_read_full(cmd, &i, 1) == 0 && (i < N_SIZES || i >= SEED_CMD)) {
@@ -974,8 +979,9 @@ ect_bench_xport(int argc, char **argv)
            "  for reference %s\n"
            "  the seed's way: a 7 MiB entry moved as one UCX get per 7 KiB block (ucx_perftest\n"
            "  ucp_get -s 7168 over UCX_TLS=tcp, the best of 16 and 256 in flight)\n"
-           "  same-host ceiling: the best copy of the same bytes, region to region, on 1 and 2\n"
-           "  threads (memcpy, NT stores, rep movsb; bench.h), reps alternating with the reads;\n"
+           "  same-host ceiling: the best copy of the same bytes, region to region, on 1 thread\n"
+           "  and on as many as copy one batch in the client's copy engine (memcpy, NT stores,\n"
+           "  rep movsb; bench.h), reps alternating with the reads;\n"
            "  warm = one entry re-read; cold = each rep the next slot of the region, %s\n",
            BLOCK, READ_SECONDS,
            have ? "ucx_perftest -t tag_bw -e over UCX_TLS=tcp (ectier 0.1's transport)"

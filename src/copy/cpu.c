@@ -1055,6 +1055,22 @@ usable_cpus(void)
     return n > 0 ? (unsigned)n : 1;
 }
 
+/* Copy threads woken for work at once: one fewer than the CPUs, leaving
+ * one to the caller, who copies its own batch when it waits. */
+static unsigned
+max_active_for(unsigned threads)
+{
+    unsigned cpus = usable_cpus();
+    unsigned others = cpus > 1 ? cpus - 1 : 1;
+    return threads < others ? threads : others;
+}
+
+unsigned
+ect__copy_cpu_copiers(unsigned threads)
+{
+    return max_active_for(threads > 0 ? threads : DEFAULT_THREADS) + 1;
+}
+
 ect_status_t
 ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_t **engine_p)
 {
@@ -1088,7 +1104,6 @@ ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_
         inline_bytes = inline_max = 0;
     else if (inline_max == ECT_COPY_CPU_NO_INLINE)
         inline_max = 0;
-    unsigned cpus = usable_cpus();
 
     struct cpu_engine *e = ect__calloc(1, sizeof(*e));
     if (e == NULL)
@@ -1099,9 +1114,7 @@ ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_
     e->inline_bytes = inline_bytes;
     e->inline_max = inline_max;
     e->spin_ns = (uint64_t)spin_us * 1000;
-    /* Leave a CPU to the caller, who copies its own batch when it waits. */
-    unsigned others = cpus > 1 ? cpus - 1 : 1;
-    e->max_active = threads < others ? threads : others;
+    e->max_active = max_active_for(threads);
     e->max_spinners = e->max_active;
     e->next_ticket = 1;
     e->table_cap = TABLE_MIN_CAP;

@@ -34,6 +34,15 @@ ect_status_t ect__copy_cpu_shutdown(ect_copy_engine_t *engine);
 ect_status_t ect__copy_cpu_hold(ect_copy_engine_t *engine, bool hold);
 
 /*
+ * How many threads copy one batch at once in a CPU engine of `threads` copy
+ * threads (0: the default) in this process: the copy threads woken for a
+ * batch (at most one fewer than the CPUs it may run on) and the caller that
+ * waits for it.  A benchmark's ceiling copies with as many.  Thread safety:
+ * safe.
+ */
+unsigned ect__copy_cpu_copiers(unsigned threads);
+
+/*
  * How many times the engine has allocated memory since creation (batch
  * records, op arrays, ticket-table growth).  0 for a non-CPU engine.
  * Thread safety: safe.
