@@ -39,15 +39,17 @@
  *     max_spinners copy threads poll at once, and at most max_active copy
  *     threads are woken for work at once: with the caller, never more than
  *     the CPUs this process may run on;
- *   - the kernel follows the bytes on their way: a batch submitted when
- *     NT_BATCH_MIN bytes or more are not landed yet, its own included
- *     (beyond what the caches hold), is copied with non-temporal stores
- *     (copy/ntcopy.h: no read for ownership of the destination's lines, no
- *     eviction of hot data); smaller ones with `rep movsb` where the CPU has
- *     ERMS, else memcpy.  Below the cache's size non-temporal stores lose
- *     on the project's VMs: right after a thread slept they run at half
- *     speed, and `rep movsb` beats them and memcpy in both directions
- *     (`ectier bench copy` times every kernel in each run).
+ *   - the copy kernel is learned the same way: a batch above inline_bytes
+ *     is copied with the string move (`rep movsb` where the CPU has ERMS,
+ *     else memcpy) or with non-temporal stores (copy/ntcopy.h: no read for
+ *     ownership of the destination's lines), whichever has copied faster
+ *     for its direction and size class, timed piece by piece on the
+ *     copiers' clocks (so wake-ups do not count).  The best differs by
+ *     machine: on the project's VMs non-temporal stores run at half speed
+ *     for tens of microseconds after a thread slept and `rep movsb` wins
+ *     below the cache's size; on the GPU host non-temporal stores save 1 MiB
+ *     twice as fast (`ectier bench copy` times every kernel in each run).
+ *     Smaller batches use the string move.
  *
  * Tickets start at 1 and increase.  The ticket table is an open-addressing
  * hash keyed by ticket (linear probing, backward-shift deletion); tickets are
@@ -100,17 +102,16 @@ enum {
 #define MAX_WAIT_POLL_NS     ((uint64_t)1000000)
 #define DEFAULT_INLINE_BYTES ((size_t)64 << 10)
 #define DEFAULT_INLINE_MAX   ((size_t)16 << 20)
-/* The learned choice between submit's own copy and a hand-off: size classes
- * are powers of two from 2^LEARN_MIN_SHIFT bytes up; a way is tried until it
- * has LEARN_MIN samples in a class; then the other way is still tried once
- * in EXPLORE_EVERY decisions, so a change of the machine's load is seen. */
+/* The learned choices (submit's own copy or a hand-off; the kernel): size
+ * classes are powers of two from 2^LEARN_MIN_SHIFT bytes up; each of two
+ * ways is tried until it has LEARN_MIN samples in a class; then the faster
+ * is taken and the other still tried once in EXPLORE_EVERY decisions, so a
+ * change of the machine's load is seen. */
 #define LEARN_MIN_SHIFT 16
 #define LEARN_CLASSES   16
 #define LEARN_MIN       3
 #define EXPLORE_EVERY   16
 #define LEARN_WEIGHT    0.25 /* of a new sample in the running average */
-/* From this size on a batch is copied with non-temporal stores. */
-#define NT_BATCH_MIN ((size_t)16 << 20)
 /* Below this a batch is one piece: sharing it would cost more than it saves. */
 #define PARALLEL_MIN ((size_t)256 << 10)
 /* The smallest piece of a shared batch. */
@@ -118,7 +119,9 @@ enum {
 
 struct learned;
 
-enum kernel { KERNEL_MEMCPY, KERNEL_MOVSB, KERNEL_NT };
+/* The two kernels the engine chooses between (the string move is memcpy
+ * where rep movsb is not built). */
+enum kernel { KERNEL_STRING, KERNEL_NT, N_KERNELS };
 
 struct cpu_batch {
     uint64_t ticket;
@@ -132,6 +135,8 @@ struct cpu_batch {
     size_t bytes;                  /* the batch's size */
     enum kernel kernel;            /* how its bytes are copied */
     struct learned *learn;         /* a learned hand-off: timed until it lands; else NULL */
+    struct learned *kernel_learn;  /* a learned kernel: its pieces' copy time; else NULL */
+    uint64_t copy_ns;              /* copy time of its pieces so far (with kernel_learn) */
     uint64_t t_submit_ns;          /* when submit started (for a learned hand-off) */
     uint64_t t_queued_ns;          /* when queued; 0 once a copy thread took a piece */
     struct cpu_batch *prev, *next; /* work queue links; next also links the free list */
@@ -143,6 +148,7 @@ struct claim {
     size_t op;
     size_t off;
     size_t len;
+    uint64_t ns; /* how long run_claim took (timed when the batch's kernel is learned) */
 };
 
 struct host_reg {
@@ -150,13 +156,14 @@ struct host_reg {
     size_t len;
 };
 
-enum way { WAY_HERE, WAY_HANDOFF, N_WAYS };
+enum way { WAY_HERE, WAY_HANDOFF };
 
-/* What one size class of one direction has shown: the running average of
- * nanoseconds per KiB from submit to landed, for each way. */
+/* What one size class of one direction has shown of two ways (enum way:
+ * time from submit to landed; enum kernel: the pieces' copy time): the
+ * running average of nanoseconds per KiB of each. */
 struct learned {
-    double ns_per_kib[N_WAYS];
-    uint32_t samples[N_WAYS];
+    double ns_per_kib[2];
+    uint32_t samples[2];
     uint32_t decisions;
 };
 
@@ -169,8 +176,7 @@ struct cpu_engine {
     unsigned n_threads;
     size_t split_bytes;
     size_t inline_bytes;
-    size_t inline_max;     /* largest batch the learned choice may copy in submit */
-    size_t unlanded_bytes; /* bytes of issued batches not copied yet */
+    size_t inline_max; /* largest batch the learned choice may copy in submit */
     uint64_t spin_ns;
     unsigned max_spinners; /* copy threads that may poll for work at once */
     unsigned max_active;   /* copy threads woken for work at once */
@@ -193,8 +199,9 @@ struct cpu_engine {
     struct host_reg *regs;
     size_t n_regs;
     size_t cap_regs;
-    uint64_t allocs;                        /* atomic: allocations since creation */
-    struct learned learn[2][LEARN_CLASSES]; /* [save, load][size class] */
+    uint64_t allocs;                               /* atomic: allocations since creation */
+    struct learned learn[2][LEARN_CLASSES];        /* [save, load][size class] */
+    struct learned kernel_learn[2][LEARN_CLASSES]; /* [save, load][size class] */
     struct ect__copy_cpu_stats stats;
 };
 
@@ -409,45 +416,50 @@ claim_locked(struct cpu_engine *e, struct cpu_batch *b, struct claim *c)
 /* The copy itself, without the lock (see the file comment for why reading
  * the op array is safe). */
 static void
-run_claim(const struct claim *c)
+run_claim(struct claim *c)
 {
     const ect_copy_op_t *ops = c->batch->ops;
     size_t left = c->len, i = c->op, off = c->off;
     enum kernel kernel = c->batch->kernel;
+    bool timed = c->batch->kernel_learn != NULL;
+    uint64_t t0 = timed ? ect__now_ns() : 0;
     while (left > 0) {
         size_t n = ops[i].len - off < left ? ops[i].len - off : left;
         char *d = (char *)ops[i].dst + off;
         const char *s = (const char *)ops[i].src + off;
         if (kernel == KERNEL_NT)
             ect__copy_nt(d, s, n);
-        else if (kernel == KERNEL_MOVSB)
-            ect__copy_movsb(d, s, n);
         else
-            memcpy(d, s, n);
+            ect__copy_movsb(d, s, n);
         left -= n;
         i++;
         off = 0;
     }
     if (kernel == KERNEL_NT)
         ect__copy_nt_fence(); /* before the mutex publishes the piece */
+    c->ns = timed ? ect__now_ns() - t0 : 0;
 }
 
 /* Returns true when the batch has landed and someone waits on done_cv; the
  * caller broadcasts after dropping the lock, so the woken waiters do not
  * run straight into a held mutex. */
-static void learn_locked(struct learned *l, enum way way, size_t bytes, uint64_t ns);
+static void learn_locked(struct learned *l, int way, size_t bytes, uint64_t ns);
 
 static bool
 finish_claim_locked(struct cpu_engine *e, const struct claim *c)
 {
     struct cpu_batch *b = c->batch;
     b->remaining -= c->len;
-    e->unlanded_bytes -= c->len;
+    b->copy_ns += c->ns;
     if (b->remaining > 0)
         return false;
     if (b->learn != NULL) {
         learn_locked(b->learn, WAY_HANDOFF, b->bytes, ect__now_ns() - b->t_submit_ns);
         b->learn = NULL;
+    }
+    if (b->kernel_learn != NULL) {
+        learn_locked(b->kernel_learn, (int)b->kernel, b->bytes, b->copy_ns);
+        b->kernel_learn = NULL;
     }
     __atomic_store_n(&e->landed_seq, e->landed_seq + 1, __ATOMIC_RELEASE);
     return e->waiters > 0;
@@ -699,7 +711,7 @@ learn_class_of(size_t bytes)
 }
 
 static void
-learn_locked(struct learned *l, enum way way, size_t bytes, uint64_t ns)
+learn_locked(struct learned *l, int way, size_t bytes, uint64_t ns)
 {
     double v = (double)ns * 1024.0 / (double)bytes;
     if (l->samples[way] == 0)
@@ -708,6 +720,33 @@ learn_locked(struct learned *l, enum way way, size_t bytes, uint64_t ns)
         l->ns_per_kib[way] += LEARN_WEIGHT * (v - l->ns_per_kib[way]);
     if (l->samples[way] < UINT32_MAX)
         l->samples[way]++;
+}
+
+/* Which of a class's two ways the next batch takes: each is tried until it
+ * has LEARN_MIN samples (`first` first), then the faster, and the other
+ * once in EXPLORE_EVERY decisions. */
+static int
+pick_locked(struct learned *l, int first)
+{
+    l->decisions++;
+    if (l->samples[first] < LEARN_MIN)
+        return first;
+    if (l->samples[!first] < LEARN_MIN)
+        return !first;
+    int best = l->ns_per_kib[0] <= l->ns_per_kib[1] ? 0 : 1;
+    return l->decisions % EXPLORE_EVERY == 0 ? !best : best;
+}
+
+/* The kernel of a batch of `total` bytes (see the file comment);
+ * *learn_p gets the class its copy time will feed, or NULL. */
+static enum kernel
+kernel_locked(struct cpu_engine *e, ect_copy_dir_t dir, size_t total, struct learned **learn_p)
+{
+    *learn_p = NULL;
+    if (total <= e->inline_bytes || !ect__copy_nt_available())
+        return KERNEL_STRING;
+    *learn_p = &e->kernel_learn[dir == ECT_COPY_SAVE ? 0 : 1][learn_class_of(total)];
+    return (enum kernel)pick_locked(*learn_p, KERNEL_STRING);
 }
 
 /* Whether submit copies a batch of `total` bytes itself (see the file
@@ -724,15 +763,8 @@ copy_here_locked(struct cpu_engine *e, ect_copy_dir_t dir, size_t total, struct 
     /* Awake copy threads take it without a wake-up. */
     if (total > e->inline_max || e->queue_head != NULL || e->copiers > 0 || e->spinners > 0)
         return false;
-    struct learned *l = &e->learn[dir == ECT_COPY_SAVE ? 0 : 1][learn_class_of(total)];
-    *learn_p = l;
-    l->decisions++;
-    if (l->samples[WAY_HANDOFF] < LEARN_MIN)
-        return false;
-    if (l->samples[WAY_HERE] < LEARN_MIN)
-        return true;
-    bool here = l->ns_per_kib[WAY_HERE] <= l->ns_per_kib[WAY_HANDOFF];
-    return l->decisions % EXPLORE_EVERY == 0 ? !here : here;
+    *learn_p = &e->learn[dir == ECT_COPY_SAVE ? 0 : 1][learn_class_of(total)];
+    return pick_locked(*learn_p, WAY_HANDOFF) == WAY_HERE;
 }
 
 static ect_status_t
@@ -777,12 +809,9 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
     uint64_t ticket = e->next_ticket++;
     b->ticket = ticket;
     table_insert_locked(e, b);
-    /* The kernel follows the bytes on their way, this batch's and those
-     * not landed yet (see the file comment). */
-    e->unlanded_bytes += total;
-    b->kernel = e->unlanded_bytes >= NT_BATCH_MIN && ect__copy_nt_available() ? KERNEL_NT
-                : ect__copy_movsb_available()                                 ? KERNEL_MOVSB
-                                                                              : KERNEL_MEMCPY;
+    b->kernel = kernel_locked(e, batch->dir, total, &b->kernel_learn);
+    b->copy_ns = 0;
+    e->stats.batches_nt += b->kernel == KERNEL_NT;
     /* A batch copied right here (see copy_here_locked) is in the table but
      * not queued, so nobody else claims it; under a hold it is queued like
      * any other. */

@@ -56,6 +56,7 @@ struct ect__copy_cpu_stats {
     /* Batches the learned choice placed (larger than inline_bytes, the copy
      * threads asleep): copied inside submit, or handed off. */
     uint64_t learned_inline, learned_handoffs;
+    uint64_t batches_nt;        /* copied with non-temporal stores (the learned kernel) */
     uint64_t pieces_by_threads; /* pieces copied by copy threads */
     uint64_t pieces_by_waiters; /* pieces copied by threads in ect_copy_engine_wait */
     uint64_t wakeups;           /* copy threads signalled to wake for work */

@@ -948,7 +948,8 @@ test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured(void)
      * engine first hands a few off, then copies a few itself, then keeps
      * the faster way per direction and size class while still trying the
      * other now and then.  So over many such batches of one size both ways
-     * are taken, every one counted once, and every byte lands. */
+     * are taken, every one counted once, and every byte lands (with either
+     * kernel). */
     enum { LEN = 1 << 20, N = 48 };
     unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN);
     fill_random(src, LEN, 61);
@@ -966,6 +967,14 @@ test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured(void)
               "%llu copied in submit, %llu handed off", (unsigned long long)st.learned_inline,
               (unsigned long long)st.learned_handoffs);
     CHECK_EQ_U64(st.batches_inline, st.learned_inline);
+    /* The kernel is learned the same way, where there are two to choose
+     * from: each copied a few of the batches. */
+    if (ect__copy_nt_available())
+        CHECK_MSG(st.batches_nt >= 3 && st.batches - st.batches_nt >= 3,
+                  "%llu of %llu batches with non-temporal stores",
+                  (unsigned long long)st.batches_nt, (unsigned long long)st.batches);
+    else
+        CHECK_EQ_U64(st.batches_nt, 0);
     ect_copy_engine_destroy(e);
 
     /* Turned off, no batch above inline_bytes is copied in submit. */
