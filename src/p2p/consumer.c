@@ -611,7 +611,8 @@ ect__consumer_start(const ect_consumer_params_t *params, ect_consumer_t **consum
                                     .num_blocks = c->geom.num_blocks,
                                     .prefer = c->cfg.transport,
                                     .wake = wake_session,
-                                    .wake_arg = c->ctl};
+                                    .wake_arg = c->ctl,
+                                    .touch_pages = c->cfg.prefault};
     if ((st = ect__xport_client_create(&xp, &c->xport)) != ECT_OK)
         goto err_ctl;
     if (pthread_create(&c->thread, NULL, session_thread, c) != 0) {

@@ -753,6 +753,7 @@ ect__producer_start(const ect_producer_params_t *params, ect_producer_t **produc
         .grants = &ops,
         .serve_tcp = p->cfg.transport != ECT_TRANSPORT_SAME_HOST,
         .serve_same_host = p->cfg.transport != ECT_TRANSPORT_TCP,
+        .touch_pages = p->cfg.prefault,
     };
     if ((st = ect__xport_server_start(&xp, &p->xport)) != ECT_OK)
         goto err_ctl;

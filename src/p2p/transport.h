@@ -127,6 +127,9 @@ typedef struct ect_xport_server_params {
     const ect_xport_grant_ops_t *grants; /* tcp: required; copied */
     int serve_tcp;
     int serve_same_host;
+    /* tcp: read every page of the region once through the kernel at start
+     * (the region's `prefault` setting; see ect__xport_touch_from_kernel). */
+    int touch_pages;
 } ect_xport_server_params_t;
 
 /* Start serving: bind the stream listener and start its thread (tcp),
@@ -196,6 +199,10 @@ typedef struct ect_xport_client_params {
      * the caller's thread can poll at once instead of on a timer. */
     void (*wake)(void *);
     void *wake_arg;
+    /* Unless prefer is same_host: read every page of our region once
+     * through the kernel at creation (the region's `prefault` setting; see
+     * ect__xport_touch_from_kernel). */
+    int touch_pages;
 } ect_xport_client_params_t;
 
 ect_status_t ect__xport_client_create(const ect_xport_client_params_t *params,

@@ -43,13 +43,16 @@
  * polls a copy on a timer; its queue is under wlock.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -141,6 +144,42 @@ ect__xport_new_token(uint8_t token[ECT_STREAM_TOKEN_LEN])
     return ECT_OK;
 }
 
+/* Pages a writev touches at once: one iovec each (IOV_MAX). */
+#define TOUCH_BATCH 1024
+
+void
+ect__xport_touch_from_kernel(const void *base, size_t len)
+{
+    long page_l = sysconf(_SC_PAGESIZE);
+    size_t page = page_l > 0 ? (size_t)page_l : 4096;
+    int pfd[2];
+    if (len == 0 || pipe2(pfd, O_CLOEXEC) != 0) {
+        if (len != 0)
+            ECT_LOG_D("xport: cannot make a pipe to touch the region: %s", strerror(errno));
+        return;
+    }
+    const uint8_t *p = base;
+    struct iovec iov[TOUCH_BATCH];
+    char sink[TOUCH_BATCH];
+    for (size_t off = 0; off < len;) {
+        int n = 0;
+        for (; n < TOUCH_BATCH && off < len; n++, off += page)
+            iov[n] = (struct iovec){(void *)(p + off), 1};
+        /* n bytes fit the pipe's first buffer: the write never blocks. */
+        ssize_t w = writev(pfd[1], iov, n);
+        while (w > 0) {
+            ssize_t r = read(pfd[0], sink, (size_t)w);
+            if (r <= 0)
+                break;
+            w -= r;
+        }
+        if (w != 0)
+            break;
+    }
+    close(pfd[0]);
+    close(pfd[1]);
+}
+
 /* ---- server ---------------------------------------------------------------- */
 
 struct ect_xport_server {
@@ -195,6 +234,9 @@ ect__xport_server_start(const ect_xport_server_params_t *params, ect_xport_serve
     ect_xport_server_t *s = ect__calloc(1, sizeof(*s));
     if (s == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "xport server: out of memory");
+    if (params->serve_tcp && params->touch_pages)
+        ect__xport_touch_from_kernel(params->data,
+                                     (size_t)(params->num_blocks * params->block_size));
     s->block_size = params->block_size;
     s->num_blocks = params->num_blocks;
     ect_xport_offer_t offer;
@@ -381,6 +423,9 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
     ect_xport_client_t *c = ect__calloc(1, sizeof(*c));
     if (c == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "xport client: out of memory");
+    if (params->prefer != ECT_TRANSPORT_SAME_HOST && params->touch_pages)
+        ect__xport_touch_from_kernel(params->data,
+                                     (size_t)(params->num_blocks * params->block_size));
     c->data = params->data;
     c->block_size = params->block_size;
     c->num_blocks = params->num_blocks;

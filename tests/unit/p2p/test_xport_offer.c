@@ -12,6 +12,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -631,6 +632,32 @@ test_grant_tokens_never_repeat_across_batches_or_a_fork(void)
         CHECK_MSG(!token_seen(seen, 2 * N, child[k]), "the child's token %d is one of ours", k);
 }
 
+static void
+test_touch_from_kernel_reads_every_page_and_changes_nothing(void)
+{
+    /* The touch only reads: a region mapped read-only goes through it, a
+     * written one keeps every byte, and lengths that end mid-page or are
+     * zero are fine. */
+    long page = sysconf(_SC_PAGESIZE);
+    enum { PAGES = 2500 }; /* more than one writev's worth */
+    size_t len = (size_t)page * PAGES;
+    uint8_t *rw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(rw != MAP_FAILED);
+    for (size_t i = 0; i < len; i++)
+        rw[i] = (uint8_t)(i * 131 + (i >> 12));
+    ect__xport_touch_from_kernel(rw, len);
+    ect__xport_touch_from_kernel(rw, len - 100);
+    ect__xport_touch_from_kernel(rw, 0);
+    for (size_t i = 0; i < len; i++)
+        if (rw[i] != (uint8_t)(i * 131 + (i >> 12))) {
+            CHECK_MSG(0, "byte %zu changed", i);
+            break;
+        }
+    CHECK(mprotect(rw, len, PROT_READ) == 0);
+    ect__xport_touch_from_kernel(rw, len);
+    CHECK(munmap(rw, len) == 0);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_offer_and_descriptor_round_trip_with_both_transports),
     ECT_CASE(test_offer_and_descriptor_round_trip_with_one_transport),
@@ -646,6 +673,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_descriptor_runs_round_trip_and_bad_runs_are_peer_errors),
     ECT_CASE(test_every_single_byte_corruption_decodes_or_fails_cleanly),
     ECT_CASE(test_grant_tokens_never_repeat_across_batches_or_a_fork),
+    ECT_CASE(test_touch_from_kernel_reads_every_page_and_changes_nothing),
 };
 
 int
