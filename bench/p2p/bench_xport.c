@@ -222,7 +222,8 @@ producer_main(int up, int down, const char *name, int serve_tcp, int serve_same_
                                         .send_timeout_ns = 20ull * 1000 * 1000 * 1000,
                                         .grants = &ops,
                                         .serve_tcp = serve_tcp,
-                                        .serve_same_host = serve_same_host};
+                                        .serve_same_host = serve_same_host,
+                                        .touch_pages = 1}; /* prefault's default */
         st = ect__xport_server_start(&sp, &server);
     }
     if (st != ECT_OK)
@@ -646,7 +647,8 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                                     .prefer = mode == MODE_SAME_HOST ? ECT_TRANSPORT_SAME_HOST
                                                                      : ECT_TRANSPORT_TCP,
                                     .wake = read_settled,
-                                    .wake_arg = &settled_fd};
+                                    .wake_arg = &settled_fd,
+                                    .touch_pages = 1}; /* prefault's default */
     if (ect__xport_client_create(&cp, &client) != ECT_OK)
         goto stop_bare;
     /* The client's copy engine has 2 copy threads (xport.c). */

@@ -199,9 +199,10 @@ typedef struct ect_xport_client_params {
      * the caller's thread can poll at once instead of on a timer. */
     void (*wake)(void *);
     void *wake_arg;
-    /* Unless prefer is same_host: read every page of our region once
-     * through the kernel at creation (the region's `prefault` setting; see
-     * ect__xport_touch_from_kernel). */
+    /* The region's `prefault` setting: unless prefer is same_host, read
+     * every page of our region once through the kernel at creation (see
+     * ect__xport_touch_from_kernel); and read every page of a same-host
+     * producer's region once when it is first mapped. */
     int touch_pages;
 } ect_xport_client_params_t;
 

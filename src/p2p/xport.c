@@ -380,6 +380,7 @@ struct ect_xport_client {
     char region_dir[ECT_XPORT_MAX_PATH + 1];
     char boot_id[ECT_XPORT_BOOT_ID_LEN + 1];
     int have_boot_id;
+    int touch_pages; /* the params' */
     void (*wake)(void *);
     void *wake_arg;
     struct peer *peers;   /* active, by key */
@@ -432,6 +433,7 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
     c->prefer = params->prefer;
     c->wake = params->wake;
     c->wake_arg = params->wake_arg;
+    c->touch_pages = params->touch_pages;
     if (pthread_mutex_init(&c->wlock, NULL) != 0 || pthread_cond_init(&c->wcond, NULL) != 0) {
         ect__free(c);
         return ect__error(ECT_ERR_INTERNAL, "xport client: cannot create its waiter's lock");
@@ -559,8 +561,9 @@ same_host_usable(ect_xport_client_t *c, struct peer *p, const ect_xport_desc_t *
     }
     if (!p->shm_tried) {
         p->shm_tried = 1;
-        p->shm_status = ect__xport_shm_peer_open(&p->offer, desc, c->region_dir,
-                                                 c->have_boot_id ? c->boot_id : NULL, &p->shm);
+        p->shm_status =
+            ect__xport_shm_peer_open(&p->offer, desc, c->region_dir,
+                                     c->have_boot_id ? c->boot_id : NULL, c->touch_pages, &p->shm);
         if (p->shm_status != ECT_OK)
             snprintf(p->shm_why, sizeof(p->shm_why), "%s", ect_last_error());
     }

@@ -198,11 +198,12 @@ typedef struct ect_xport_shm_peer ect_xport_shm_peer_t;
  * path is a plain file name directly inside region_dir, the file is a
  * regular file whose device and inode match, it is a valid ectier region,
  * and its geometry and data offset agree with the offer and descriptor.
- * Returns ECT_OK, ECT_ERR_UNSUPPORTED (not usable; the message says why),
- * ECT_ERR_NO_MEMORY. */
+ * With touch_pages, a thread then reads one byte of every page of the
+ * mapping in the background (see xport_shm.c; joined by close).  Returns ECT_OK,
+ * ECT_ERR_UNSUPPORTED (not usable; the message says why), ECT_ERR_NO_MEMORY. */
 ect_status_t ect__xport_shm_peer_open(const ect_xport_offer_t *offer, const ect_xport_desc_t *desc,
                                       const char *region_dir, const char *our_boot_id,
-                                      ect_xport_shm_peer_t **peer_p);
+                                      int touch_pages, ect_xport_shm_peer_t **peer_p);
 
 /* Unmap (drops the shared lock on the producer's file).  NULL is a no-op. */
 void ect__xport_shm_peer_close(ect_xport_shm_peer_t *peer);

@@ -214,7 +214,8 @@ ts_xport_producer_main(int argc, char **argv)
                                         .send_timeout_ns = 20ull * 1000 * 1000 * 1000,
                                         .grants = &ops,
                                         .serve_tcp = serve_tcp,
-                                        .serve_same_host = serve_same_host};
+                                        .serve_same_host = serve_same_host,
+                                        .touch_pages = 1};
         st = ect__xport_server_start(&sp, &server);
     }
     size_t alen = 0;
@@ -376,7 +377,10 @@ ts_xport_consumer_open(struct ts_xport_consumer *c, const char *region_name, uin
                                     .block_size = c->block_size,
                                     .num_blocks = num_blocks,
                                     .prefer = prefer,
-                                    .region_dir = region_dir};
+                                    .region_dir = region_dir,
+                                    /* as the consumer does by default: every
+                                     * test runs the page touches */
+                                    .touch_pages = 1};
     CHECK_OK(ect__xport_client_create(&cp, &c->client));
 }
 
