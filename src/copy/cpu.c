@@ -121,7 +121,7 @@ struct learned;
 
 /* The two kernels the engine chooses between (the string move is memcpy
  * where rep movsb is not built). */
-enum kernel { KERNEL_STRING, KERNEL_NT, N_KERNELS };
+enum kernel { KERNEL_STRING, KERNEL_NT };
 
 struct cpu_batch {
     uint64_t ticket;
@@ -696,7 +696,7 @@ wanted_wakeups_locked(const struct cpu_engine *e, size_t pieces)
     return (unsigned)want;
 }
 
-/* ---- submit's own copy or a hand-off: the learned choice ------------------------------ */
+/* ---- the learned choices: submit's own copy or a hand-off, and the kernel ------------- */
 
 /* The size class of a batch: class k holds [2^(LEARN_MIN_SHIFT + k),
  * 2^(LEARN_MIN_SHIFT + k + 1)) bytes; smaller ones fall in 0, larger in the

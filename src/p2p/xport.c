@@ -38,9 +38,9 @@
  * (its stream part has its own thread).  A client is used by one thread at
  * a time; the stream client's thread and the copy engine's threads touch
  * only the bytes and state of their own reads.  The waiter thread blocks on
- * each same-host batch that did not land in its submit, in turn, publishes its outcome in the read
- * (copy_done, release/acquire) and calls the wake callback, so no thread
- * polls a copy on a timer; its queue is under wlock.
+ * each same-host batch that did not land in its submit, in turn, publishes
+ * its outcome in the read (copy_done, release/acquire) and calls the wake
+ * callback, so no thread polls a copy on a timer; its queue is under wlock.
  */
 #include <errno.h>
 #include <fcntl.h>

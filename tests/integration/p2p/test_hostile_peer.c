@@ -809,16 +809,20 @@ test_ucx_peer_reaches_nothing_over_the_default_transports(void)
 static void
 test_consumers_killed_mid_read_never_take_the_producer_down(void)
 {
-    /* 48 entries of 2 MiB (585 blocks): every consumer asks for all 48 at
-     * once, and the reads are long enough to be cut. */
+    /* 8 entries of 16 MiB (2340 blocks): every consumer asks for all 8 at
+     * once, and each stream is longer than what the sender's and the
+     * receiver's socket buffers hold (4 and 6 MiB at most by default), so a
+     * consumer killed mid-read leaves the producer with bytes still to send
+     * however fast it hands them to the kernel. */
+    enum { ENTRIES = 8, TOKENS = 2340 };
     struct producer p;
-    spawn_producer(&p, 48, 585);
+    spawn_producer(&p, ENTRIES, TOKENS);
     char cfg[512];
     snprintf(cfg, sizeof(cfg),
              "{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_consumer\", "
              "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": %llu, \"ec_enable_nixl\": true, "
              "\"transport\": \"tcp\", \"prefault\": false}}",
-             (unsigned long long)(48ull * 585 * BLOCK + (1u << 20)));
+             (unsigned long long)((uint64_t)ENTRIES * TOKENS * BLOCK + (1u << 20)));
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     unsigned held_at_kill = 0;
     double most_held = 0;
