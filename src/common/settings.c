@@ -418,7 +418,11 @@ static const struct ect__setting table[] = {
      .type = ECT_SETTING_BOOL,
      .default_text = "true",
      .doc = "Touch every page of a new region, so a full `/dev/shm` fails at start-up instead "
-            "of with SIGBUS later, and first copies run at full speed.",
+            "of with SIGBUS later, and first copies run at full speed.  With P2P also: the TCP "
+            "stream's producer and consumer read every page of their region once through the "
+            "kernel at start (where a hypervisor shadows page tables, a stream's first pass "
+            "over a page otherwise runs several times slower), and a consumer reads a same-host "
+            "producer's pages in the background once it maps them.",
      .offset = FIELD(prefault)},
     {.name = "region_reaper",
      .where = ECT_SETTING_EXTRA,
