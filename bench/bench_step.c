@@ -24,11 +24,12 @@
  * translations the step loaded are still there (not cleared: on the
  * project's VMs clearing them sets off the hypervisor's own page-table
  * refills, which hit the engine's hand-offs far harder than a plain copy),
- * so if anything the ceiling is favoured.  Every rep saves a new entry; the region holds a few, so
- * older ones are evicted as in production.  Blocks are 7168 bytes (3584
- * hidden x bf16): entries end in a partial block.  The region is
- * pre-faulted and the engine's pools warm before timing.  A first line gives
- * the fixed cost of a step, with a 1000-byte entry.
+ * so if anything the ceiling is favoured.  Every rep saves a new entry;
+ * the region holds a few, so older ones are evicted as in production.
+ * Blocks are 7168 bytes (3584 hidden x bf16): entries end in a partial
+ * block.  The region is pre-faulted and the engine's pools warm before
+ * timing.  A first line gives the fixed cost of a step, with a 1000-byte
+ * entry.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,6 @@ struct step_bench {
     ect_scheduler_t *sched;
     ect_worker_t *worker;
     ect_copy_engine_t *engine; /* the worker's, borrowed by it; ours for its counters */
-    ect_region_t *region;      /* the bench's own view, for the ceiling */
     ect_bench_ceiling_t *ceiling;
     unsigned char *src; /* engine memory saved from */
     unsigned char *dst; /* engine memory loaded into */
@@ -446,12 +446,6 @@ ect_bench_step(int argc, char **argv)
         fail("create the worker");
         goto destroy_engine;
     }
-    ect_region_params_t rp = {
-        .instance_id = b.instance, .geometry = b.geom, .flags = ECT_REGION_NO_REAPER};
-    if (ect_region_open(&rp, &b.region) != ECT_OK) {
-        fail("join the region");
-        goto destroy_worker;
-    }
     b.ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(b.cfg.copy_threads));
     b.src = malloc(MAX_PAYLOAD);
     b.dst = malloc(MAX_PAYLOAD + BLOCK_BYTES);
@@ -462,7 +456,7 @@ ect_bench_step(int argc, char **argv)
     for (size_t i = 0; i < MAX_PAYLOAD; i++)
         b.src[i] = (unsigned char)(i * 131 + (i >> 12) + 1);
     memset(b.dst, 0, MAX_PAYLOAD + BLOCK_BYTES);
-    ect_bench_cold(ect_region_data(b.region), (size_t)(b.geom.num_blocks * BLOCK_BYTES));
+    ect_bench_cold(ect__worker_region_data(b.worker), (size_t)(b.geom.num_blocks * BLOCK_BYTES));
     printf("  scheduler + worker in one process, cpu engine (%u copy threads); %u-byte blocks; "
            "region: /dev/shm, %.1f MiB, pre-faulted\n",
            b.cfg.copy_threads, BLOCK_BYTES, (double)(b.geom.num_blocks * BLOCK_BYTES) / (1 << 20));
@@ -481,8 +475,6 @@ free_buffers:
     free(b.dst);
     free(b.src);
     free(b.buf);
-    ect_region_close(b.region);
-destroy_worker:
     ect_worker_destroy(b.worker);
 destroy_engine:
     ect_copy_engine_destroy(b.engine);
