@@ -23,7 +23,7 @@
  *     and power-of-two size class it keeps the time to landed of both ways
  *     (submit's own copy; a hand-off to sleeping threads, from submit to
  *     the last piece landed), tries a way until it has a few samples, then
- *     takes the faster and still tries the other one time in EXPLORE_EVERY.
+ *     takes the faster and still tries the other now and then (copy/learn.h).
  *     Where a wake-up costs a few microseconds two threads win from a few
  *     hundred KiB; on the project's VMs a sleeping thread takes 40-100 us to
  *     start (and often lands on the caller's CPU, pre-empting it), so one
@@ -83,6 +83,7 @@
 #include "common/error.h"
 #include "copy/cpu.h"
 #include "copy/engine.h"
+#include "copy/learn.h"
 #include "copy/ntcopy.h"
 
 enum {
@@ -102,22 +103,10 @@ enum {
 #define MAX_WAIT_POLL_NS     ((uint64_t)1000000)
 #define DEFAULT_INLINE_BYTES ((size_t)64 << 10)
 #define DEFAULT_INLINE_MAX   ((size_t)16 << 20)
-/* The learned choices (submit's own copy or a hand-off; the kernel): size
- * classes are powers of two from 2^LEARN_MIN_SHIFT bytes up; each of two
- * ways is tried until it has LEARN_MIN samples in a class; then the faster
- * is taken and the other still tried once in EXPLORE_EVERY decisions, so a
- * change of the machine's load is seen. */
-#define LEARN_MIN_SHIFT 16
-#define LEARN_CLASSES   16
-#define LEARN_MIN       3
-#define EXPLORE_EVERY   16
-#define LEARN_WEIGHT    0.25 /* of a new sample in the running average */
 /* Below this a batch is one piece: sharing it would cost more than it saves. */
 #define PARALLEL_MIN ((size_t)256 << 10)
 /* The smallest piece of a shared batch. */
 #define PIECE_MIN ((size_t)128 << 10)
-
-struct learned;
 
 /* The two kernels the engine chooses between (the string move is memcpy
  * where rep movsb is not built). */
@@ -131,15 +120,15 @@ struct cpu_batch {
     size_t chunk;   /* bytes per claimed piece */
     size_t next_op; /* dispatch cursor: first unclaimed byte is ops[next_op] + next_off */
     size_t next_off;
-    size_t remaining;              /* bytes not yet copied; the batch has landed at 0 */
-    size_t bytes;                  /* the batch's size */
-    enum kernel kernel;            /* how its bytes are copied */
-    struct learned *learn;         /* a learned hand-off: timed until it lands; else NULL */
-    struct learned *kernel_learn;  /* a learned kernel: its pieces' copy time; else NULL */
-    uint64_t copy_ns;              /* copy time of its pieces so far (with kernel_learn) */
-    uint64_t t_submit_ns;          /* when submit started (for a learned hand-off) */
-    uint64_t t_queued_ns;          /* when queued; 0 once a copy thread took a piece */
-    struct cpu_batch *prev, *next; /* work queue links; next also links the free list */
+    size_t remaining;                  /* bytes not yet copied; the batch has landed at 0 */
+    size_t bytes;                      /* the batch's size */
+    enum kernel kernel;                /* how its bytes are copied */
+    struct ect__learned *learn;        /* a learned hand-off: timed until it lands; else NULL */
+    struct ect__learned *kernel_learn; /* a learned kernel: its pieces' copy time; else NULL */
+    uint64_t copy_ns;                  /* copy time of its pieces so far (with kernel_learn) */
+    uint64_t t_submit_ns;              /* when submit started (for a learned hand-off) */
+    uint64_t t_queued_ns;              /* when queued; 0 once a copy thread took a piece */
+    struct cpu_batch *prev, *next;     /* work queue links; next also links the free list */
 };
 
 /* A piece of one batch's byte stream, claimed by one copier. */
@@ -156,16 +145,10 @@ struct host_reg {
     size_t len;
 };
 
+/* The two ways of the learned hand-off choice (copy/learn.h), timed from
+ * submit to landed; the kernel choice's ways are enum kernel, timed by the
+ * pieces' copy time. */
 enum way { WAY_HERE, WAY_HANDOFF };
-
-/* What one size class of one direction has shown of two ways (enum way:
- * time from submit to landed; enum kernel: the pieces' copy time): the
- * running average of nanoseconds per KiB of each. */
-struct learned {
-    double ns_per_kib[2];
-    uint32_t samples[2];
-    uint32_t decisions;
-};
 
 struct cpu_engine {
     struct ect_copy_engine base; /* first: the dispatcher casts */
@@ -199,9 +182,9 @@ struct cpu_engine {
     struct host_reg *regs;
     size_t n_regs;
     size_t cap_regs;
-    uint64_t allocs;                               /* atomic: allocations since creation */
-    struct learned learn[2][LEARN_CLASSES];        /* [save, load][size class] */
-    struct learned kernel_learn[2][LEARN_CLASSES]; /* [save, load][size class] */
+    uint64_t allocs;                                  /* atomic: allocations since creation */
+    struct ect__learned learn[2][ECT__LEARN_CLASSES]; /* [save, load][size class] */
+    struct ect__learned kernel_learn[2][ECT__LEARN_CLASSES]; /* [save, load][size class] */
     struct ect__copy_cpu_stats stats;
 };
 
@@ -443,8 +426,6 @@ run_claim(struct claim *c)
 /* Returns true when the batch has landed and someone waits on done_cv; the
  * caller broadcasts after dropping the lock, so the woken waiters do not
  * run straight into a held mutex. */
-static void learn_locked(struct learned *l, int way, size_t bytes, uint64_t ns);
-
 static bool
 finish_claim_locked(struct cpu_engine *e, const struct claim *c)
 {
@@ -454,11 +435,11 @@ finish_claim_locked(struct cpu_engine *e, const struct claim *c)
     if (b->remaining > 0)
         return false;
     if (b->learn != NULL) {
-        learn_locked(b->learn, WAY_HANDOFF, b->bytes, ect__now_ns() - b->t_submit_ns);
+        ect__learn_record(b->learn, WAY_HANDOFF, b->bytes, ect__now_ns() - b->t_submit_ns);
         b->learn = NULL;
     }
     if (b->kernel_learn != NULL) {
-        learn_locked(b->kernel_learn, (int)b->kernel, b->bytes, b->copy_ns);
+        ect__learn_record(b->kernel_learn, (int)b->kernel, b->bytes, b->copy_ns);
         b->kernel_learn = NULL;
     }
     __atomic_store_n(&e->landed_seq, e->landed_seq + 1, __ATOMIC_RELEASE);
@@ -698,62 +679,24 @@ wanted_wakeups_locked(const struct cpu_engine *e, size_t pieces)
 
 /* ---- the learned choices: submit's own copy or a hand-off, and the kernel ------------- */
 
-/* The size class of a batch: class k holds [2^(LEARN_MIN_SHIFT + k),
- * 2^(LEARN_MIN_SHIFT + k + 1)) bytes; smaller ones fall in 0, larger in the
- * last. */
-static unsigned
-learn_class_of(size_t bytes)
-{
-    unsigned k = 0;
-    while (k + 1 < LEARN_CLASSES && (bytes >> (LEARN_MIN_SHIFT + k + 1)) != 0)
-        k++;
-    return k;
-}
-
-static void
-learn_locked(struct learned *l, int way, size_t bytes, uint64_t ns)
-{
-    double v = (double)ns * 1024.0 / (double)bytes;
-    if (l->samples[way] == 0)
-        l->ns_per_kib[way] = v;
-    else
-        l->ns_per_kib[way] += LEARN_WEIGHT * (v - l->ns_per_kib[way]);
-    if (l->samples[way] < UINT32_MAX)
-        l->samples[way]++;
-}
-
-/* Which of a class's two ways the next batch takes: each is tried until it
- * has LEARN_MIN samples (`first` first), then the faster, and the other
- * once in EXPLORE_EVERY decisions. */
-static int
-pick_locked(struct learned *l, int first)
-{
-    l->decisions++;
-    if (l->samples[first] < LEARN_MIN)
-        return first;
-    if (l->samples[!first] < LEARN_MIN)
-        return !first;
-    int best = l->ns_per_kib[0] <= l->ns_per_kib[1] ? 0 : 1;
-    return l->decisions % EXPLORE_EVERY == 0 ? !best : best;
-}
-
 /* The kernel of a batch of `total` bytes (see the file comment);
  * *learn_p gets the class its copy time will feed, or NULL. */
 static enum kernel
-kernel_locked(struct cpu_engine *e, ect_copy_dir_t dir, size_t total, struct learned **learn_p)
+kernel_locked(struct cpu_engine *e, ect_copy_dir_t dir, size_t total, struct ect__learned **learn_p)
 {
     *learn_p = NULL;
     if (total <= e->inline_bytes || !ect__copy_nt_available())
         return KERNEL_STRING;
-    *learn_p = &e->kernel_learn[dir == ECT_COPY_SAVE ? 0 : 1][learn_class_of(total)];
-    return (enum kernel)pick_locked(*learn_p, KERNEL_STRING);
+    *learn_p = &e->kernel_learn[dir == ECT_COPY_SAVE ? 0 : 1][ect__learn_class(total)];
+    return (enum kernel)ect__learn_pick(*learn_p, KERNEL_STRING);
 }
 
 /* Whether submit copies a batch of `total` bytes itself (see the file
  * comment).  *learn_p gets the size class whose figures the batch will feed
  * when the choice was a learned one, else NULL. */
 static bool
-copy_here_locked(struct cpu_engine *e, ect_copy_dir_t dir, size_t total, struct learned **learn_p)
+copy_here_locked(struct cpu_engine *e, ect_copy_dir_t dir, size_t total,
+                 struct ect__learned **learn_p)
 {
     *learn_p = NULL;
     if (total == 0 || e->held)
@@ -763,8 +706,8 @@ copy_here_locked(struct cpu_engine *e, ect_copy_dir_t dir, size_t total, struct 
     /* Awake copy threads take it without a wake-up. */
     if (total > e->inline_max || e->queue_head != NULL || e->copiers > 0 || e->spinners > 0)
         return false;
-    *learn_p = &e->learn[dir == ECT_COPY_SAVE ? 0 : 1][learn_class_of(total)];
-    return pick_locked(*learn_p, WAY_HANDOFF) == WAY_HERE;
+    *learn_p = &e->learn[dir == ECT_COPY_SAVE ? 0 : 1][ect__learn_class(total)];
+    return ect__learn_pick(*learn_p, WAY_HANDOFF) == WAY_HERE;
 }
 
 static ect_status_t
@@ -815,7 +758,7 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
     /* A batch copied right here (see copy_here_locked) is in the table but
      * not queued, so nobody else claims it; under a hold it is queued like
      * any other. */
-    struct learned *learn;
+    struct ect__learned *learn;
     bool here = copy_here_locked(e, batch->dir, total, &learn);
     unsigned wake = 0;
     if (total > 0 && !here) {
@@ -835,7 +778,7 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
         run_claim(&c);
         pthread_mutex_lock(&e->lock);
         if (learn != NULL)
-            learn_locked(learn, WAY_HERE, total, ect__now_ns() - t_submit);
+            ect__learn_record(learn, WAY_HERE, total, ect__now_ns() - t_submit);
         bool wake_waiters = finish_claim_locked(e, &c);
         pthread_mutex_unlock(&e->lock);
         if (wake_waiters)

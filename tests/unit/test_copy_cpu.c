@@ -16,6 +16,7 @@
 #include <ectier/ectier.h>
 
 #include "copy/cpu.h"
+#include "copy/learn.h"
 #include "copy/ntcopy.h"
 #include "copy/plan.h"
 #include "harness.h"
@@ -1024,6 +1025,43 @@ test_a_batch_submitted_while_the_threads_have_work_is_handed_off(void)
     free(src);
 }
 
+static void
+test_learned_choice_tries_both_ways_then_keeps_the_faster(void)
+{
+    /* The rule itself (copy/learn.h): `first` until it has its samples,
+     * then the other, then the faster by its running average, and the slower
+     * once in every ECT__LEARN_EXPLORE_EVERY decisions; a change of speed
+     * moves the choice over. */
+    struct ect__learned l = {0};
+    const size_t kib = 1024;
+    for (int i = 0; i < ECT__LEARN_MIN; i++) {
+        CHECK_EQ_INT(ect__learn_pick(&l, 1), 1);
+        ect__learn_record(&l, 1, kib, 500); /* way 1: 500 ns a KiB */
+    }
+    for (int i = 0; i < ECT__LEARN_MIN; i++) {
+        CHECK_EQ_INT(ect__learn_pick(&l, 1), 0);
+        ect__learn_record(&l, 0, kib, 100); /* way 0: 100 ns a KiB */
+    }
+    unsigned slower = 0;
+    for (int i = 0; i < 4 * ECT__LEARN_EXPLORE_EVERY; i++)
+        slower += ect__learn_pick(&l, 1) == 1;
+    CHECK_EQ_INT(slower, 4);
+    /* Way 0 becomes slow: after a few samples the choice moves to way 1. */
+    for (int i = 0; i < 16; i++)
+        ect__learn_record(&l, 0, kib, 5000);
+    CHECK_EQ_INT(ect__learn_pick(&l, 1), 1); /* decision 71: not an exploring one */
+    unsigned zeros = 0;
+    for (int i = 0; i < 2 * ECT__LEARN_EXPLORE_EVERY; i++)
+        zeros += ect__learn_pick(&l, 1) == 0;
+    CHECK_EQ_INT(zeros, 2);
+    /* Size classes: below 2^17 is class 0, each power of two one more, and
+     * everything beyond the last class stays in it. */
+    CHECK_EQ_INT(ect__learn_class(1), 0);
+    CHECK_EQ_INT(ect__learn_class((size_t)1 << 17), 1);
+    CHECK_EQ_INT(ect__learn_class(((size_t)1 << 20) + 1), 4);
+    CHECK_EQ_INT(ect__learn_class(SIZE_MAX), ECT__LEARN_CLASSES - 1);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_exact_fit_round_trips_through_scattered_shm_blocks),
     ECT_CASE(test_partial_last_block_leaves_rest_of_block_untouched),
@@ -1047,6 +1085,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_waiter_shares_a_large_batch_in_pieces),
     ECT_CASE(test_copy_kernels_write_exactly_their_bytes_at_any_alignment),
     ECT_CASE(test_spin_and_inline_params_are_checked),
+    ECT_CASE(test_learned_choice_tries_both_ways_then_keeps_the_faster),
     ECT_CASE(test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured),
     ECT_CASE(test_a_batch_submitted_while_the_threads_have_work_is_handed_off),
 };
