@@ -12,7 +12,11 @@
  *    characters, like an mm_hash.  The ceiling of the large case is the
  *    small case's rate in the same run; target >= 0.7 (flat cost).  A
  *    thousand entries fit in the L2 cache and a million do not, so the
- *    output also prints the measured price of one cache miss at both sizes.
+ *    output also prints the measured price of one cache miss at both sizes,
+ *    and a per-call breakdown (uniform keys, each call timed in a separate
+ *    pass): what each call adds at a million entries, in misses, next to
+ *    the room the target leaves a request and the lines this index must
+ *    read per request at the least.
  *
  * 2. Fragmentation.  A region of 1 Mi blocks takes 1 million random
  *    operations with entry sizes uniform in 64..4096 blocks (images of
@@ -105,6 +109,43 @@ zipf_next(const struct zipf *z, uint64_t *rs)
 
 #define HOLD_RING 8 /* a hold is released by the read 8 requests later */
 
+/* The calls of one request, for the per-call breakdown. */
+enum call {
+    CALL_GET_HIT,
+    CALL_PIN,
+    CALL_GET_RUNS,
+    CALL_UNPIN,
+    CALL_GET_ABSENT,
+    CALL_ALLOC,
+    CALL_GET_RUNS_NEW,
+    CALL_MARK_READY,
+    CALL_RELEASE_HOLD,
+    CALL_HOLD,
+    CALL_EXPIRE_HOLDS,
+    N_CALLS
+};
+static const char *const CALL_NAMES[N_CALLS] = {
+    "get (hit)", "pin", "get_runs", "unpin", "get (absent)", "alloc (evicts)", "get_runs (new)",
+    "mark_ready", "release_hold", "hold", "expire_holds"};
+
+/* Per-call time: total ns and count of each call (NULL: not timed). */
+struct call_times {
+    double ns[N_CALLS];
+    uint64_t n[N_CALLS];
+    double timer_ns; /* what one empty timing costs, taken off each call */
+};
+
+/* Evaluate the cache call expr into s, timed as call `which` when t is set. */
+#define CALL(t, which, s, expr)                                                                    \
+    do {                                                                                           \
+        double t0_ = (t) != NULL ? now_s() : 0;                                                    \
+        (s) = (expr);                                                                              \
+        if ((t) != NULL) {                                                                         \
+            (t)->ns[which] += (now_s() - t0_) * 1e9 - (t)->timer_ns;                               \
+            (t)->n[which]++;                                                                       \
+        }                                                                                          \
+    } while (0)
+
 /* The engine's calls for n_requests requests on a full cache of n_entries
  * ready entries, each request being one of each:
  *   load:  get (has_cache_item), pin, get_runs, unpin: an existing key,
@@ -113,9 +154,10 @@ zipf_next(const struct zipf *z, uint64_t *rs)
  *          hold (the announcement); the hold is released by the consumer's
  *          read HOLD_RING requests later, except one in four that nobody
  *          reads and that lapses (expire_holds runs once per request).
+ * times != NULL times every call (the rate then includes the timing).
  * Returns cache calls per second, or a negative value on a wrong status. */
 static double
-ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf)
+ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf, struct call_times *times)
 {
     const uint64_t blocks_per_entry = 4;
     double rate = -1;
@@ -132,6 +174,7 @@ ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf)
     ect_cache_entry_t info;
     ect_run_t runs[8];
     size_t n_runs;
+    ect_status_t s;
     double t0 = now_s();
     for (size_t i = 0; i < n_requests; i++) {
         size_t next = n_entries + i;
@@ -139,12 +182,17 @@ ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf)
          * chosen key has just been evicted: then it is a miss (1 call). */
         uint64_t back = zipf != NULL ? zipf_next(zipf, &rs) : rng_next(&rs) % n_entries;
         key_of(next - 1 - back, k);
-        ect_status_t s = ect_cache_get(c, k, &info);
+        CALL(times, CALL_GET_HIT, s, ect_cache_get(c, k, &info));
         ops++;
         if (s == ECT_OK) {
-            if (ect_cache_pin(c, k) != ECT_OK ||
-                ect_cache_get_runs(c, k, runs, 8, &n_runs) != ECT_OK ||
-                ect_cache_unpin(c, k) != ECT_OK)
+            CALL(times, CALL_PIN, s, ect_cache_pin(c, k));
+            if (s != ECT_OK)
+                goto destroy;
+            CALL(times, CALL_GET_RUNS, s, ect_cache_get_runs(c, k, runs, 8, &n_runs));
+            if (s != ECT_OK)
+                goto destroy;
+            CALL(times, CALL_UNPIN, s, ect_cache_unpin(c, k));
+            if (s != ECT_OK)
                 goto destroy;
             ops += 3;
         } else if (s != ECT_ERR_NOT_FOUND) {
@@ -152,23 +200,33 @@ ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf)
         }
         /* Save and announce. */
         key_of(next, k);
-        if (ect_cache_get(c, k, &info) != ECT_ERR_NOT_FOUND ||
-            ect_cache_alloc(c, k, blocks_per_entry) != ECT_OK ||
-            ect_cache_get_runs(c, k, runs, 8, &n_runs) != ECT_OK ||
-            ect_cache_mark_ready(c, k) != ECT_OK)
+        CALL(times, CALL_GET_ABSENT, s, ect_cache_get(c, k, &info));
+        if (s != ECT_ERR_NOT_FOUND)
+            goto destroy;
+        CALL(times, CALL_ALLOC, s, ect_cache_alloc(c, k, blocks_per_entry));
+        if (s != ECT_OK)
+            goto destroy;
+        CALL(times, CALL_GET_RUNS_NEW, s, ect_cache_get_runs(c, k, runs, 8, &n_runs));
+        if (s != ECT_OK)
+            goto destroy;
+        CALL(times, CALL_MARK_READY, s, ect_cache_mark_ready(c, k));
+        if (s != ECT_OK)
             goto destroy;
         uint64_t *slot = &holds[i % HOLD_RING];
         if (*slot != 0) {
-            s = ect_cache_release_hold(c, *slot); /* NOT_FOUND if it lapsed */
+            /* NOT_FOUND if it lapsed */
+            CALL(times, CALL_RELEASE_HOLD, s, ect_cache_release_hold(c, *slot));
             if (s != ECT_OK && s != ECT_ERR_NOT_FOUND)
                 goto destroy;
             ops++;
         }
-        if (ect_cache_hold(c, k, i + 2 * HOLD_RING, slot) != ECT_OK)
+        CALL(times, CALL_HOLD, s, ect_cache_hold(c, k, i + 2 * HOLD_RING, slot));
+        if (s != ECT_OK)
             goto destroy;
         if (i % 4 == 0)
             *slot = 0; /* never read: it lapses */
-        if (ect_cache_expire_holds(c, i, NULL) != ECT_OK)
+        CALL(times, CALL_EXPIRE_HOLDS, s, ect_cache_expire_holds(c, i, NULL));
+        if (s != ECT_OK)
             goto destroy;
         ops += 6;
     }
@@ -328,8 +386,8 @@ rates(const char *what, const struct zipf *z_small, const struct zipf *z_large)
     const size_t requests = 200000;
     double small = 0, large = 0;
     for (int rep = 0; rep < 3; rep++) {
-        double s = ops_rate(1000, requests, z_small);
-        double l = ops_rate(1000000, requests, z_large);
+        double s = ops_rate(1000, requests, z_small, NULL);
+        double l = ops_rate(1000000, requests, z_large, NULL);
         if (s < 0 || l < 0)
             return -1;
         small = s > small ? s : small;
@@ -349,6 +407,53 @@ rates(const char *what, const struct zipf *z_small, const struct zipf *z_large)
     return 0;
 }
 
+/* Where a request's time goes at both sizes (uniform keys), in DRAM
+ * misses, and the room the target leaves: at 0.7 of the 1K rate a request
+ * at 1M may take (1/0.7 - 1) x its 1K time longer, and loading a uniformly
+ * drawn key reads at least one line (its entry) that no recent request
+ * touched. */
+static int
+breakdown(double miss_ns)
+{
+    const size_t requests = 200000;
+    static struct call_times t[2];
+    const size_t sizes[2] = {1000, 1000000};
+    double per_req[2], ops_per_req = 0;
+    for (int i = 0; i < 2; i++) {
+        memset(&t[i], 0, sizeof(t[i]));
+        double t0 = now_s();
+        for (int j = 0; j < 1000; j++)
+            (void)now_s();
+        t[i].timer_ns = (now_s() - t0) / 1000 * 1e9;
+        if (ops_rate(sizes[i], requests, NULL, &t[i]) < 0)
+            return -1;
+        per_req[i] = 0;
+        for (int c = 0; c < N_CALLS; c++)
+            per_req[i] += t[i].ns[c] / (double)requests;
+    }
+    for (int c = 0; c < N_CALLS; c++)
+        ops_per_req += (double)t[1].n[c] / (double)requests;
+    printf("  per call, uniform keys (mean ns, timer taken off; misses = extra / %.0f ns):\n"
+           "    %-16s %9s %8s %8s %7s %7s\n",
+           miss_ns, "call", "calls/req", "1K ns", "1M ns", "extra", "misses");
+    for (int c = 0; c < N_CALLS; c++) {
+        if (t[0].n[c] == 0 || t[1].n[c] == 0)
+            continue;
+        double a = t[0].ns[c] / (double)t[0].n[c], b = t[1].ns[c] / (double)t[1].n[c];
+        printf("    %-16s %9.2f %8.0f %8.0f %+7.0f %7.2f\n", CALL_NAMES[c],
+               (double)t[1].n[c] / (double)requests, a, b, b - a, (b - a) / miss_ns);
+    }
+    double extra = per_req[1] - per_req[0], room = (1 / 0.7 - 1) * per_req[0];
+    printf("    a request (%.1f calls): %.0f ns at 1K, %.0f ns at 1M: %+.0f ns, %.1f misses\n",
+           ops_per_req, per_req[0], per_req[1], extra, extra / miss_ns);
+    printf("  room at the 0.7 target: %+.0f ns a request, %.2f misses; a request of this index "
+           "reads at least 3 lines no recent call touched (the loaded key's bucket and entry, the "
+           "new key's bucket: %.0f ns from memory, less while buckets stay in the last-level "
+           "cache)\n",
+           room, room / miss_ns, 3 * miss_ns);
+    return 0;
+}
+
 int
 ect_bench_cache(int argc, char **argv)
 {
@@ -359,9 +464,12 @@ ect_bench_cache(int argc, char **argv)
     zipf_init(&z_large, 1000000, 0.99);
     if (rates("uniform", NULL, NULL) != 0 || rates("Zipf 0.99", &z_small, &z_large) != 0)
         return 1;
+    double miss_ns = load_latency_ns((size_t)256 << 20);
     printf("  memory: a random dependent load costs %.0f ns over 256 KiB (a 1K-entry cache) "
            "and %.0f ns over 256 MiB (1M entries)\n",
-           load_latency_ns((size_t)256 << 10), load_latency_ns((size_t)256 << 20));
+           load_latency_ns((size_t)256 << 10), miss_ns);
+    if (miss_ns > 0 && breakdown(miss_ns) != 0)
+        return 1;
 
     struct frag_result r;
     if (fragment(0, 1u << 20, 1000000, &r) != 0)
