@@ -125,8 +125,8 @@ enum call {
     N_CALLS
 };
 static const char *const CALL_NAMES[N_CALLS] = {
-    "get (hit)", "pin", "get_runs", "unpin", "get (absent)", "alloc (evicts)", "get_runs (new)",
-    "mark_ready", "release_hold", "hold", "expire_holds"};
+    "get (hit)",      "pin",        "get_runs",     "unpin", "get (absent)", "alloc (evicts)",
+    "get_runs (new)", "mark_ready", "release_hold", "hold",  "expire_holds"};
 
 /* Per-call time: total ns and count of each call (NULL: not timed). */
 struct call_times {

@@ -5,7 +5,8 @@
  * else eight 16-byte SSE2 stores, which every x86-64 CPU has.  Loads are
  * unaligned (the source may sit anywhere); stores are aligned because the
  * head up to the destination's next 64-byte boundary is copied with memcpy.
- * String move: one `rep movsb` where CPUID says the CPU has ERMS.
+ * String move: one `rep movsb` where CPUID says the CPU has ERMS.  The
+ * page prefetch is plain C, built everywhere.
  */
 #include <stdint.h>
 #include <string.h>
@@ -20,6 +21,20 @@
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define ECT_NT_SANITIZED 1
 #endif
+
+#define PAGE_STRIDE 4096u
+
+void
+ect__copy_prefetch_pages(const void *p, size_t n)
+{
+    if (n == 0)
+        return;
+    const char *b = p;
+    for (size_t i = 0; i < n; i += PAGE_STRIDE)
+        __builtin_prefetch(b + i, 0, 3);
+    /* The last page, where the stride stepped past its start. */
+    __builtin_prefetch(b + n - 1, 0, 3);
+}
 
 #if defined(__x86_64__) && !defined(ECT_NT_SANITIZED)
 #include <cpuid.h>

@@ -5,9 +5,10 @@
  * region block being saved, this is 2-4x faster than memcpy on the project's VMs (bench/bench.c
  * measures both in every `ectier bench` run: the ceiling is the better of the two).
  *
- * One home for the kernels: the CPU copy engine and the benchmarks' ceiling
- * use them.  Where it is not built for x86-64, or in a sanitizer build (whose
- * checks would not see the vector stores), it is plain memcpy.
+ * One home for the kernels (and for the page prefetch that goes before a
+ * copy): the CPU copy engine and the benchmarks' ceiling use them.  Where
+ * a kernel is not built for x86-64, or in a sanitizer build (whose checks
+ * would not see the vector stores), it is plain memcpy.
  */
 #ifndef ECT_COPY_NTCOPY_H
 #define ECT_COPY_NTCOPY_H
@@ -45,5 +46,20 @@ void ect__copy_movsb(void *dst, const void *src, size_t n);
 /* 1 when ect__copy_movsb really uses rep movsb (x86-64 with ERMS, not a
  * sanitizer build). */
 int ect__copy_movsb_available(void);
+
+/*
+ * Prefetch one line in every 4 KiB page that [p, p + n) covers (lines of
+ * the range only), before a copy streams through it.  Why: on the
+ * project's VMs the first store to a region page that was last written
+ * tens of milliseconds ago stalls (a page walk and its bookkeeping, paid
+ * page after page as a copy reaches each one); prefetches issued together
+ * let the core resolve the pages at once.  Measured with `ectier bench
+ * step`, 3 runs each way alternating: a 1 MiB save step's copy 55-67 us
+ * without, 34-35 us with (the same copy repeated at once takes 18-20 us);
+ * loads and `ectier bench copy` (blocks reused at once) unchanged within
+ * the noise.  A prefetch never faults and reads nothing into the program.
+ * Thread safety: safe (no state).
+ */
+void ect__copy_prefetch_pages(const void *p, size_t n);
 
 #endif /* ECT_COPY_NTCOPY_H */
