@@ -55,10 +55,8 @@
  *     written long ago stalls, page after page, unless the pages are
  *     resolved together up front (copy/ntcopy.h has the figures).
  *
- * Tickets start at 1 and increase.  The ticket table is an open-addressing
- * hash keyed by ticket (linear probing, backward-shift deletion); tickets are
- * consecutive, so `ticket & mask` spreads them perfectly and a lookup is O(1)
- * however long an old ticket stays unretired.
+ * Tickets start at 1 and increase; the ticket table (copy/tickets.h) finds
+ * a batch by its ticket in O(1) however long an old ticket stays unretired.
  *
  * Locking: one mutex guards the queue, the table, the free records, the
  * dispatch cursors and remaining counts, the thread counts and the
@@ -89,6 +87,7 @@
 #include "copy/engine.h"
 #include "copy/learn.h"
 #include "copy/ntcopy.h"
+#include "copy/tickets.h"
 
 enum {
     DEFAULT_THREADS = 2,
@@ -178,9 +177,7 @@ struct cpu_engine {
     uint64_t landed_seq; /* atomic stores: +1 whenever a batch lands */
     uint64_t next_ticket;
     struct cpu_batch *queue_head, *queue_tail; /* batches with unclaimed bytes */
-    struct cpu_batch **table;                  /* issued, unretired batches by ticket */
-    size_t table_cap;
-    size_t table_count;
+    struct ect__tickets tickets;               /* issued, unretired batches by ticket */
     struct cpu_batch *free_list;
     unsigned n_free;
     struct host_reg *regs;
@@ -206,85 +203,6 @@ count_alloc(struct cpu_engine *e)
     __atomic_fetch_add(&e->allocs, 1, __ATOMIC_RELAXED);
 }
 
-/* ---- ticket table ---------------------------------------------------------- */
-
-static size_t
-find_slot_locked(const struct cpu_engine *e, uint64_t ticket, bool *found_p)
-{
-    size_t mask = e->table_cap - 1;
-    size_t i = (size_t)ticket & mask;
-    while (e->table[i] != NULL && e->table[i]->ticket != ticket)
-        i = (i + 1) & mask;
-    *found_p = e->table[i] != NULL;
-    return i;
-}
-
-static struct cpu_batch *
-lookup_locked(const struct cpu_engine *e, uint64_t ticket, size_t *slot_p)
-{
-    bool found;
-    size_t i = find_slot_locked(e, ticket, &found);
-    if (!found)
-        return NULL;
-    *slot_p = i;
-    return e->table[i];
-}
-
-/* Make room for one more entry, keeping the load factor at most one half so
- * probe chains stay short. */
-static ect_status_t
-table_reserve_locked(struct cpu_engine *e)
-{
-    if ((e->table_count + 1) * 2 <= e->table_cap)
-        return ECT_OK;
-    size_t cap = e->table_cap * 2;
-    struct cpu_batch **old = e->table;
-    size_t old_cap = e->table_cap;
-    struct cpu_batch **table = ect__calloc(cap, sizeof(*table));
-    if (table == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "copy cpu: cannot grow the ticket table to %zu", cap);
-    count_alloc(e);
-    e->table = table;
-    e->table_cap = cap;
-    for (size_t i = 0; i < old_cap; i++) {
-        if (old[i] != NULL) {
-            bool found;
-            e->table[find_slot_locked(e, old[i]->ticket, &found)] = old[i];
-        }
-    }
-    ect__free(old);
-    return ECT_OK;
-}
-
-static void
-table_insert_locked(struct cpu_engine *e, struct cpu_batch *b)
-{
-    bool found;
-    size_t i = find_slot_locked(e, b->ticket, &found);
-    e->table[i] = b;
-    e->table_count++;
-}
-
-/* Backward-shift deletion: later members of the probe chain move up into the
- * hole unless their home slot lies cyclically after it, so lookups never need
- * tombstones. */
-static void
-table_remove_locked(struct cpu_engine *e, size_t hole)
-{
-    size_t mask = e->table_cap - 1;
-    e->table[hole] = NULL;
-    for (size_t j = (hole + 1) & mask; e->table[j] != NULL; j = (j + 1) & mask) {
-        size_t home = (size_t)e->table[j]->ticket & mask;
-        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-        if (!stays) {
-            e->table[hole] = e->table[j];
-            e->table[j] = NULL;
-            hole = j;
-        }
-    }
-    e->table_count--;
-}
-
 /* ---- batch records ----------------------------------------------------------- */
 
 static void
@@ -292,6 +210,12 @@ free_batch(struct cpu_batch *b)
 {
     ect__free(b->ops);
     ect__free(b);
+}
+
+static void
+free_batch_value(void *b)
+{
+    free_batch(b);
 }
 
 static void
@@ -759,12 +683,15 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
         s = ect__error(ECT_ERR_SHUTDOWN, "copy submit: the cpu engine is shut down");
         goto recycle_batch;
     }
-    s = table_reserve_locked(e);
+    bool grew;
+    s = ect__tickets_reserve(&e->tickets, &grew);
     if (s != ECT_OK)
         goto recycle_batch;
+    if (grew)
+        count_alloc(e);
     uint64_t ticket = e->next_ticket++;
     b->ticket = ticket;
-    table_insert_locked(e, b);
+    ect__tickets_insert(&e->tickets, ticket, b);
     b->kernel = kernel_locked(e, batch->dir, total, &b->kernel_learn);
     b->copy_ns = 0;
     e->stats.batches_nt += b->kernel == KERNEL_NT;
@@ -827,7 +754,7 @@ cpu_query(ect_copy_engine_t *engine, uint64_t ticket)
     size_t slot;
 
     pthread_mutex_lock(&e->lock);
-    struct cpu_batch *b = lookup_locked(e, ticket, &slot);
+    struct cpu_batch *b = ect__tickets_find(&e->tickets, ticket, &slot);
     if (b == NULL) {
         pthread_mutex_unlock(&e->lock);
         return not_found("query", ticket);
@@ -836,7 +763,7 @@ cpu_query(ect_copy_engine_t *engine, uint64_t ticket)
         pthread_mutex_unlock(&e->lock);
         return ECT_ERR_BUSY;
     }
-    table_remove_locked(e, slot);
+    ect__tickets_remove_at(&e->tickets, slot);
     recycle_locked(e, b);
     pthread_mutex_unlock(&e->lock);
     return ECT_OK;
@@ -854,13 +781,13 @@ cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
     for (;;) {
         /* Look the ticket up afresh each round: while we slept another
          * thread may have retired it and its record may serve a new batch. */
-        struct cpu_batch *b = lookup_locked(e, ticket, &slot);
+        struct cpu_batch *b = ect__tickets_find(&e->tickets, ticket, &slot);
         if (b == NULL) {
             pthread_mutex_unlock(&e->lock);
             return not_found("wait", ticket);
         }
         if (b->remaining == 0) {
-            table_remove_locked(e, slot);
+            ect__tickets_remove_at(&e->tickets, slot);
             recycle_locked(e, b);
             pthread_mutex_unlock(&e->lock);
             return ECT_OK;
@@ -964,15 +891,13 @@ ect__copy_cpu_alloc_count(ect_copy_engine_t *engine)
 static void
 free_engine(struct cpu_engine *e)
 {
-    for (size_t i = 0; i < e->table_cap; i++)
-        if (e->table[i] != NULL)
-            free_batch(e->table[i]);
+    ect__tickets_each(&e->tickets, free_batch_value);
     while (e->free_list != NULL) {
         struct cpu_batch *b = e->free_list;
         e->free_list = b->next;
         free_batch(b);
     }
-    ect__free(e->table);
+    ect__tickets_cleanup(&e->tickets);
     ect__free(e->regs);
     ect__free(e->threads);
     pthread_cond_destroy(&e->done_cv);
@@ -1102,12 +1027,9 @@ ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_
     e->max_active = max_active_for(threads);
     e->max_spinners = e->max_active;
     e->next_ticket = 1;
-    e->table_cap = TABLE_MIN_CAP;
-    e->table = ect__calloc(e->table_cap, sizeof(*e->table));
-    if (e->table == NULL) {
-        s = ect__error(ECT_ERR_NO_MEMORY, "copy cpu: cannot allocate the ticket table");
+    s = ect__tickets_init(&e->tickets, TABLE_MIN_CAP);
+    if (s != ECT_OK)
         goto free_engine;
-    }
     e->threads = ect__calloc(threads, sizeof(*e->threads));
     if (e->threads == NULL) {
         s = ect__error(ECT_ERR_NO_MEMORY, "copy cpu: cannot allocate %u thread handles", threads);
@@ -1140,7 +1062,7 @@ destroy_lock:
 free_threads:
     ect__free(e->threads);
 free_table:
-    ect__free(e->table);
+    ect__tickets_cleanup(&e->tickets);
 free_engine:
     ect__free(e);
     return s;
