@@ -29,7 +29,11 @@
  * Blocks are 7168 bytes (3584 hidden x bf16): entries end in a partial
  * block.  The region is pre-faulted and the engine's pools warm before
  * timing.  A first line gives the fixed cost of a step, with a 1000-byte
- * entry.
+ * entry; a last line measures the machine: the same 1 MiB copy into
+ * region pages last written 0, 30 ms and 1 s before (on the project's VMs
+ * the first write to a page costs more the longer it was left alone; a
+ * save step's blocks were freed by evicting an old entry, while the
+ * ceilings copy right after the step).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +45,7 @@
 #include "bench.h"
 #include "common/clock.h"
 #include "copy/cpu.h"
+#include "copy/ntcopy.h"
 #include "step/report.h"
 
 #define HIDDEN      3584u
@@ -408,6 +413,50 @@ free_samples:
     return rc;
 }
 
+/* How a write into region pages costs more the longer ago they were last
+ * written (on the project's VMs; see copy/ntcopy.h): the same 1 MiB copy
+ * (prefetch, then rep movsb, as the engine copies inline) into blocks
+ * written and flushed just before, 30 ms before and 1 s before, the thread
+ * spinning meanwhile.  The ceilings above copy right after the step, so
+ * they meet pages in the first state; a save step meets blocks freed by
+ * evicting an old entry. */
+static void
+page_age_probe(struct step_bench *b)
+{
+    enum { REPS = 3, AGES = 3 };
+    static const double age_s[AGES] = {0, 0.030, 1.0};
+    const size_t mib = (size_t)1 << 20;
+    unsigned char *region = ect__worker_region_data(b->worker);
+    if ((size_t)(b->geom.num_blocks * BLOCK_BYTES) < (size_t)REPS * AGES * mib)
+        return;
+    double us[AGES][REPS];
+    for (int r = 0; r < REPS; r++) {
+        unsigned char *area[AGES];
+        uint64_t t0 = ect__now_ns();
+        /* Oldest first: each area is written, flushed, then left alone
+         * until the end of the longest age. */
+        for (int a = AGES - 1; a >= 0; a--) {
+            area[a] = region + ((size_t)r * AGES + (size_t)a) * mib;
+            uint64_t at = t0 + (uint64_t)((age_s[AGES - 1] - age_s[a]) * 1e9);
+            while (ect__now_ns() < at)
+                ;
+            memcpy(area[a], b->src, mib);
+            ect_bench_cold(area[a], mib);
+        }
+        ect_bench_warm(b->src, mib);
+        for (int a = 0; a < AGES; a++) {
+            uint64_t t = ect__now_ns();
+            ect__copy_prefetch_pages(area[a], mib);
+            ect__copy_movsb(area[a], b->src, mib);
+            us[a][r] = (double)(ect__now_ns() - t) / 1e3;
+        }
+    }
+    printf("  machine: the same 1 MiB copy into region pages last written 0 / 30 ms / 1 s "
+           "before (median of %d): %.1f / %.1f / %.1f us\n",
+           REPS, ect_bench_median(us[0], REPS), ect_bench_median(us[1], REPS),
+           ect_bench_median(us[2], REPS));
+}
+
 int
 ect_bench_step(int argc, char **argv)
 {
@@ -469,6 +518,7 @@ ect_bench_step(int argc, char **argv)
     for (size_t p = 0; p < sizeof(plans) / sizeof(plans[0]); p++)
         if (measure(&b, plans[p].payload, plans[p].reps) != 0)
             goto free_buffers;
+    page_age_probe(&b);
     rc = 0;
 free_buffers:
     ect_bench_ceiling_destroy(b.ceiling);
