@@ -484,7 +484,7 @@ ect_bench_step(int argc, char **argv)
         return fail("create the scheduler");
     /* The engine a worker would make for itself, made here so that the
      * bench can read its counters. */
-    ect_copy_cpu_params_t cp = {.threads = b.cfg.copy_threads};
+    ect_copy_cpu_params_t cp = ect__copy_cpu_params_of(&b.cfg);
     if (ect_copy_engine_create_cpu(&cp, &b.engine) != ECT_OK) {
         fail("create the copy engine");
         goto destroy_scheduler;

@@ -96,6 +96,9 @@ typedef struct ect_config {
     char curve_client_key_file[ECT_CONFIG_PATH_MAX + 1];
     char curve_allowed_clients_file[ECT_CONFIG_PATH_MAX + 1];
     unsigned copy_threads; /* CPU copy-engine threads, 1..64 (2) */
+    /* Microseconds a CPU copy thread (or a waiting caller) keeps polling
+     * for work before it sleeps, 0..100000 (50); 0 = never polls. */
+    unsigned copy_spin_us;
     bool prefault;         /* touch every region page at creation (true) */
     bool region_reaper;    /* fork a reaper that unlinks the region after a crash (true) */
 

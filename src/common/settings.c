@@ -413,6 +413,18 @@ static const struct ect__setting table[] = {
      .offset = FIELD(copy_threads),
      .min = 1,
      .max = 64},
+    {.name = "copy_spin_us",
+     .where = ECT_SETTING_EXTRA,
+     .type = ECT_SETTING_UINT,
+     .default_text = "50",
+     .doc = "Microseconds a CPU copy thread that ran out of work keeps polling for the next "
+            "batch before it sleeps (a waiting caller polls as long).  A sleeping thread takes "
+            "5-100 us to wake (the most on VMs), about as long as copying 1 MiB; set this above "
+            "the time between steps to keep the threads awake, at the price of up to a core "
+            "per copy thread while polling.  0: never poll.",
+     .offset = FIELD(copy_spin_us),
+     .min = 0,
+     .max = 100000},
     {.name = "prefault",
      .where = ECT_SETTING_EXTRA,
      .type = ECT_SETTING_BOOL,

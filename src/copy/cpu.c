@@ -955,6 +955,14 @@ start_threads(struct cpu_engine *e)
 }
 
 /* CPUs this process may run on (its affinity mask), at least 1. */
+ect_copy_cpu_params_t
+ect__copy_cpu_params_of(const ect_config_t *cfg)
+{
+    return (ect_copy_cpu_params_t){.threads = cfg->copy_threads,
+                                   .spin_us = cfg->copy_spin_us == 0 ? ECT_COPY_CPU_NO_SPIN
+                                                                     : cfg->copy_spin_us};
+}
+
 static unsigned
 usable_cpus(void)
 {

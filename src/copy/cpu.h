@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <ectier/config.h>
 #include <ectier/copy.h>
 
 /*
@@ -32,6 +33,13 @@ ect_status_t ect__copy_cpu_shutdown(ect_copy_engine_t *engine);
  * engine is not a CPU engine.  Thread safety: safe.
  */
 ect_status_t ect__copy_cpu_hold(ect_copy_engine_t *engine, bool hold);
+
+/*
+ * The engine a config asks for: its copy_threads and copy_spin_us (0 there
+ * means never poll: ECT_COPY_CPU_NO_SPIN here), the rest default.  The
+ * worker's own engine and `ectier bench` use it.  Thread safety: safe.
+ */
+ect_copy_cpu_params_t ect__copy_cpu_params_of(const ect_config_t *cfg);
 
 /*
  * How many threads copy one batch at once in a CPU engine of `threads` copy

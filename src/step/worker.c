@@ -29,6 +29,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "copy/cpu.h"
 #include "copy/plan.h"
 #include "step/instance_region.h"
 #include "step/report.h"
@@ -110,7 +111,7 @@ ect_worker_create(const ect_worker_params_t *params, ect_worker_t **worker_p)
             goto err_region;
         w->own_engine = 1;
     } else if (params->memory == ECT_WORKER_HOST_MEMORY) {
-        ect_copy_cpu_params_t cp = {.threads = params->config->copy_threads};
+        ect_copy_cpu_params_t cp = ect__copy_cpu_params_of(params->config);
         if ((st = ect_copy_engine_create_cpu(&cp, &w->engine)) != ECT_OK)
             goto err_region;
         w->own_engine = 1;

@@ -36,6 +36,7 @@ test_minimal_config_gives_documented_defaults(void)
     CHECK_STR_EQ(cfg.curve_client_key_file, "");
     CHECK_STR_EQ(cfg.curve_allowed_clients_file, "");
     CHECK_EQ_INT(cfg.copy_threads, 2);
+    CHECK_EQ_INT(cfg.copy_spin_us, 50);
     CHECK(cfg.prefault);
     CHECK(cfg.region_reaper);
     CHECK_STR_EQ(cfg.side_channel_host, "localhost");
@@ -149,7 +150,8 @@ test_every_extra_key_reaches_its_field(void)
                        "\"curve_server_key_file\": \"/etc/ectier/server.key\", "
                        "\"curve_client_key_file\": \"client.key\", "
                        "\"curve_allowed_clients_file\": \"/etc/ectier/allowed\", "
-                       "\"copy_threads\": \"8\", \"prefault\": \"no\", \"region_reaper\": false",
+                       "\"copy_threads\": \"8\", \"copy_spin_us\": 0, \"prefault\": \"no\", "
+                       "\"region_reaper\": false",
                        1, &cfg));
     CHECK_EQ_U64(cfg.cpu_bytes, 3ull << 20);
     CHECK(cfg.p2p_enabled);
@@ -167,6 +169,7 @@ test_every_extra_key_reaches_its_field(void)
     CHECK_STR_EQ(cfg.curve_client_key_file, "client.key");
     CHECK_STR_EQ(cfg.curve_allowed_clients_file, "/etc/ectier/allowed");
     CHECK_EQ_INT(cfg.copy_threads, 8);
+    CHECK_EQ_INT(cfg.copy_spin_us, 0);
     CHECK(!cfg.prefault);
     CHECK(!cfg.region_reaper);
 }
@@ -415,6 +418,8 @@ test_bad_bools_timeouts_and_counts_are_named(void)
          "\"99999999999999999999999\"", "out of range"},
         {"\"ec_cpu_bytes\": 1, \"copy_threads\": -3", ECT_ERR_CONFIG, "copy_threads = -3",
          "negative"},
+        {"\"ec_cpu_bytes\": 1, \"copy_spin_us\": 100001", ECT_ERR_CONFIG,
+         "copy_spin_us = 100001", "from 0 to 100000"},
         {"\"ec_cpu_bytes\": 1, \"transport\": \"ucx\"", ECT_ERR_CONFIG, "transport = \"ucx\"",
          "\"auto\", \"tcp\", \"same_host\""},
         {"\"ec_cpu_bytes\": 1, \"transport\": 1", ECT_ERR_CONFIG, "transport = 1", "\"auto\""},

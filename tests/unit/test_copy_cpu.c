@@ -816,6 +816,60 @@ test_small_batch_lands_inside_submit_unless_held(void)
     free(src);
 }
 
+/* Submit batch, poll it until it lands (never waiting in the engine, so
+ * only copy threads copy it), check its bytes. */
+static void
+hand_off_and_poll(ect_copy_engine_t *e, const ect_copy_batch_t *batch)
+{
+    uint64_t t;
+    memset(batch->ops[0].dst, 0, batch->ops[0].len);
+    CHECK_OK(ect_copy_engine_submit(e, batch, &t));
+    ect_status_t s;
+    while ((s = ect_copy_engine_query(e, t)) == ECT_ERR_BUSY)
+        nanosleep(&(struct timespec){0, 100 * 1000}, NULL);
+    CHECK_OK(s);
+    CHECK(memcmp(batch->ops[0].dst, batch->ops[0].src, batch->ops[0].len) == 0);
+}
+
+static void
+test_copy_spin_setting_decides_whether_copy_threads_poll(void)
+{
+    ect_config_t cfg = {.copy_threads = 3, .copy_spin_us = 0};
+    ect_copy_cpu_params_t p = ect__copy_cpu_params_of(&cfg);
+    CHECK_EQ_INT(p.threads, 3);
+    CHECK_EQ_INT(p.spin_us, ECT_COPY_CPU_NO_SPIN); /* 0 in the config: never poll */
+    cfg.copy_spin_us = 100000;
+    CHECK_EQ_INT(ect__copy_cpu_params_of(&cfg).spin_us, 100000);
+
+    /* A thread that finished a batch polls for up to copy_spin_us: the next
+     * batch, 10 ms later, finds it polling; with 0 it sleeps at once. */
+    enum { LEN = 256 * 1024 };
+    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN);
+    fill_random(src, LEN, 57);
+    ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
+    ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &op, .n_ops = 1};
+    for (int spin = 0; spin < 2; spin++) {
+        cfg.copy_spin_us = spin ? 100000 : 0;
+        ect_copy_cpu_params_t params = ect__copy_cpu_params_of(&cfg);
+        params.inline_bytes = ECT_COPY_CPU_NO_INLINE;
+        ect_copy_engine_t *e;
+        CHECK_OK(ect_copy_engine_create_cpu(&params, &e));
+        hand_off_and_poll(e, &batch);
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        hand_off_and_poll(e, &batch);
+        struct ect__copy_cpu_stats st;
+        CHECK_OK(ect__copy_cpu_stats(e, &st));
+        if (spin)
+            CHECK_MSG(st.polls_found_work >= 1, "%llu polls found work",
+                      (unsigned long long)st.polls_found_work);
+        else
+            CHECK_EQ_U64(st.polls_found_work + st.polls_timed_out, 0);
+        ect_copy_engine_destroy(e);
+    }
+    free(dst);
+    free(src);
+}
+
 static void
 test_waiter_shares_a_large_batch_in_pieces(void)
 {
@@ -1088,6 +1142,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_learned_choice_tries_both_ways_then_keeps_the_faster),
     ECT_CASE(test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured),
     ECT_CASE(test_a_batch_submitted_while_the_threads_have_work_is_handed_off),
+    ECT_CASE(test_copy_spin_setting_decides_whether_copy_threads_poll),
 };
 
 int
