@@ -651,7 +651,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                                     .touch_pages = 1}; /* prefault's default */
     if (ect__xport_client_create(&cp, &client) != ECT_OK)
         goto stop_bare;
-    /* The client's copy engine has 2 copy threads (xport.c). */
+    /* The client's copy engine has the default 2 copy threads (cp.copy is zero). */
     if (mode == MODE_SAME_HOST &&
         (ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(2))) == NULL)
         goto destroy_client;

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
+#include "copy/cpu.h"
 #include "p2p/consumer.h"
 #include "p2p/control.h"
 #include "p2p/transport.h"
@@ -612,7 +613,8 @@ ect__consumer_start(const ect_consumer_params_t *params, ect_consumer_t **consum
                                     .prefer = c->cfg.transport,
                                     .wake = wake_session,
                                     .wake_arg = c->ctl,
-                                    .touch_pages = c->cfg.prefault};
+                                    .touch_pages = c->cfg.prefault,
+                                    .copy = ect__copy_cpu_params_of(&c->cfg)};
     if ((st = ect__xport_client_create(&xp, &c->xport)) != ECT_OK)
         goto err_ctl;
     if (pthread_create(&c->thread, NULL, session_thread, c) != 0) {

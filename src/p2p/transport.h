@@ -63,6 +63,7 @@
 #include <stdint.h>
 
 #include <ectier/config.h>
+#include <ectier/copy.h>
 #include <ectier/status.h>
 #include <ectier/types.h>
 
@@ -204,6 +205,9 @@ typedef struct ect_xport_client_params {
      * ect__xport_touch_from_kernel); and read every page of a same-host
      * producer's region once when it is first mapped. */
     int touch_pages;
+    /* The CPU copy engine that same-host reads use, made on first use (the
+     * config's copy settings: ect__copy_cpu_params_of; zero = defaults). */
+    ect_copy_cpu_params_t copy;
 } ect_xport_client_params_t;
 
 ect_status_t ect__xport_client_create(const ect_xport_client_params_t *params,

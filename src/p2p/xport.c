@@ -315,7 +315,8 @@ struct ect_xport_client {
     char region_dir[ECT_XPORT_MAX_PATH + 1];
     char boot_id[ECT_XPORT_BOOT_ID_LEN + 1];
     int have_boot_id;
-    int touch_pages; /* the params' */
+    int touch_pages;                   /* the params' */
+    ect_copy_cpu_params_t copy_params; /* the params' */
     void (*wake)(void *);
     void *wake_arg;
     struct peer *peers;   /* active, by key */
@@ -369,6 +370,7 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
     c->wake = params->wake;
     c->wake_arg = params->wake_arg;
     c->touch_pages = params->touch_pages;
+    c->copy_params = params->copy;
     if (pthread_mutex_init(&c->wlock, NULL) != 0 || pthread_cond_init(&c->wcond, NULL) != 0) {
         ect__free(c);
         return ect__error(ECT_ERR_INTERNAL, "xport client: cannot create its waiter's lock");
@@ -851,8 +853,7 @@ start_same_host(ect_xport_client_t *c, struct peer *p, const ect_xport_segment_t
      * waits for the others, so read_poll never blocks for long. */
     ect_status_t st;
     if (c->copy == NULL) {
-        ect_copy_cpu_params_t cp = {.threads = 2};
-        if ((st = ect_copy_engine_create_cpu(&cp, &c->copy)) != ECT_OK)
+        if ((st = ect_copy_engine_create_cpu(&c->copy_params, &c->copy)) != ECT_OK)
             return st;
     }
     if (!c->waiter_started) {
