@@ -407,11 +407,17 @@ send_ack(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_ack_t *ac
         ect__log_last_error(ECT_LOG_ERROR, "producer: encoding an ack");
         return;
     }
-    if (ect__ctl_server_send(p->ctl, peer, p->out.data, p->out.len) != ECT_OK)
-        ECT_LOG_I("producer: ack for '%s' not delivered: %s", ack->mm_hash, ect_last_error());
+    /* Counted before it goes out: a consumer that got the ack and then reads
+     * our metrics must find it counted. */
     pthread_mutex_lock(&p->lock);
     p->acks_sent[ack->status]++;
     pthread_mutex_unlock(&p->lock);
+    if (ect__ctl_server_send(p->ctl, peer, p->out.data, p->out.len) != ECT_OK) {
+        ECT_LOG_I("producer: ack for '%s' not delivered: %s", ack->mm_hash, ect_last_error());
+        pthread_mutex_lock(&p->lock);
+        p->acks_sent[ack->status]--;
+        pthread_mutex_unlock(&p->lock);
+    }
 }
 
 static void
