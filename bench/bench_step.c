@@ -29,12 +29,17 @@
  * Blocks are 7168 bytes (3584 hidden x bf16): entries end in a partial
  * block.  The region is pre-faulted and the engine's pools warm before
  * timing.  A first line gives the fixed cost of a step, with a 1000-byte
- * entry; a last line measures the machine: the same 1 MiB copy into
+ * entry.  Where every copy thread can have a CPU of its own beside the
+ * caller's, the 1 MiB rows run again with the copy threads kept polling
+ * between batches (copy_spin_us at its most): the figure a deployment that
+ * gives the engine its cores gets, with no wake-up in it.  A last line
+ * measures the machine: the same 1 MiB copy into
  * region pages last written 0, 30 ms and 1 s before (on the project's VMs
  * the first write to a page costs more the longer it was left alone; a
  * save step's blocks were freed by evicting an old entry, while the
  * ceilings copy right after the step).
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +76,7 @@ struct step_bench {
     unsigned char *dst; /* engine memory loaded into */
     unsigned char *buf; /* encoded metadata / report */
     size_t buf_cap;
+    const char *label; /* after the entry size in figure names ("" by default) */
 };
 
 /* One timed step: the clock at the start and after each part. */
@@ -394,11 +400,14 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     double ceil_s = ect_bench_ceiling_gbps(cs, (double)payload, &way_s);
     double ceil_l = ect_bench_ceiling_gbps(cl, (double)payload, &way_l);
     char what[96];
-    snprintf(what, sizeof(what), "save step %2zu MiB (schedule..report applied)", payload >> 20);
+    snprintf(what, sizeof(what), "save step %2zu MiB%s (schedule..report applied)", payload >> 20,
+             b->label);
     ect_bench_copy_figure(what, "save step", gb / ms, ceil_s, way_s, (double)payload);
-    snprintf(what, sizeof(what), "load step %2zu MiB (hit..report applied)", payload >> 20);
+    snprintf(what, sizeof(what), "load step %2zu MiB%s (hit..report applied)", payload >> 20,
+             b->label);
     ect_bench_copy_figure(what, "load step", gb / ml, ceil_l, way_l, (double)payload);
-    snprintf(what, sizeof(what), "round trip %2zu MiB (save + load steps)", payload >> 20);
+    snprintf(what, sizeof(what), "round trip %2zu MiB%s (save + load steps)", payload >> 20,
+             b->label);
     ect_bench_copy_figure(what, "round trip", 2 * gb / (ms + ml),
                           2 * gb / (gb / ceil_s + gb / ceil_l), "both ceilings", (double)payload);
     print_breakdown(&sm, 0, reps, "save", gb / ceil_s);
@@ -411,6 +420,35 @@ free_ceiling:
 free_samples:
     free(mem);
     return rc;
+}
+
+/* The engine a worker would make for itself (the config's copy settings),
+ * made here so that the bench can read its counters, and the worker. */
+static int
+make_worker(struct step_bench *b)
+{
+    ect_copy_cpu_params_t cp = ect__copy_cpu_params_of(&b->cfg);
+    if (ect_copy_engine_create_cpu(&cp, &b->engine) != ECT_OK)
+        return fail("create the copy engine");
+    ect_worker_params_t wp = {
+        .config = &b->cfg, .geometry = &b->geom, .instance_id = b->instance, .engine = b->engine};
+    if (ect_worker_create(&wp, &b->worker) != ECT_OK) {
+        fail("create the worker");
+        ect_copy_engine_destroy(b->engine);
+        b->engine = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+static unsigned
+usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
 }
 
 /* How a write into region pages costs more the longer ago they were last
@@ -482,19 +520,9 @@ ect_bench_step(int argc, char **argv)
         .config = &b.cfg, .geometry = &b.geom, .instance_id = b.instance, .load_reports = 1};
     if (ect_scheduler_create(&sp, &b.sched) != ECT_OK)
         return fail("create the scheduler");
-    /* The engine a worker would make for itself, made here so that the
-     * bench can read its counters. */
-    ect_copy_cpu_params_t cp = ect__copy_cpu_params_of(&b.cfg);
-    if (ect_copy_engine_create_cpu(&cp, &b.engine) != ECT_OK) {
-        fail("create the copy engine");
+    b.label = "";
+    if (make_worker(&b) != 0)
         goto destroy_scheduler;
-    }
-    ect_worker_params_t wp = {
-        .config = &b.cfg, .geometry = &b.geom, .instance_id = b.instance, .engine = b.engine};
-    if (ect_worker_create(&wp, &b.worker) != ECT_OK) {
-        fail("create the worker");
-        goto destroy_engine;
-    }
     b.ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(b.cfg.copy_threads));
     b.src = malloc(MAX_PAYLOAD);
     b.dst = malloc(MAX_PAYLOAD + BLOCK_BYTES);
@@ -518,6 +546,25 @@ ect_bench_step(int argc, char **argv)
     for (size_t p = 0; p < sizeof(plans) / sizeof(plans[0]); p++)
         if (measure(&b, plans[p].payload, plans[p].reps) != 0)
             goto free_buffers;
+    /* 1 MiB again with the copy threads kept polling between batches
+     * (copy_spin_us at its most): no wake-up, so what is left is the step
+     * and the copy.  Only where every copy thread has a CPU of its own
+     * beside the caller's: polling on a shared CPU slows the caller. */
+    unsigned cpus = usable_cpus();
+    if (cpus > b.cfg.copy_threads) {
+        ect_worker_destroy(b.worker);
+        ect_copy_engine_destroy(b.engine);
+        b.worker = NULL;
+        b.engine = NULL;
+        b.cfg.copy_spin_us = 100000;
+        b.label = ", polling";
+        if (make_worker(&b) != 0 || measure(&b, (size_t)1 << 20, 301) != 0)
+            goto free_buffers;
+    } else {
+        printf("  1 MiB with the copy threads kept polling (copy_spin_us 100000): not run, %u "
+               "CPUs do not give %u copy threads one each beside the caller's\n",
+               cpus, b.cfg.copy_threads);
+    }
     page_age_probe(&b);
     rc = 0;
 free_buffers:
@@ -526,7 +573,6 @@ free_buffers:
     free(b.src);
     free(b.buf);
     ect_worker_destroy(b.worker);
-destroy_engine:
     ect_copy_engine_destroy(b.engine);
 destroy_scheduler:
     ect_scheduler_destroy(b.sched);
