@@ -39,7 +39,6 @@
  * save step's blocks were freed by evicting an old entry, while the
  * ceilings copy right after the step).
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,16 +440,6 @@ make_worker(struct step_bench *b)
     return 0;
 }
 
-static unsigned
-usable_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-        return (unsigned)CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (unsigned)n : 1;
-}
-
 /* How a write into region pages costs more the longer ago they were last
  * written (on the project's VMs; see copy/ntcopy.h): the same 1 MiB copy
  * (prefetch, then rep movsb, as the engine copies inline) into blocks
@@ -550,7 +539,7 @@ ect_bench_step(int argc, char **argv)
      * (copy_spin_us at its most): no wake-up, so what is left is the step
      * and the copy.  Only where every copy thread has a CPU of its own
      * beside the caller's: polling on a shared CPU slows the caller. */
-    unsigned cpus = usable_cpus();
+    unsigned cpus = ect__copy_cpu_usable_cpus();
     if (cpus > b.cfg.copy_threads) {
         ect_worker_destroy(b.worker);
         ect_copy_engine_destroy(b.engine);

@@ -963,8 +963,8 @@ ect__copy_cpu_params_of(const ect_config_t *cfg)
                                                                      : cfg->copy_spin_us};
 }
 
-static unsigned
-usable_cpus(void)
+unsigned
+ect__copy_cpu_usable_cpus(void)
 {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
@@ -978,7 +978,7 @@ usable_cpus(void)
 static unsigned
 max_active_for(unsigned threads)
 {
-    unsigned cpus = usable_cpus();
+    unsigned cpus = ect__copy_cpu_usable_cpus();
     unsigned others = cpus > 1 ? cpus - 1 : 1;
     return threads < others ? threads : others;
 }

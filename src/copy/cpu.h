@@ -41,6 +41,9 @@ ect_status_t ect__copy_cpu_hold(ect_copy_engine_t *engine, bool hold);
  */
 ect_copy_cpu_params_t ect__copy_cpu_params_of(const ect_config_t *cfg);
 
+/* The CPUs this process may run on (its affinity mask).  Thread safety: safe. */
+unsigned ect__copy_cpu_usable_cpus(void);
+
 /*
  * How many threads copy one batch at once in a CPU engine of `threads` copy
  * threads (0: the default) in this process: the copy threads woken for a
