@@ -954,7 +954,6 @@ start_threads(struct cpu_engine *e)
     return s;
 }
 
-/* CPUs this process may run on (its affinity mask), at least 1. */
 ect_copy_cpu_params_t
 ect__copy_cpu_params_of(const ect_config_t *cfg)
 {
@@ -963,6 +962,7 @@ ect__copy_cpu_params_of(const ect_config_t *cfg)
                                                                      : cfg->copy_spin_us};
 }
 
+/* CPUs this process may run on (its affinity mask), at least 1. */
 unsigned
 ect__copy_cpu_usable_cpus(void)
 {

@@ -41,7 +41,8 @@ ect_status_t ect__copy_cpu_hold(ect_copy_engine_t *engine, bool hold);
  */
 ect_copy_cpu_params_t ect__copy_cpu_params_of(const ect_config_t *cfg);
 
-/* The CPUs this process may run on (its affinity mask).  Thread safety: safe. */
+/* The CPUs this process may run on (its affinity mask), at least 1.  Thread
+ * safety: safe. */
 unsigned ect__copy_cpu_usable_cpus(void);
 
 /*
