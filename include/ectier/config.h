@@ -99,8 +99,8 @@ typedef struct ect_config {
     /* Microseconds a CPU copy thread (or a waiting caller) keeps polling
      * for work before it sleeps, 0..100000 (50); 0 = never polls. */
     unsigned copy_spin_us;
-    bool prefault;         /* touch every region page at creation (true) */
-    bool region_reaper;    /* fork a reaper that unlinks the region after a crash (true) */
+    bool prefault;      /* touch every region page at creation (true) */
+    bool region_reaper; /* fork a reaper that unlinks the region after a crash (true) */
 
     /* Producer side channel (environment, read only when P2P is on and the
      * role produces; otherwise left at the defaults and unused). */

@@ -139,20 +139,19 @@ static void
 test_every_extra_key_reaches_its_field(void)
 {
     ect_config_t cfg;
-    CHECK_OK(
-        ts_parse_extra("\"ec_cpu_bytes\": \"3MiB\", \"ec_enable_nixl\": true, "
-                       "\"consumer_ack_timeout_s\": 0.5, \"read_timeout_s\": \"7.25\", "
-                       "\"quarantine_s\": 90, \"producer_pin_lease_s\": 12, "
-                       "\"announce_lease_s\": 0, \"defer_budget_s\": 5, "
-                       "\"region_name\": \"ectier_test-1.x\", \"transport\": \"same_host\", "
-                       "\"events_endpoint\": \"tcp://127.0.0.1:5610\", "
-                       "\"metrics_address\": \"0.0.0.0:9100\", "
-                       "\"curve_server_key_file\": \"/etc/ectier/server.key\", "
-                       "\"curve_client_key_file\": \"client.key\", "
-                       "\"curve_allowed_clients_file\": \"/etc/ectier/allowed\", "
-                       "\"copy_threads\": \"8\", \"copy_spin_us\": 0, \"prefault\": \"no\", "
-                       "\"region_reaper\": false",
-                       1, &cfg));
+    CHECK_OK(ts_parse_extra("\"ec_cpu_bytes\": \"3MiB\", \"ec_enable_nixl\": true, "
+                            "\"consumer_ack_timeout_s\": 0.5, \"read_timeout_s\": \"7.25\", "
+                            "\"quarantine_s\": 90, \"producer_pin_lease_s\": 12, "
+                            "\"announce_lease_s\": 0, \"defer_budget_s\": 5, "
+                            "\"region_name\": \"ectier_test-1.x\", \"transport\": \"same_host\", "
+                            "\"events_endpoint\": \"tcp://127.0.0.1:5610\", "
+                            "\"metrics_address\": \"0.0.0.0:9100\", "
+                            "\"curve_server_key_file\": \"/etc/ectier/server.key\", "
+                            "\"curve_client_key_file\": \"client.key\", "
+                            "\"curve_allowed_clients_file\": \"/etc/ectier/allowed\", "
+                            "\"copy_threads\": \"8\", \"copy_spin_us\": 0, \"prefault\": \"no\", "
+                            "\"region_reaper\": false",
+                            1, &cfg));
     CHECK_EQ_U64(cfg.cpu_bytes, 3ull << 20);
     CHECK(cfg.p2p_enabled);
     CHECK(cfg.consumer_ack_timeout_s == 0.5);
@@ -418,8 +417,8 @@ test_bad_bools_timeouts_and_counts_are_named(void)
          "\"99999999999999999999999\"", "out of range"},
         {"\"ec_cpu_bytes\": 1, \"copy_threads\": -3", ECT_ERR_CONFIG, "copy_threads = -3",
          "negative"},
-        {"\"ec_cpu_bytes\": 1, \"copy_spin_us\": 100001", ECT_ERR_CONFIG,
-         "copy_spin_us = 100001", "from 0 to 100000"},
+        {"\"ec_cpu_bytes\": 1, \"copy_spin_us\": 100001", ECT_ERR_CONFIG, "copy_spin_us = 100001",
+         "from 0 to 100000"},
         {"\"ec_cpu_bytes\": 1, \"transport\": \"ucx\"", ECT_ERR_CONFIG, "transport = \"ucx\"",
          "\"auto\", \"tcp\", \"same_host\""},
         {"\"ec_cpu_bytes\": 1, \"transport\": 1", ECT_ERR_CONFIG, "transport = 1", "\"auto\""},
