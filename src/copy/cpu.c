@@ -71,9 +71,9 @@
  * with atomic stores) only as hints: they take the mutex before acting.
  * Copy threads sleep on work_cv, waiters on done_cv.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +83,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "copy/cpu.h"
 #include "copy/engine.h"
 #include "copy/learn.h"
@@ -925,30 +926,24 @@ static const struct ect_copy_engine_ops cpu_ops = {
     .destroy = cpu_destroy,
 };
 
-/* Start the copy threads with every signal blocked, so the application's
- * signals are delivered to its own threads, never to ours. */
+/* Start the copy threads (common/thread.h: signals blocked, named). */
 static ect_status_t
 start_threads(struct cpu_engine *e)
 {
-    sigset_t all, saved;
     ect_status_t s = ECT_OK;
     unsigned started = 0;
-
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &saved);
     for (; started < e->n_threads; started++) {
-        int rc = pthread_create(&e->threads[started], NULL, copy_thread_main, e);
-        if (rc != 0) {
-            s = ect__error(ECT_ERR_IO, "copy cpu: cannot start copy thread %u of %u: %s",
-                           started + 1, e->n_threads, strerror(rc));
-            break;
-        }
         char name[16];
         /* started < MAX_THREADS, so the name fits the kernel's 16 bytes. */
         snprintf(name, sizeof(name), "ect-copy-%u", (unsigned)(unsigned char)started);
-        pthread_setname_np(e->threads[started], name);
+        int rc = ect__thread_start(&e->threads[started], copy_thread_main, e, name);
+        if (rc != 0) {
+            s = ect__error(rc == ENOMEM ? ECT_ERR_NO_MEMORY : ECT_ERR_IO,
+                           "copy cpu: cannot start copy thread %u of %u: %s", started + 1,
+                           e->n_threads, strerror(rc));
+            break;
+        }
     }
-    pthread_sigmask(SIG_SETMASK, &saved, NULL);
     if (s != ECT_OK)
         stop_threads(e, started);
     return s;

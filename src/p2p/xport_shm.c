@@ -31,7 +31,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +43,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "p2p/xport_internal.h"
 
 #define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
@@ -97,17 +97,12 @@ toucher_main(void *arg)
 static void
 toucher_start(ect_xport_shm_peer_t *p)
 {
-    sigset_t all, saved;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &saved); /* the application's signals are not ours */
-    int rc = pthread_create(&p->toucher, NULL, toucher_main, p);
-    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    int rc = ect__thread_start(&p->toucher, toucher_main, p, "ect-touch");
     if (rc != 0) {
         ECT_LOG_D("xport same-host: no thread to read the producer's pages ahead: %s",
                   strerror(rc));
         return;
     }
-    pthread_setname_np(p->toucher, "ect-touch");
     p->toucher_started = true;
 }
 

@@ -1,0 +1,45 @@
+/*
+ * Starting the library's own threads (see thread.h).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+
+#include "common/alloc.h"
+#include "common/thread.h"
+
+struct start {
+    void *(*fn)(void *);
+    void *arg;
+    char name[16];
+};
+
+/* The new thread names itself before it runs fn, so nothing it does is
+ * seen under the creator's name. */
+static void *
+trampoline(void *p)
+{
+    struct start st = *(struct start *)p;
+    ect__free(p);
+    pthread_setname_np(pthread_self(), st.name);
+    return st.fn(st.arg);
+}
+
+int
+ect__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg, const char *name)
+{
+    struct start *st = ect__malloc(sizeof(*st));
+    if (st == NULL)
+        return ENOMEM;
+    st->fn = fn;
+    st->arg = arg;
+    snprintf(st->name, sizeof(st->name), "%s", name);
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    int rc = pthread_create(thread, NULL, trampoline, st);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (rc != 0)
+        ect__free(st);
+    return rc;
+}
