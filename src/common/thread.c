@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/alloc.h"
+#include "common/error.h"
 #include "common/thread.h"
 
 struct start {
@@ -25,12 +27,12 @@ trampoline(void *p)
     return st.fn(st.arg);
 }
 
-int
+ect_status_t
 ect__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg, const char *name)
 {
     struct start *st = ect__malloc(sizeof(*st));
     if (st == NULL)
-        return ENOMEM;
+        return ect__error(ECT_ERR_NO_MEMORY, "cannot start thread %s: out of memory", name);
     st->fn = fn;
     st->arg = arg;
     snprintf(st->name, sizeof(st->name), "%s", name);
@@ -39,7 +41,10 @@ ect__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg, const char 
     pthread_sigmask(SIG_SETMASK, &all, &saved);
     int rc = pthread_create(thread, NULL, trampoline, st);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
-    if (rc != 0)
+    if (rc != 0) {
         ect__free(st);
-    return rc;
+        return ect__error(rc == ENOMEM ? ECT_ERR_NO_MEMORY : ECT_ERR_IO,
+                          "cannot start thread %s: %s", name, strerror(rc));
+    }
+    return ECT_OK;
 }

@@ -71,7 +71,6 @@
  * with atomic stores) only as hints: they take the mutex before acting.
  * Copy threads sleep on work_cv, waiters on done_cv.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -936,13 +935,8 @@ start_threads(struct cpu_engine *e)
         char name[16];
         /* started < MAX_THREADS, so the name fits the kernel's 16 bytes. */
         snprintf(name, sizeof(name), "ect-copy-%u", (unsigned)(unsigned char)started);
-        int rc = ect__thread_start(&e->threads[started], copy_thread_main, e, name);
-        if (rc != 0) {
-            s = ect__error(rc == ENOMEM ? ECT_ERR_NO_MEMORY : ECT_ERR_IO,
-                           "copy cpu: cannot start copy thread %u of %u: %s", started + 1,
-                           e->n_threads, strerror(rc));
+        if ((s = ect__thread_start(&e->threads[started], copy_thread_main, e, name)) != ECT_OK)
             break;
-        }
     }
     if (s != ECT_OK)
         stop_threads(e, started);

@@ -33,6 +33,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "metrics/http.h"
 
 #define ECT_HTTP_REQ_MAX   8192
@@ -473,10 +474,8 @@ ect__http_start(const char *address, ect__http_render_fn render, void *user, ect
         st = ect__error_errno(ECT_ERR_IO, "metrics http: eventfd");
         goto err_listener;
     }
-    if (pthread_create(&s->thread, NULL, server_main, s) != 0) {
-        st = ect__error(ECT_ERR_INTERNAL, "metrics http: cannot start its thread");
+    if ((st = ect__thread_start(&s->thread, server_main, s, "ect-metrics")) != ECT_OK)
         goto err_eventfd;
-    }
     *server_p = s;
     return ECT_OK;
 

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
+#include "common/thread.h"
 #include "copy/cpu.h"
 #include "p2p/consumer.h"
 #include "p2p/control.h"
@@ -617,10 +618,8 @@ ect__consumer_start(const ect_consumer_params_t *params, ect_consumer_t **consum
                                     .copy = ect__copy_cpu_params_of(&c->cfg)};
     if ((st = ect__xport_client_create(&xp, &c->xport)) != ECT_OK)
         goto err_ctl;
-    if (pthread_create(&c->thread, NULL, session_thread, c) != 0) {
-        st = ect__error(ECT_ERR_INTERNAL, "consumer: cannot start its thread");
+    if ((st = ect__thread_start(&c->thread, session_thread, c, "ect-consumer")) != ECT_OK)
         goto err_xport;
-    }
     c->thread_started = 1;
     *consumer_p = c;
     return ECT_OK;

@@ -24,6 +24,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "p2p/control.h"
 #include "p2p/control_curve.h"
 
@@ -531,12 +532,8 @@ ect__ctl_zap_start(void *zmq_ctx, const char *path, ect_ctl_zap_t **zap_p)
                         ZAP_ENDPOINT, zmq_strerror(zmq_errno()));
         goto close_rep;
     }
-    int err = pthread_create(&zap->thread, NULL, zap_main, zap);
-    if (err != 0) {
-        errno = err;
-        st = ect__error_errno(ECT_ERR_IO, "control: cannot start the ZAP thread");
+    if ((st = ect__thread_start(&zap->thread, zap_main, zap, "ect-zap")) != ECT_OK)
         goto close_rep;
-    }
     *zap_p = zap;
     return ECT_OK;
 close_rep:

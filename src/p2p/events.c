@@ -41,6 +41,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
+#include "common/thread.h"
 #include "p2p/events.h"
 #include "step/p2p_hooks.h"
 
@@ -986,10 +987,8 @@ ect__p2p_events_start(const ect_config_t *config, ect_cache_t *cache, const char
         goto err_sockets;
     /* The sockets are handed to the thread here, and not touched by this
      * thread again until the join in stop (pthread_create is a barrier). */
-    if (pthread_create(&ev->thread, NULL, publisher_main, ev) != 0) {
-        st = ect__error(ECT_ERR_INTERNAL, "events: cannot start the publisher thread");
+    if ((st = ect__thread_start(&ev->thread, publisher_main, ev, "ect-events")) != ECT_OK)
         goto err_sockets;
-    }
     if ((st = ect_cache_set_listener(cache, on_cache_event, ev)) != ECT_OK)
         goto err_thread;
     *events_p = ev;

@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/strmap.h"
+#include "common/thread.h"
 #include "p2p/control.h"
 #include "p2p/events.h"
 #include "p2p/producer.h"
@@ -763,10 +764,8 @@ ect__producer_start(const ect_producer_params_t *params, ect_producer_t **produc
     };
     if ((st = ect__xport_server_start(&xp, &p->xport)) != ECT_OK)
         goto err_ctl;
-    if (pthread_create(&p->thread, NULL, session_thread, p) != 0) {
-        st = ect__error(ECT_ERR_INTERNAL, "producer: cannot start its thread");
+    if ((st = ect__thread_start(&p->thread, session_thread, p, "ect-producer")) != ECT_OK)
         goto err_xport;
-    }
     p->thread_started = 1;
     ECT_LOG_I("producer: serving on tcp://%s:%u (data stream port %u)", p->host, (unsigned)p->port,
               (unsigned)ect__xport_server_tcp_port(p->xport));

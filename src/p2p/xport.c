@@ -59,6 +59,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "p2p/xport_internal.h"
 
 #define PEER_KEY_MAX 300
@@ -857,11 +858,8 @@ start_same_host(ect_xport_client_t *c, struct peer *p, const ect_xport_segment_t
             return st;
     }
     if (!c->waiter_started) {
-        int rc = pthread_create(&c->waiter, NULL, waiter_main, c);
-        if (rc != 0) {
-            errno = rc;
-            return ect__error_errno(ECT_ERR_IO, "xport client: cannot start its waiter");
-        }
+        if ((st = ect__thread_start(&c->waiter, waiter_main, c, "ect-copy-wait")) != ECT_OK)
+            return st;
         c->waiter_started = 1;
     }
     if ((st = ect__xport_shm_post(c->copy, p->shm, segs, n_segs, &r->ticket)) != ECT_OK)

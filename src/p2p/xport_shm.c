@@ -97,10 +97,9 @@ toucher_main(void *arg)
 static void
 toucher_start(ect_xport_shm_peer_t *p)
 {
-    int rc = ect__thread_start(&p->toucher, toucher_main, p, "ect-touch");
-    if (rc != 0) {
+    if (ect__thread_start(&p->toucher, toucher_main, p, "ect-touch") != ECT_OK) {
         ECT_LOG_D("xport same-host: no thread to read the producer's pages ahead: %s",
-                  strerror(rc));
+                  ect_last_error());
         return;
     }
     p->toucher_started = true;

@@ -33,6 +33,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "p2p/xport_internal.h"
 
 #define POOL_IDLE_NS (10ull * 1000 * 1000 * 1000)
@@ -429,12 +430,8 @@ ect__xport_stream_client_create(void (*wake)(void *), void *wake_arg,
         st = ect__error_errno(ECT_ERR_IO, "%s: epoll_ctl", who);
         goto close_fds;
     }
-    int rc = pthread_create(&c->thread, NULL, client_main, c);
-    if (rc != 0) {
-        errno = rc;
-        st = ect__error_errno(ECT_ERR_IO, "%s: cannot start its thread", who);
+    if ((st = ect__thread_start(&c->thread, client_main, c, "ect-stream-rx")) != ECT_OK)
         goto close_fds;
-    }
     *client_p = c;
     return ECT_OK;
 

@@ -42,6 +42,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "p2p/xport_internal.h"
 
 #define MAX_CONNS       512
@@ -494,12 +495,8 @@ ect__xport_stream_server_start(const ect_xport_server_params_t *params,
         st = ect__error_errno(ECT_ERR_IO, "%s: epoll_ctl", who);
         goto close_fds;
     }
-    int rc = pthread_create(&s->thread, NULL, server_main, s);
-    if (rc != 0) {
-        errno = rc;
-        st = ect__error_errno(ECT_ERR_IO, "%s: cannot start its thread", who);
+    if ((st = ect__thread_start(&s->thread, server_main, s, "ect-stream-tx")) != ECT_OK)
         goto close_fds;
-    }
     ECT_LOG_I("%s: listening on %s port %u", who, params->bind_host, (unsigned)s->port);
     *server_p = s;
     return ECT_OK;

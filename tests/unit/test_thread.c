@@ -30,7 +30,7 @@ test_a_started_thread_blocks_every_signal_and_is_named(void)
     struct seen s;
     memset(&s, 0, sizeof(s));
     pthread_t t;
-    CHECK_EQ_INT(ect__thread_start(&t, record, &s, "ect-test"), 0);
+    CHECK_OK(ect__thread_start(&t, record, &s, "ect-test"));
     CHECK_EQ_INT(pthread_join(t, NULL), 0);
     CHECK(sigismember(&s.mask, SIGINT));
     CHECK(sigismember(&s.mask, SIGTERM));
@@ -46,7 +46,7 @@ test_a_long_name_is_cut_to_what_the_kernel_keeps(void)
     struct seen s;
     memset(&s, 0, sizeof(s));
     pthread_t t;
-    CHECK_EQ_INT(ect__thread_start(&t, record, &s, "ect-a-name-longer-than-fifteen"), 0);
+    CHECK_OK(ect__thread_start(&t, record, &s, "ect-a-name-longer-than-fifteen"));
     CHECK_EQ_INT(pthread_join(t, NULL), 0);
     CHECK_STR_EQ(s.name, "ect-a-name-long");
 }

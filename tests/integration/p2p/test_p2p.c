@@ -5,6 +5,8 @@
  * producer must die or stop.  Counterparts of the seed's loopback and
  * consumer/producer scenarios are named after them.
  */
+#include <dirent.h>
+#include <signal.h>
 #include <zmq.h>
 
 #include "p2p/control.h"
@@ -146,6 +148,128 @@ test_end_to_end_tcp_with_curve_and_an_allow_list(void)
     unlink(server_file);
     unlink(client_file);
     unlink(other_file);
+    unlink(allow_file);
+    rmdir(dir);
+}
+
+/* Every thread of this process but the main one, by name: *blocked_all
+ * is set when each blocks SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGCHLD (an
+ * application's handlers must never run on a library thread). */
+struct thread_seen {
+    char name[32];
+    int blocks_app_signals;
+};
+
+static size_t
+other_threads(struct thread_seen *out, size_t cap)
+{
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD};
+    size_t n = 0;
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d != NULL);
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL && n < cap) {
+        if (de->d_name[0] == '.' || atoi(de->d_name) == getpid())
+            continue;
+        char path[300], line[256];
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue; /* it ended meanwhile */
+        struct thread_seen *t = &out[n];
+        memset(t, 0, sizeof(*t));
+        if (fgets(t->name, sizeof(t->name), f) != NULL)
+            t->name[strcspn(t->name, "\n")] = '\0';
+        fclose(f);
+        snprintf(path, sizeof(path), "/proc/self/task/%s/status", de->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        unsigned long long blk = 0;
+        while (fgets(line, sizeof(line), f) != NULL)
+            if (sscanf(line, "SigBlk: %llx", &blk) == 1)
+                break;
+        fclose(f);
+        t->blocks_app_signals = 1;
+        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+            if (!(blk & (1ull << (sigs[i] - 1))))
+                t->blocks_app_signals = 0;
+        n++;
+    }
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+/* The threads of a producer and two consumers with everything on that
+ * starts one (CURVE's ZAP handler, the event publisher, the metrics
+ * server, the stream's two ends, the same-host copy threads, waiter and
+ * page reader): each is named "ect-..." (ZeroMQ's own, "ZMQbg/...") and
+ * blocks the application's signals. */
+static void
+test_every_library_thread_is_named_and_blocks_the_applications_signals(void)
+{
+    char dir[] = "/tmp/ectier_threads_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char server_file[128], client_file[128], allow_file[128];
+    snprintf(server_file, sizeof(server_file), "%s/server.key", dir);
+    snprintf(client_file, sizeof(client_file), "%s/client.key", dir);
+    snprintf(allow_file, sizeof(allow_file), "%s/allowed", dir);
+    char server_pub[41], client_pub[41];
+    CHECK_OK(ect__ctl_keyfile_generate(server_file, NULL));
+    CHECK_OK(ect__ctl_keyfile_public(server_file, server_pub));
+    CHECK_OK(ect__ctl_keyfile_generate(client_file, server_pub));
+    CHECK_OK(ect__ctl_keyfile_public(client_file, client_pub));
+    FILE *f = fopen(allow_file, "w");
+    CHECK(f != NULL);
+    fprintf(f, "%s\n", client_pub);
+    fclose(f);
+    char pextra[768], textra[512], sextra[512];
+    snprintf(pextra, sizeof(pextra),
+             "\"curve_server_key_file\": \"%s\", \"curve_allowed_clients_file\": \"%s\", "
+             "\"metrics_address\": \"127.0.0.1:0\", "
+             "\"events_endpoint\": \"ipc://@ectier-threads-%d.sock\"",
+             server_file, allow_file, (int)getpid());
+    snprintf(textra, sizeof(textra), "\"transport\": \"tcp\", \"curve_client_key_file\": \"%s\"",
+             client_file);
+    snprintf(sextra, sizeof(sextra),
+             "\"transport\": \"same_host\", \"curve_client_key_file\": \"%s\"", client_file);
+    struct ect_cli_instance p, ct, cs;
+    open_instance(&p, "ec_producer", 1 << 20, pextra, "m");
+    open_instance(&ct, "ec_consumer", 1 << 20, textra, "m");
+    open_instance(&cs, "ec_consumer", 1 << 20, sextra, "m");
+    char hash[65];
+    char *params = produce(&p, 0, 100, hash);
+    CHECK_EQ_INT(ts_p2p_fetch(&ct, hash, 100, params, 0, 10), TS_P2P_FETCHED);
+    CHECK_EQ_INT(ts_p2p_fetch(&cs, hash, 100, params, 0, 10), TS_P2P_FETCHED);
+    ts_p2p_check_loaded(&ct, hash, 100, BLOCK);
+    ts_p2p_check_loaded(&cs, hash, 100, BLOCK);
+
+    struct thread_seen seen[128];
+    size_t n = other_threads(seen, 128);
+    const char *const expected[] = {"ect-producer",  "ect-consumer",  "ect-zap",
+                                    "ect-events",    "ect-metrics",   "ect-stream-tx",
+                                    "ect-stream-rx", "ect-copy-wait", "ect-copy-0"};
+    for (size_t e = 0; e < sizeof(expected) / sizeof(expected[0]); e++) {
+        int found = 0;
+        for (size_t i = 0; i < n; i++)
+            found |= strcmp(seen[i].name, expected[e]) == 0;
+        CHECK_MSG(found, "no thread named %s among %zu (the first: %s)", expected[e], n,
+                  n > 0 ? seen[0].name : "none");
+    }
+    for (size_t i = 0; i < n; i++) {
+        CHECK_MSG(strncmp(seen[i].name, "ect-", 4) == 0 || strncmp(seen[i].name, "ZMQbg/", 6) == 0,
+                  "a thread named '%s' is neither ours nor ZeroMQ's", seen[i].name);
+        CHECK_MSG(seen[i].blocks_app_signals, "thread '%s' can take the application's signals",
+                  seen[i].name);
+    }
+    ts_p2p_finish(&ct, hash, 100);
+    ts_p2p_finish(&cs, hash, 100);
+    ect_free(params);
+    ect_cli_instance_close(&cs);
+    ect_cli_instance_close(&ct);
+    ect_cli_instance_close(&p);
+    unlink(server_file);
+    unlink(client_file);
     unlink(allow_file);
     rmdir(dir);
 }
@@ -451,6 +575,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_end_to_end_single_xfer_same_host),
     ECT_CASE(test_end_to_end_single_xfer_tcp),
     ECT_CASE(test_end_to_end_tcp_with_curve_and_an_allow_list),
+    ECT_CASE(test_every_library_thread_is_named_and_blocks_the_applications_signals),
     ECT_CASE(test_concurrent_xfers_different_mm_hashes),
     ECT_CASE(test_nack_missing_falls_back_with_local_input_and_is_request_scoped_without),
     ECT_CASE(test_nack_incompat_when_models_differ),
