@@ -29,7 +29,10 @@
  * Blocks are 7168 bytes (3584 hidden x bf16): entries end in a partial
  * block.  The region is pre-faulted and the engine's pools warm before
  * timing.  A first line gives the fixed cost of a step, with a 1000-byte
- * entry.  Where every copy thread can have a CPU of its own beside the
+ * entry, and a second the same after 64 MiB of other data were read (the
+ * scheduler's and worker's own state then comes from memory, as it does
+ * after a large entry's copy: the small parts of the 8 and 32 MiB
+ * breakdowns grow by that much).  Where every copy thread can have a CPU of its own beside the
  * caller's, the 1 MiB rows run again with the copy threads kept polling
  * between batches (copy_spin_us at its most): the figure a deployment that
  * gives the engine its cores gets, with no wake-up in it.  A last line
@@ -39,6 +42,7 @@
  * save step's blocks were freed by evicting an old entry, while the
  * ceilings copy right after the step).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +80,8 @@ struct step_bench {
     unsigned char *buf; /* encoded metadata / report */
     size_t buf_cap;
     const char *label; /* after the entry size in figure names ("" by default) */
+    bool cold_state;   /* read both buffers (64 MiB) before each step: the scheduler's and
+                        * worker's own state leaves the CPU caches, as after large copies */
 };
 
 /* One timed step: the clock at the start and after each part. */
@@ -349,7 +355,7 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     /* Warm-up, with a byte-for-byte check (a fast wrong copy is no result). */
     struct stamps s;
     for (unsigned i = 0; i < 3; i++) {
-        snprintf(key, sizeof(key), "warm-%zu-%u", payload, i);
+        snprintf(key, sizeof(key), "warm-%zu%s-%u", payload, b->cold_state ? "c" : "", i);
         memset(b->dst, 0, payload);
         if (save_step(b, key, payload, runs, &n_runs, &s) != 0 ||
             load_step(b, key, payload, &s) != 0)
@@ -362,10 +368,12 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     struct ect__copy_cpu_stats before, after;
     ect__copy_cpu_stats(b->engine, &before);
     for (unsigned i = 0; i < reps; i++) {
-        snprintf(key, sizeof(key), "e-%zu-%u", payload, i);
+        snprintf(key, sizeof(key), "e-%zu%s-%u", payload, b->cold_state ? "c" : "", i);
         /* Every block is cold here (flushed after its last use), and the
          * step's source is made warm. */
-        ect_bench_warm(b->src, payload);
+        if (b->cold_state)
+            ect_bench_warm(b->dst, MAX_PAYLOAD);
+        ect_bench_warm(b->src, b->cold_state ? MAX_PAYLOAD : payload);
         if (save_step(b, key, payload, runs, &n_runs, &s) != 0)
             goto free_ceiling;
         keep(&sm, 0, i, &s);
@@ -376,6 +384,10 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
         st.dir = ECT_COPY_LOAD;
         st.n_ops = entry_ops(b, ECT_COPY_LOAD, runs, n_runs, payload, ops);
         prepare(&st);
+        if (b->cold_state) {
+            ect_bench_warm(b->src, MAX_PAYLOAD);
+            ect_bench_warm(b->dst, MAX_PAYLOAD);
+        }
         if (load_step(b, key, payload, &s) != 0)
             goto free_ceiling;
         keep(&sm, 1, i, &s);
@@ -388,8 +400,9 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     double gb = (double)payload / 1e9;
     if (payload < BLOCK_BYTES) {
         /* No copy worth the name: what a step costs by itself. */
-        printf("  fixed cost of a step (one %zu-byte entry): save %.1f us, load %.1f us\n", payload,
-               ms * 1e6, ml * 1e6);
+        printf("  fixed cost of a step (one %zu-byte entry%s): save %.1f us, load %.1f us\n",
+               payload, b->cold_state ? ", 64 MiB of other data read before it" : "", ms * 1e6,
+               ml * 1e6);
         print_breakdown(&sm, 0, reps, "save", 0);
         print_breakdown(&sm, 1, reps, "load", 0);
         rc = 0;
@@ -532,9 +545,20 @@ ect_bench_step(int argc, char **argv)
            "buffer warm\n"
            "  N = 301, 61, 21 reps for 1, 8, 32 MiB; a new entry every rep (evictions included)\n",
            ect_bench_ceiling_describe(b.ceiling), ect_bench_cold_describe());
-    for (size_t p = 0; p < sizeof(plans) / sizeof(plans[0]); p++)
+    for (size_t p = 0; p < sizeof(plans) / sizeof(plans[0]); p++) {
         if (measure(&b, plans[p].payload, plans[p].reps) != 0)
             goto free_buffers;
+        if (p > 0)
+            continue;
+        /* The fixed cost again with the step's own state out of the CPU
+         * caches, as after a large entry's copy: what makes the small parts
+         * of the 8 and 32 MiB breakdowns grow. */
+        b.cold_state = true;
+        int failed = measure(&b, plans[p].payload, plans[p].reps);
+        b.cold_state = false;
+        if (failed)
+            goto free_buffers;
+    }
     /* 1 MiB again with the copy threads kept polling between batches
      * (copy_spin_us at its most): no wake-up, so what is left is the step
      * and the copy.  Only where every copy thread has a CPU of its own
