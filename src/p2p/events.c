@@ -1,6 +1,9 @@
 /*
  * The lifecycle event stream (formats in src/p2p/events.h, seam in
- * src/step/p2p_hooks.h).
+ * src/step/p2p_hooks.h): the queue the cache listener fills, the view,
+ * numbered batches on the PUB socket and the ring they are kept in, and
+ * the publisher thread.  Replays from the ring are events_replay.c; the
+ * structures both share, events_internal.h.
  *
  * Two owners.  `lock` guards what other threads touch: the queue, stopping,
  * the drop counters and `stats`.  The cache listener takes it under the
@@ -42,84 +45,15 @@
 #include "common/error.h"
 #include "common/strmap.h"
 #include "common/thread.h"
-#include "p2p/events.h"
+#include "p2p/events_internal.h"
 #include "step/p2p_hooks.h"
 
-#define BATCH_MAX_EVENTS  256
-#define BATCH_MAX_BYTES   (64u * 1024) /* a batch closes once its events reach this */
-#define REPLAY_MAX_BYTES  ((size_t)64 << 20)
-#define REQUESTS_PER_TURN 64 /* replay requests read per loop, so publishing goes on */
-#define RETRY_MS          2  /* poll period while a replay waits for its peer */
-#define ROUTER_SNDHWM     256
-#define ROUTER_RCVHWM     64
-#define IDENTITY_MAX      255 /* ZeroMQ routing ids are at most 255 bytes */
-
-struct event {
-    ect__event_kind_t kind;
-    uint64_t n_blocks;
-    uint64_t t_ns;
-    char *key; /* owned; NULL for "cleared" */
-};
-
-/* One message payload, shared by the ring and replays. */
-struct msg {
-    unsigned refs;
-    uint64_t seq;
-    size_t len;
-    char data[];
-};
-
-struct view_entry {
-    uint64_t n_blocks;
-    bool ready;
-    bool announced;
-};
-
-struct replay {
-    bool active;
-    unsigned char id[IDENTITY_MAX];
-    size_t id_len;
-    struct msg **msgs; /* one reference each */
-    size_t n, sent;
-    uint64_t deadline_ns;
-};
-
-struct stats {
-    uint64_t batches, hwm_drops, replays, replay_errors;
-};
-
-struct ect__events {
-    /* set by start, read-only afterwards */
-    ect_cache_t *cache;
-    char instance[ECT_CONFIG_ADDR_MAX + 1];
-    uint64_t epoch_ns;
-    unsigned replay_cap;
-    int wake_fd; /* eventfd: the queue became non-empty, or stop */
-
-    /* under lock */
-    pthread_mutex_t lock;
-    struct event queue[ECT_EVENTS_QUEUE_CAP];
-    size_t head, n;
-    int stopping;
-    uint64_t dropped;         /* since start */
-    uint64_t lost_unreported; /* dropped, not yet told in a batch's "lost" */
-    uint64_t queued_total;    /* events ever queued */
-    uint64_t taken_total;     /* events ever taken by the publisher */
-    bool resync_pending;      /* the view missed an event: rebuild it ... */
-    uint64_t resync_mark;     /* ... once taken_total reaches this */
-    struct stats stats;
-
-    /* publisher thread only */
-    pthread_t thread;
-    void *zctx;
-    void *pub;
-    void *router;      /* NULL: no replay endpoint */
-    ect_strmap_t view; /* key -> struct view_entry * */
-    uint64_t next_seq;
-    struct msg **ring; /* replay_cap slots, oldest at ring_head */
-    size_t ring_head, ring_n, ring_bytes;
-    struct replay replays[ECT_EVENTS_REPLAYS_MAX];
-};
+#define REPLAY_MAX_BYTES ((size_t)64 << 20)
+#define BATCH_MAX_EVENTS 256
+#define BATCH_MAX_BYTES  (64u * 1024) /* a batch closes once its events reach this */
+#define RETRY_MS         2            /* poll period while a replay waits for its peer */
+#define ROUTER_SNDHWM    256
+#define ROUTER_RCVHWM    64
 
 static const char *const kind_names[] = {
     [ECT__EVENT_STORED] = "stored",       [ECT__EVENT_EVICTED] = "evicted",
@@ -189,14 +123,6 @@ ect__p2p_events_metrics(struct ect__events *ev, ect_metrics_t *m)
 }
 
 static void
-count(struct ect__events *ev, uint64_t *field)
-{
-    pthread_mutex_lock(&ev->lock);
-    (*field)++;
-    pthread_mutex_unlock(&ev->lock);
-}
-
-static void
 on_cache_event(const ect_cache_event_t *e, void *user)
 {
     ect__events_publish(user, (ect__event_kind_t)e->type, e->key, e->n_blocks);
@@ -204,16 +130,9 @@ on_cache_event(const ect_cache_event_t *e, void *user)
 
 /* ---- payloads -------------------------------------------------------------------- */
 
-static void
-msg_unref(struct msg *m)
-{
-    if (m != NULL && --m->refs == 0)
-        ect__free(m);
-}
-
 /* An integer cJSON would round (its numbers are doubles): written raw. */
-static bool
-add_u64(cJSON *o, const char *name, uint64_t v)
+bool
+ect__events_add_u64(cJSON *o, const char *name, uint64_t v)
 {
     char t[24];
     snprintf(t, sizeof(t), "%llu", (unsigned long long)v);
@@ -226,14 +145,14 @@ add_u64(cJSON *o, const char *name, uint64_t v)
 }
 
 /* The fields every payload starts with. */
-static cJSON *
-payload_head(const struct ect__events *ev, const char *type, uint64_t seq)
+cJSON *
+ect__events_payload_head(const struct ect__events *ev, const char *type, uint64_t seq)
 {
     cJSON *o = cJSON_CreateObject();
     if (o == NULL || !cJSON_AddStringToObject(o, "type", type) ||
         !cJSON_AddStringToObject(o, "instance", ev->instance) ||
-        !add_u64(o, "epoch", ev->epoch_ns) || !add_u64(o, "seq", seq) ||
-        !add_u64(o, "ts", unix_ns())) {
+        !ect__events_add_u64(o, "epoch", ev->epoch_ns) || !ect__events_add_u64(o, "seq", seq) ||
+        !ect__events_add_u64(o, "ts", unix_ns())) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -241,8 +160,8 @@ payload_head(const struct ect__events *ev, const char *type, uint64_t seq)
 }
 
 /* Print o (consumed) into a new message of one reference. */
-static struct msg *
-msg_from_json(cJSON *o, uint64_t seq)
+struct msg *
+ect__events_msg_from_json(cJSON *o, uint64_t seq)
 {
     char *text = o != NULL ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
@@ -263,9 +182,9 @@ event_json(const struct event *e)
 {
     cJSON *o = cJSON_CreateObject();
     if (o == NULL || !cJSON_AddStringToObject(o, "event", kind_names[e->kind]) ||
-        (e->key != NULL &&
-         (!cJSON_AddStringToObject(o, "key", e->key) || !add_u64(o, "n_blocks", e->n_blocks))) ||
-        !add_u64(o, "t", e->t_ns)) {
+        (e->key != NULL && (!cJSON_AddStringToObject(o, "key", e->key) ||
+                            !ect__events_add_u64(o, "n_blocks", e->n_blocks))) ||
+        !ect__events_add_u64(o, "t", e->t_ns)) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -403,22 +322,6 @@ view_apply(struct ect__events *ev, const struct event *e)
 
 /* ---- publishing ------------------------------------------------------------------- */
 
-static void
-put_be64(unsigned char out[8], uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        out[i] = (unsigned char)(v & 0xff);
-}
-
-static uint64_t
-get_be64(const unsigned char in[8])
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | in[i];
-    return v;
-}
-
 static int
 send_frames(void *pub, const struct msg *m, const unsigned char seq[8])
 {
@@ -439,12 +342,12 @@ static void
 pub_send(struct ect__events *ev, const struct msg *m)
 {
     unsigned char seq[8];
-    put_be64(seq, m->seq);
+    ect__events_put_be64(seq, m->seq);
     if (send_frames(ev->pub, m, seq) == 0)
         return;
     if (zmq_errno() != EAGAIN)
         return;
-    count(ev, &ev->stats.hwm_drops);
+    ect__events_count(ev, &ev->stats.hwm_drops);
     int off = 0, on = 1;
     zmq_setsockopt(ev->pub, ZMQ_XPUB_NODROP, &off, sizeof(off));
     send_frames(ev->pub, m, seq);
@@ -459,7 +362,7 @@ ring_drop_oldest(struct ect__events *ev)
     ev->ring_head = (ev->ring_head + 1) % ev->replay_cap;
     ev->ring_n--;
     ev->ring_bytes -= old->len;
-    msg_unref(old);
+    ect__events_msg_unref(old);
 }
 
 /* Keep m (its reference moves to the ring). */
@@ -474,12 +377,6 @@ ring_push(struct ect__events *ev, struct msg *m)
     ev->ring_bytes += m->len;
 }
 
-static uint64_t
-ring_lo(const struct ect__events *ev)
-{
-    return ev->ring_n > 0 ? ev->ring[ev->ring_head]->seq : ev->next_seq;
-}
-
 /* Number, send and keep one batch of events (consumed: keys freed).  A
  * batch that cannot be built (out of memory) is lost whole and counted as
  * lost in the next one; the numbering never skips. */
@@ -487,9 +384,9 @@ static void
 publish_batch(struct ect__events *ev, struct event *events, size_t n, uint64_t lost)
 {
     uint64_t seq = ev->next_seq;
-    cJSON *o = payload_head(ev, "batch", seq);
+    cJSON *o = ect__events_payload_head(ev, "batch", seq);
     cJSON *arr = NULL;
-    bool ok = o != NULL && (lost == 0 || add_u64(o, "lost", lost)) &&
+    bool ok = o != NULL && (lost == 0 || ect__events_add_u64(o, "lost", lost)) &&
               (arr = cJSON_AddArrayToObject(o, "events")) != NULL;
     for (size_t i = 0; i < n; i++) {
         bool withdrawn = view_apply(ev, &events[i]);
@@ -505,7 +402,7 @@ publish_batch(struct ect__events *ev, struct event *events, size_t n, uint64_t l
         }
         ect__free(events[i].key);
     }
-    struct msg *m = ok ? msg_from_json(o, seq) : (cJSON_Delete(o), NULL);
+    struct msg *m = ok ? ect__events_msg_from_json(o, seq) : (cJSON_Delete(o), NULL);
     if (m == NULL) {
         ECT_LOG_W("events: out of memory building batch %llu; its %zu events are lost",
                   (unsigned long long)seq, n);
@@ -518,277 +415,9 @@ publish_batch(struct ect__events *ev, struct event *events, size_t n, uint64_t l
     ev->next_seq++;
     /* Counted before it is sent: a router that has the batch then never
      * reads a count without it. */
-    count(ev, &ev->stats.batches);
+    ect__events_count(ev, &ev->stats.batches);
     pub_send(ev, m);
     ring_push(ev, m);
-}
-
-/* ---- replay ------------------------------------------------------------------------ */
-
-/* Answer [id, ("",) END, error JSON]: the end marker with the reason. */
-static void
-reply_error(struct ect__events *ev, const unsigned char *id, size_t id_len, bool delimiter,
-            const char *why)
-{
-    count(ev, &ev->stats.replay_errors);
-    cJSON *o = cJSON_CreateObject();
-    char *text = NULL;
-    if (o != NULL && cJSON_AddStringToObject(o, "type", "error") &&
-        cJSON_AddStringToObject(o, "error", why))
-        text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    unsigned char end[8];
-    put_be64(end, ECT_EVENTS_END_SEQ);
-    /* Best effort: a peer that cannot take one small message loses it. */
-    if (text != NULL && zmq_send(ev->router, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
-        if (delimiter)
-            zmq_send(ev->router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-        zmq_send(ev->router, end, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-        zmq_send(ev->router, text, strlen(text), ZMQ_DONTWAIT);
-    }
-    ect__free(text);
-}
-
-static void
-replay_end(struct replay *r)
-{
-    for (size_t i = r->sent; i < r->n; i++)
-        msg_unref(r->msgs[i]);
-    ect__free(r->msgs);
-    r->msgs = NULL;
-    r->active = false;
-}
-
-struct snap_ctx {
-    struct ect__events *ev;
-    struct replay *r;
-    size_t parts;
-    cJSON *part; /* the part being filled */
-    cJSON *entries;
-    size_t in_part;
-    bool failed;
-};
-
-/* Open a part: the head, its number and the count, an empty entries list. */
-static bool
-snap_open_part(struct snap_ctx *c)
-{
-    c->part = payload_head(c->ev, "snapshot", c->ev->next_seq - 1);
-    c->entries = NULL;
-    c->in_part = 0;
-    if (c->part != NULL && add_u64(c->part, "part", c->r->n) && add_u64(c->part, "parts", c->parts))
-        c->entries = cJSON_AddArrayToObject(c->part, "entries");
-    if (c->entries == NULL)
-        c->failed = true;
-    return !c->failed;
-}
-
-static void
-snap_close_part(struct snap_ctx *c)
-{
-    if (c->part == NULL)
-        return;
-    struct msg *m =
-        c->failed ? (cJSON_Delete(c->part), NULL) : msg_from_json(c->part, c->ev->next_seq - 1);
-    c->part = NULL;
-    if (m == NULL)
-        c->failed = true;
-    else
-        c->r->msgs[c->r->n++] = m;
-}
-
-static void
-snap_add(ect_strmap_node_t *node, void *user)
-{
-    struct snap_ctx *c = user;
-    const struct view_entry *ve = node->value;
-    if (c->failed || (c->part == NULL && !snap_open_part(c)))
-        return;
-    cJSON *e = cJSON_CreateObject();
-    if (e == NULL || !cJSON_AddStringToObject(e, "key", node->key) ||
-        !add_u64(e, "n_blocks", ve->n_blocks) || !cJSON_AddBoolToObject(e, "ready", ve->ready) ||
-        !cJSON_AddBoolToObject(e, "announced", ve->announced) ||
-        !cJSON_AddItemToArray(c->entries, e)) {
-        cJSON_Delete(e);
-        c->failed = true;
-        return;
-    }
-    if (++c->in_part == ECT_EVENTS_SNAPSHOT_PART)
-        snap_close_part(c);
-}
-
-/* The snapshot of the view after batch next_seq-1 (next_seq > 0), as r's
- * messages.  Returns false when out of memory. */
-static bool
-replay_snapshot(struct ect__events *ev, struct replay *r)
-{
-    size_t entries = ev->view.count;
-    size_t parts =
-        entries == 0 ? 1 : (entries + ECT_EVENTS_SNAPSHOT_PART - 1) / ECT_EVENTS_SNAPSHOT_PART;
-    if ((r->msgs = ect__calloc(parts, sizeof(*r->msgs))) == NULL)
-        return false;
-    struct snap_ctx c = {.ev = ev, .r = r, .parts = parts};
-    if (entries == 0)
-        snap_open_part(&c); /* one part, no entries */
-    else
-        ect__strmap_each(&ev->view, snap_add, &c);
-    snap_close_part(&c);
-    return !c.failed && r->n == parts;
-}
-
-/* r's messages: the buffered batches from n on. */
-static bool
-replay_batches(struct ect__events *ev, struct replay *r, uint64_t from)
-{
-    size_t skip = (size_t)(from - ring_lo(ev));
-    size_t count_ = ev->ring_n - skip;
-    if (count_ > 0 && (r->msgs = ect__calloc(count_, sizeof(*r->msgs))) == NULL)
-        return false;
-    for (size_t i = 0; i < count_; i++) {
-        struct msg *m = ev->ring[(ev->ring_head + skip + i) % ev->replay_cap];
-        m->refs++;
-        r->msgs[r->n++] = m;
-    }
-    return true;
-}
-
-/* Start answering a valid request for "everything since from". */
-static void
-replay_start(struct ect__events *ev, const unsigned char *id, size_t id_len, uint64_t from)
-{
-    struct replay *free_slot = NULL;
-    for (size_t i = 0; i < ECT_EVENTS_REPLAYS_MAX; i++) {
-        struct replay *r = &ev->replays[i];
-        if (!r->active) {
-            if (free_slot == NULL)
-                free_slot = r;
-        } else if (r->id_len == id_len && memcmp(r->id, id, id_len) == 0) {
-            reply_error(ev, id, id_len, true, "busy: a replay to this peer is in progress");
-            return;
-        }
-    }
-    if (free_slot == NULL) {
-        char why[80];
-        snprintf(why, sizeof(why), "busy: %d replays are in progress; ask again later",
-                 ECT_EVENTS_REPLAYS_MAX);
-        reply_error(ev, id, id_len, true, why);
-        return;
-    }
-    struct replay *r = free_slot;
-    *r = (struct replay){.active = true, .id_len = id_len};
-    memcpy(r->id, id, id_len);
-    r->deadline_ns = ect__now_ns() + (uint64_t)ECT_EVENTS_REPLAY_DEADLINE_S * 1000000000ull;
-    bool ok;
-    /* next_seq is 0 only when batch 0 could not be built: nothing to show. */
-    if (ev->next_seq == 0 || (from >= ring_lo(ev) && from <= ev->next_seq))
-        ok = replay_batches(ev, r, from);
-    else
-        ok = replay_snapshot(ev, r);
-    if (!ok) {
-        replay_end(r);
-        reply_error(ev, id, id_len, true, "out of memory: ask again later");
-    }
-}
-
-/* Read one request (all of its frames) and answer or refuse it. */
-static void
-serve_request(struct ect__events *ev)
-{
-    unsigned char id[IDENTITY_MAX], seq[8];
-    size_t id_len = 0, frames = 0;
-    bool delimiter = false, seq_ok = false;
-    size_t seq_len = 0;
-    for (bool more = true; more;) {
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, ev->router, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&part);
-            if (frames == 0)
-                return; /* nothing waiting */
-            break;
-        }
-        size_t len = zmq_msg_size(&part);
-        if (frames == 0 && len <= sizeof(id)) {
-            memcpy(id, zmq_msg_data(&part), len);
-            id_len = len;
-        } else if (frames == 1) {
-            delimiter = len == 0;
-        } else if (frames == 2) {
-            seq_len = len;
-            if ((seq_ok = len == 8))
-                memcpy(seq, zmq_msg_data(&part), 8);
-        }
-        frames++;
-        more = zmq_msg_more(&part);
-        zmq_msg_close(&part);
-    }
-    char why[160];
-    if (!delimiter || frames != 3 || !seq_ok) {
-        snprintf(why, sizeof(why),
-                 "bad request (%zu frames, sequence frame of %zu bytes): send [\"\", N] with N "
-                 "8 bytes big-endian",
-                 frames > 0 ? frames - 1 : 0, seq_len);
-        reply_error(ev, id, id_len, delimiter, why);
-        return;
-    }
-    replay_start(ev, id, id_len, get_be64(seq));
-}
-
-/* Send what r's peer can take now.  Returns true when r is finished. */
-static bool
-replay_advance(struct ect__events *ev, struct replay *r, uint64_t now)
-{
-    for (;;) {
-        bool end = r->sent == r->n;
-        unsigned char seq[8];
-        put_be64(seq, end ? ECT_EVENTS_END_SEQ : r->msgs[r->sent]->seq);
-        if (zmq_send(ev->router, r->id, r->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-            if (zmq_errno() == EAGAIN && now < r->deadline_ns)
-                return false; /* its queue is full: later */
-            /* Gone (EHOSTUNREACH) or too slow: abandon. */
-            count(ev, &ev->stats.replay_errors);
-            return true;
-        }
-        zmq_send(ev->router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-        zmq_send(ev->router, seq, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-        if (end) {
-            zmq_send(ev->router, "", 0, ZMQ_DONTWAIT);
-            count(ev, &ev->stats.replays);
-            return true;
-        }
-        struct msg *m = r->msgs[r->sent];
-        zmq_send(ev->router, m->data, m->len, ZMQ_DONTWAIT);
-        r->msgs[r->sent++] = NULL;
-        msg_unref(m);
-    }
-}
-
-/* Serve requests and advance replays.  Returns true while some replay
- * waits for its peer (the loop then polls again soon). */
-static bool
-replay_turn(struct ect__events *ev)
-{
-    if (ev->router == NULL)
-        return false;
-    for (int i = 0; i < REQUESTS_PER_TURN; i++) {
-        int events = 0;
-        size_t len = sizeof(events);
-        if (zmq_getsockopt(ev->router, ZMQ_EVENTS, &events, &len) != 0 || !(events & ZMQ_POLLIN))
-            break;
-        serve_request(ev);
-    }
-    bool waiting = false;
-    uint64_t now = ect__now_ns();
-    for (size_t i = 0; i < ECT_EVENTS_REPLAYS_MAX; i++) {
-        struct replay *r = &ev->replays[i];
-        if (!r->active)
-            continue;
-        if (replay_advance(ev, r, now))
-            replay_end(r);
-        else
-            waiting = true;
-    }
-    return waiting;
 }
 
 /* ---- the thread ------------------------------------------------------------------ */
@@ -860,7 +489,7 @@ publisher_main(void *arg)
             publish_batch(ev, batch, n, lost);
         if (resync)
             view_rebuild(ev);
-        bool waiting = replay_turn(ev);
+        bool waiting = ect__events_replay_turn(ev);
         if (stopping && !more)
             break; /* everything queued went out */
         if (!more)
@@ -937,7 +566,7 @@ free_thread_state(struct ect__events *ev)
 {
     for (size_t i = 0; i < ECT_EVENTS_REPLAYS_MAX; i++)
         if (ev->replays[i].active)
-            replay_end(&ev->replays[i]);
+            ect__events_replay_end(&ev->replays[i]);
     while (ev->ring_n > 0)
         ring_drop_oldest(ev);
     ect__free(ev->ring);
