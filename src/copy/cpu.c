@@ -31,7 +31,11 @@
  *     or polling) a hand-off costs no wake-up and is always taken;
  *   - a thread in ect_copy_engine_wait claims pieces of its own batch before it
  *     waits, so a waiting caller never idles while its copy sits in the
- *     queue;
+ *     queue; ect__copy_cpu_help does the same for a caller that must not
+ *     sleep (it returns instead), and a batch submitted with
+ *     ect__copy_cpu_submit_notify calls its callback from whichever thread
+ *     copies its last byte, so such a caller needs no thread of its own
+ *     to learn that it landed;
  *   - a copy thread that runs out of work polls the queue for spin_ns before
  *     it sleeps, and a waiter whose last pieces are being copied by others
  *     polls the landing counter for as long before it sleeps on done_cv, so
@@ -131,7 +135,9 @@ struct cpu_batch {
     uint64_t copy_ns;                  /* copy time of its pieces so far (with kernel_learn) */
     uint64_t t_submit_ns;              /* when submit started (for a learned hand-off) */
     uint64_t t_queued_ns;              /* when queued; 0 once a copy thread took a piece */
-    struct cpu_batch *prev, *next;     /* work queue links; next also links the free list */
+    void (*landed)(void *);            /* ect__copy_cpu_submit_notify's callback, or NULL */
+    void *landed_arg;
+    struct cpu_batch *prev, *next; /* work queue links; next also links the free list */
 };
 
 /* A piece of one batch's byte stream, claimed by one copier. */
@@ -360,17 +366,42 @@ run_claim(struct claim *c)
     c->ns = timed ? ect__now_ns() - t0 : 0;
 }
 
-/* Returns true when the batch has landed and someone waits on done_cv; the
- * caller broadcasts after dropping the lock, so the woken waiters do not
- * run straight into a held mutex. */
+/* What a copier does once it has dropped the lock after the last piece of
+ * a batch: wake the waiters (so they do not wake into a held mutex) and
+ * call the batch's landed callback (taken under the lock: the record may
+ * serve another batch as soon as the ticket is retired). */
+struct landing {
+    bool wake_waiters;
+    void (*fn)(void *);
+    void *arg;
+};
+
 static bool
-finish_claim_locked(struct cpu_engine *e, const struct claim *c)
+landing_due(const struct landing *l)
+{
+    return l->wake_waiters || l->fn != NULL;
+}
+
+static void
+landing_announce(struct cpu_engine *e, const struct landing *l)
+{
+    if (l->wake_waiters)
+        pthread_cond_broadcast(&e->done_cv);
+    if (l->fn != NULL)
+        l->fn(l->arg);
+}
+
+/* Count a copied piece; when it was the batch's last, *l says what to do
+ * once the lock is dropped (landing_announce). */
+static void
+finish_claim_locked(struct cpu_engine *e, const struct claim *c, struct landing *l)
 {
     struct cpu_batch *b = c->batch;
     b->remaining -= c->len;
     b->copy_ns += c->ns;
+    *l = (struct landing){0};
     if (b->remaining > 0)
-        return false;
+        return;
     if (b->learn != NULL) {
         ect__learn_record(b->learn, WAY_HANDOFF, b->bytes, ect__now_ns() - b->t_submit_ns);
         b->learn = NULL;
@@ -380,13 +411,22 @@ finish_claim_locked(struct cpu_engine *e, const struct claim *c)
         b->kernel_learn = NULL;
     }
     __atomic_store_n(&e->landed_seq, e->landed_seq + 1, __ATOMIC_RELEASE);
-    return e->waiters > 0;
+    *l = (struct landing){.wake_waiters = e->waiters > 0, .fn = b->landed, .arg = b->landed_arg};
+    b->landed = NULL;
 }
 
+/* finish_claim_locked, then landing_announce without the lock; the lock is
+ * held again on return. */
 static void
-wake_waiters_unlocked(struct cpu_engine *e)
+finish_claim_and_announce_locked(struct cpu_engine *e, const struct claim *c)
 {
-    pthread_cond_broadcast(&e->done_cv);
+    struct landing l;
+    finish_claim_locked(e, c, &l);
+    if (landing_due(&l)) {
+        pthread_mutex_unlock(&e->lock);
+        landing_announce(e, &l);
+        pthread_mutex_lock(&e->lock);
+    }
 }
 
 /* Poll, without the mutex, until *counter differs from seen (or, with
@@ -447,11 +487,7 @@ copy_thread_main(void *arg)
             pthread_mutex_lock(&e->lock);
             e->copiers--;
             may_spin = true;
-            if (finish_claim_locked(e, &c)) {
-                pthread_mutex_unlock(&e->lock);
-                wake_waiters_unlocked(e);
-                pthread_mutex_lock(&e->lock);
-            }
+            finish_claim_and_announce_locked(e, &c);
             continue;
         }
         /* Stop only once the queue is drained: destroy promises that
@@ -647,11 +683,12 @@ copy_here_locked(struct cpu_engine *e, ect_copy_dir_t dir, size_t total,
     return ect__learn_pick(*learn_p, WAY_HANDOFF) == WAY_HERE;
 }
 
+/* Submit, with an optional landed callback (ect__copy_cpu_submit_notify). */
 static ect_status_t
-cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *ticket_p)
+submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void *), void *arg,
+       uint64_t *ticket_p)
 {
     uint64_t t_submit = ect__now_ns();
-    struct cpu_engine *e = cpu_of(engine);
     struct cpu_batch *b = NULL;
     size_t n_ops = 0, total = 0;
     ect_status_t s;
@@ -674,6 +711,9 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
     b->bytes = total;
     b->learn = NULL;
     b->t_submit_ns = t_submit;
+    /* An empty batch has landed already: its callback runs below. */
+    b->landed = total > 0 ? landed : NULL;
+    b->landed_arg = arg;
     b->chunk = piece_size(e, total);
     b->prev = b->next = NULL;
     size_t pieces = total / b->chunk + (total % b->chunk != 0);
@@ -719,10 +759,12 @@ cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *t
         pthread_mutex_lock(&e->lock);
         if (learn != NULL)
             ect__learn_record(learn, WAY_HERE, total, ect__now_ns() - t_submit);
-        bool wake_waiters = finish_claim_locked(e, &c);
+        struct landing l;
+        finish_claim_locked(e, &c, &l);
         pthread_mutex_unlock(&e->lock);
-        if (wake_waiters)
-            wake_waiters_unlocked(e);
+        landing_announce(e, &l);
+    } else if (total == 0 && landed != NULL) {
+        landed(arg);
     }
     /* Wake copy threads after unlocking, so they do not wake into a held
      * mutex. */
@@ -737,6 +779,22 @@ recycle_batch:
     recycle_locked(e, b);
     pthread_mutex_unlock(&e->lock);
     return s;
+}
+
+static ect_status_t
+cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *ticket_p)
+{
+    return submit(cpu_of(engine), batch, NULL, NULL, ticket_p);
+}
+
+ect_status_t
+ect__copy_cpu_submit_notify(ect_copy_engine_t *engine, const ect_copy_batch_t *batch,
+                            void (*landed)(void *arg), void *arg, uint64_t *ticket_p)
+{
+    if (engine == NULL || engine->ops != &cpu_ops || landed == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "copy submit_notify: not a cpu engine, or no landed callback");
+    return submit(cpu_of(engine), batch, landed, arg, ticket_p);
 }
 
 static ect_status_t
@@ -769,10 +827,15 @@ cpu_query(ect_copy_engine_t *engine, uint64_t ticket)
     return ECT_OK;
 }
 
+/* The rest of ticket's batch as a caller sees it: copy the pieces nobody
+ * has taken, then poll while others copy the last ones (their end is
+ * usually microseconds away, less than a sleep and a wake-up).  may_sleep:
+ * then sleep on done_cv until it lands, and retire the ticket (wait);
+ * else return ECT_ERR_BUSY instead of sleeping, and leave the ticket in
+ * flight (help).  Called and returns without the lock. */
 static ect_status_t
-cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
+finish_own_batch(struct cpu_engine *e, uint64_t ticket, bool may_sleep, const char *what)
 {
-    struct cpu_engine *e = cpu_of(engine);
     struct claim c;
     size_t slot;
     bool polled = false; /* polled in vain since the last sleep: sleep now */
@@ -784,11 +847,13 @@ cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
         struct cpu_batch *b = ect__tickets_find(&e->tickets, ticket, &slot);
         if (b == NULL) {
             pthread_mutex_unlock(&e->lock);
-            return not_found("wait", ticket);
+            return not_found(what, ticket);
         }
         if (b->remaining == 0) {
-            ect__tickets_remove_at(&e->tickets, slot);
-            recycle_locked(e, b);
+            if (may_sleep) {
+                ect__tickets_remove_at(&e->tickets, slot);
+                recycle_locked(e, b);
+            }
             pthread_mutex_unlock(&e->lock);
             return ECT_OK;
         }
@@ -798,16 +863,10 @@ cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
             pthread_mutex_unlock(&e->lock);
             run_claim(&c);
             pthread_mutex_lock(&e->lock);
-            if (finish_claim_locked(e, &c)) {
-                pthread_mutex_unlock(&e->lock);
-                wake_waiters_unlocked(e);
-                pthread_mutex_lock(&e->lock);
-            }
+            finish_claim_and_announce_locked(e, &c);
             continue;
         }
         if (!polled && e->spin_ns > 0) {
-            /* The rest is being copied by others: its end is usually a few
-             * microseconds away, less than a sleep and a wake-up. */
             uint64_t seen = e->landed_seq;
             /* Long enough for the bytes still in flight at a slow 4 GB/s:
              * a caller that waits has nothing else to do, and a sleep
@@ -822,12 +881,30 @@ cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
             e->stats.waiter_polls++;
             continue;
         }
+        if (!may_sleep) {
+            pthread_mutex_unlock(&e->lock);
+            return ECT_ERR_BUSY;
+        }
         e->waiters++;
         e->stats.waiter_sleeps++;
         pthread_cond_wait(&e->done_cv, &e->lock);
         e->waiters--;
         polled = false;
     }
+}
+
+static ect_status_t
+cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
+{
+    return finish_own_batch(cpu_of(engine), ticket, true, "wait");
+}
+
+ect_status_t
+ect__copy_cpu_help(ect_copy_engine_t *engine, uint64_t ticket)
+{
+    if (engine == NULL || engine->ops != &cpu_ops)
+        return ect__error(ECT_ERR_INVALID_ARG, "copy help: not a cpu engine");
+    return finish_own_batch(cpu_of(engine), ticket, false, "help");
 }
 
 static void

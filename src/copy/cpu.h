@@ -4,8 +4,10 @@
  * before they release the memory, a hold that keeps the copy threads off the
  * queue (so tests can keep batches in flight deterministically), an
  * allocation counter that lets tests prove the steady state does not
- * allocate, and counters of who copied and what the hand-offs cost (for
- * `ectier bench` and tests).
+ * allocate, counters of who copied and what the hand-offs cost (for
+ * `ectier bench` and tests), and for a caller that must never sleep on a
+ * copy (the same-host read path): a landed callback and a call that copies
+ * its own batch's pieces without waiting.
  */
 #ifndef ECT_COPY_CPU_H
 #define ECT_COPY_CPU_H
@@ -33,6 +35,37 @@ ect_status_t ect__copy_cpu_shutdown(ect_copy_engine_t *engine);
  * engine is not a CPU engine.  Thread safety: safe.
  */
 ect_status_t ect__copy_cpu_hold(ect_copy_engine_t *engine, bool hold);
+
+/*
+ * ect_copy_engine_submit, and once the batch has landed, landed(arg) is
+ * called exactly once, on whichever thread copied its last byte: a copy
+ * thread, or the caller itself inside this call, ect__copy_cpu_help or
+ * ect_copy_engine_wait.  The ticket stays in flight until query or wait
+ * retires it, as for any batch, so the callback may run before or after
+ * the caller learns the batch landed; it must be short and must not call
+ * into this engine.  Destroy and shutdown let every batch land, so the
+ * callback of every batch submitted with ECT_OK runs before they return.
+ * Returns what submit returns, or ECT_ERR_INVALID_ARG if engine is not a
+ * CPU engine or landed is NULL (no batch then).
+ * Thread safety: as submit.
+ */
+ect_status_t ect__copy_cpu_submit_notify(ect_copy_engine_t *engine, const ect_copy_batch_t *batch,
+                                         void (*landed)(void *arg), void *arg, uint64_t *ticket_p);
+
+/*
+ * Copy the batch's pieces that no copy thread has taken yet on the calling
+ * thread, then poll (as ect_copy_engine_wait does, never sleeping) for the
+ * pieces others are copying to land.  Unlike wait it does not retire the
+ * ticket.  For a caller that must not sleep on a copy but would rather copy
+ * its own bytes than wait for a copy thread to wake.
+ * Returns ECT_OK when the batch has landed (a copy thread that copied its
+ * last byte may still be about to make the landed callback: only the
+ * callback itself says it has run), ECT_ERR_BUSY when other threads are
+ * still copying it, ECT_ERR_NOT_FOUND for a ticket not in flight,
+ * ECT_ERR_INVALID_ARG if engine is not a CPU engine.
+ * Thread safety: safe.
+ */
+ect_status_t ect__copy_cpu_help(ect_copy_engine_t *engine, uint64_t ticket);
 
 /*
  * The engine a config asks for: its copy_threads and copy_spin_us (0 there
@@ -70,7 +103,7 @@ struct ect__copy_cpu_stats {
     uint64_t learned_inline, learned_handoffs;
     uint64_t batches_nt;        /* copied with non-temporal stores (the learned kernel) */
     uint64_t pieces_by_threads; /* pieces copied by copy threads */
-    uint64_t pieces_by_waiters; /* pieces copied by threads in ect_copy_engine_wait */
+    uint64_t pieces_by_waiters; /* pieces copied by callers in wait or ect__copy_cpu_help */
     uint64_t wakeups;           /* copy threads signalled to wake for work */
     uint64_t polls_found_work;  /* a copy thread polled and work came */
     uint64_t polls_timed_out;   /* ... and none came within spin_us */
