@@ -196,8 +196,11 @@ typedef struct ect_xport_client_params {
     ect_transport_t prefer; /* config `transport`: auto, tcp or same_host */
     const char *region_dir; /* same-host: the only directory a peer's file may be in
                                (NULL = "/dev/shm") */
-    /* Called (from the client's receive thread) when a tcp read settles, so
-     * the caller's thread can poll at once instead of on a timer. */
+    /* Called when a read settles, so the caller's thread can poll at once
+     * instead of on a timer: for tcp from the client's receive thread, for
+     * same-host from the thread that copied the last byte (a copy thread,
+     * or the caller itself inside read_start).  Must be short and must not
+     * call into the client. */
     void (*wake)(void *);
     void *wake_arg;
     /* The region's `prefault` setting: unless prefer is same_host, read

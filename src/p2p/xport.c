@@ -38,10 +38,11 @@
  * Threading: transport.h.  The server's fields are immutable once started
  * (its stream part has its own thread).  A client is used by one thread at
  * a time; the stream client's thread and the copy engine's threads touch
- * only the bytes and state of their own reads.  The waiter thread blocks on
- * each same-host batch that did not land in its submit, in turn, publishes
- * its outcome in the read (copy_done, release/acquire) and calls the wake
- * callback, so no thread polls a copy on a timer; its queue is under wlock.
+ * only the bytes and state of their own reads.  A same-host read's batch
+ * is copied partly by the caller inside read_start and partly by the copy
+ * threads; whichever thread copies its last byte publishes that in the
+ * read (copy_landed, release/acquire) and calls the wake callback, so no
+ * thread polls or sleeps on a copy.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,7 +60,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
-#include "common/thread.h"
+#include "copy/cpu.h"
 #include "p2p/xport_internal.h"
 
 #define PEER_KEY_MAX 300
@@ -145,14 +146,12 @@ struct ect_xport_read {
     uint64_t bytes;
     char peer_key[PEER_KEY_MAX + 1];
     ect_xport_stream_read_t *tcp;
-    uint64_t ticket; /* same-host copy batch */
-    int copied;      /* landed in read_start (a same-host copy done in the submit) */
-    /* A same-host batch: the waiter thread's verdict (copy_done, atomic,
-     * set after copy_status and copy_why). */
-    int copy_done;
-    ect_status_t copy_status;
-    char copy_why[160];
-    struct ect_xport_read *wnext; /* the waiter's queue */
+    uint64_t ticket; /* same-host copy batch, until copied */
+    int copied;      /* nothing in flight: the bytes landed and the ticket is retired */
+    /* A same-host batch has landed: set (atomic, release) by the thread that
+     * copied its last byte (copy_landed), read by the client's caller. */
+    int copy_landed;
+    ect_xport_client_t *client; /* for copy_landed's wake */
     int detached;
     struct ect_xport_read *prev, *next;
 };
@@ -173,16 +172,7 @@ struct ect_xport_client {
     struct peer *retired; /* replaced or forgotten, still busy */
     ect_xport_read_t *reads;
     ect_xport_stream_client_t *tcp; /* created on first tcp use */
-    ect_copy_engine_t *copy;        /* created on first large same-host read */
-    /* The waiter thread: waits for each same-host batch to land and wakes
-     * the caller (no polling on a timer).  wlock guards the queue and
-     * wstop; started with the copy engine. */
-    pthread_t waiter;
-    int waiter_started;
-    pthread_mutex_t wlock;
-    pthread_cond_t wcond;
-    ect_xport_read_t *wq_head, *wq_tail;
-    int wstop;
+    ect_copy_engine_t *copy;        /* created on first same-host read */
     ect_xport_counters_t counters;
 };
 
@@ -221,10 +211,6 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
     c->wake_arg = params->wake_arg;
     c->touch_pages = params->touch_pages;
     c->copy_params = params->copy;
-    if (pthread_mutex_init(&c->wlock, NULL) != 0 || pthread_cond_init(&c->wcond, NULL) != 0) {
-        ect__free(c);
-        return ect__error(ECT_ERR_INTERNAL, "xport client: cannot create its waiter's lock");
-    }
     snprintf(c->region_dir, sizeof(c->region_dir), "%s", dir);
     /* Without a boot id the same-host path is never usable; tcp still is. */
     if (params->prefer != ECT_TRANSPORT_TCP) {
@@ -553,10 +539,13 @@ read_update(ect_xport_client_t *c, ect_xport_read_t *r)
             return;
         st = rs == ECT_XPORT_READ_DONE ? ECT_OK : ECT_ERR_TRANSPORT;
     } else {
-        if (!__atomic_load_n(&r->copy_done, __ATOMIC_ACQUIRE))
+        if (!__atomic_load_n(&r->copy_landed, __ATOMIC_ACQUIRE))
             return;
-        st = r->copy_status;
-        snprintf(why, sizeof(why), "%s", r->copy_why);
+        /* Landed, so the engine answers at once and retires the ticket. */
+        if ((st = ect_copy_engine_query(c->copy, r->ticket)) == ECT_OK)
+            r->copied = 1;
+        else
+            snprintf(why, sizeof(why), "%s", ect_last_error());
     }
     if (st == ECT_OK) {
         r->state = ECT_XPORT_READ_DONE;
@@ -636,60 +625,18 @@ start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *
     return st;
 }
 
-/* The waiter thread: one same-host batch after another, in submission
- * order (the copy engine finishes them in about that order anyway). */
-static void *
-waiter_main(void *arg)
-{
-    ect_xport_client_t *c = arg;
-    pthread_mutex_lock(&c->wlock);
-    for (;;) {
-        while (c->wq_head == NULL && !c->wstop)
-            pthread_cond_wait(&c->wcond, &c->wlock);
-        if (c->wq_head == NULL)
-            break; /* stopping, and nothing left to wait for */
-        ect_xport_read_t *r = c->wq_head;
-        c->wq_head = r->wnext;
-        if (c->wq_head == NULL)
-            c->wq_tail = NULL;
-        pthread_mutex_unlock(&c->wlock);
-        ect_status_t st = ect_copy_engine_wait(c->copy, r->ticket);
-        r->copy_status = st;
-        snprintf(r->copy_why, sizeof(r->copy_why), "%s", st == ECT_OK ? "" : ect_last_error());
-        __atomic_store_n(&r->copy_done, 1, __ATOMIC_RELEASE);
-        if (c->wake != NULL)
-            c->wake(c->wake_arg);
-        pthread_mutex_lock(&c->wlock);
-    }
-    pthread_mutex_unlock(&c->wlock);
-    return NULL;
-}
-
+/* The copy engine's landed callback of a same-host read, on whichever
+ * thread copied its last byte.  Once the flag is set the caller may retire
+ * and free the read, so r is not touched after it; the client outlives
+ * every callback (destroy joins the copy threads before it frees). */
 static void
-waiter_enqueue(ect_xport_client_t *c, ect_xport_read_t *r)
+copy_landed(void *arg)
 {
-    pthread_mutex_lock(&c->wlock);
-    r->wnext = NULL;
-    if (c->wq_tail != NULL)
-        c->wq_tail->wnext = r;
-    else
-        c->wq_head = r;
-    c->wq_tail = r;
-    pthread_cond_signal(&c->wcond);
-    pthread_mutex_unlock(&c->wlock);
-}
-
-static void
-waiter_stop(ect_xport_client_t *c)
-{
-    if (!c->waiter_started)
-        return;
-    pthread_mutex_lock(&c->wlock);
-    c->wstop = 1;
-    pthread_cond_signal(&c->wcond);
-    pthread_mutex_unlock(&c->wlock);
-    pthread_join(c->waiter, NULL);
-    c->waiter_started = 0;
+    ect_xport_read_t *r = arg;
+    ect_xport_client_t *c = r->client;
+    __atomic_store_n(&r->copy_landed, 1, __ATOMIC_RELEASE);
+    if (c->wake != NULL)
+        c->wake(c->wake_arg);
 }
 
 static ect_status_t
@@ -699,24 +646,26 @@ start_same_host(ect_xport_client_t *c, struct peer *p, const ect_xport_segment_t
     /* The copy engine decides where the bytes are copied: a read it expects
      * to land sooner on this thread than on its sleeping copy threads
      * (small ones, and up to several MiB where a wake-up is slow) is copied
-     * inside the submit, and the first poll settles it; the waiter thread
-     * waits for the others, so read_poll never blocks for long. */
+     * inside the submit.  Otherwise this thread copies the pieces no copy
+     * thread has taken by the time it gets to them (the threads take a
+     * while to wake) and polls briefly for the rest; what is still being
+     * copied after that calls copy_landed when it lands, so a caller never
+     * sleeps on a copy and the copy never waits for the caller. */
     ect_status_t st;
     if (c->copy == NULL) {
         if ((st = ect_copy_engine_create_cpu(&c->copy_params, &c->copy)) != ECT_OK)
             return st;
     }
-    if (!c->waiter_started) {
-        if ((st = ect__thread_start(&c->waiter, waiter_main, c, "ect-copy-wait")) != ECT_OK)
-            return st;
-        c->waiter_started = 1;
-    }
-    if ((st = ect__xport_shm_post(c->copy, p->shm, segs, n_segs, &r->ticket)) != ECT_OK)
+    r->client = c;
+    if ((st = ect__xport_shm_post(c->copy, p->shm, segs, n_segs, copy_landed, r, &r->ticket)) !=
+        ECT_OK)
         return st;
-    if (ect_copy_engine_query(c->copy, r->ticket) == ECT_OK)
-        r->copied = 1; /* landed in the submit, ticket retired */
-    else
-        waiter_enqueue(c, r);
+    /* Only copy_landed settles the read, even when help saw it land: the
+     * thread that copied the last byte may not have called it yet, and the
+     * read must stay alive until it has. */
+    ect_status_t help = ect__copy_cpu_help(c->copy, r->ticket);
+    if (help != ECT_OK && help != ECT_ERR_BUSY)
+        ect__log_last_error(ECT_LOG_WARN, "xport same-host");
     r->peer = p;
     p->busy++;
     return ECT_OK;
@@ -875,9 +824,8 @@ ect__xport_client_destroy(ect_xport_client_t *c)
         struct timespec ts = {0, 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    /* The waiter finishes what it has queued (so nothing lands after this)
-     * and stops; then the engine has nothing in flight. */
-    waiter_stop(c);
+    /* The engine's destroy lets what is left land and joins its threads:
+     * no byte lands and no copy_landed runs after it. */
     ect_copy_engine_destroy(c->copy);
     c->copy = NULL;
     for (ect_xport_read_t *r = c->reads, *next; r != NULL; r = next) {
@@ -893,7 +841,5 @@ ect__xport_client_destroy(ect_xport_client_t *c)
             next = p->next;
             peer_free(p);
         }
-    pthread_cond_destroy(&c->wcond);
-    pthread_mutex_destroy(&c->wlock);
     ect__free(c);
 }

@@ -222,11 +222,12 @@ void ect__xport_shm_peer_close(ect_xport_shm_peer_t *peer);
  * page-aligned.  Thread safety: safe. */
 void ect__xport_touch_from_kernel(const void *base, size_t len);
 
-/* Submit the segments as one copy batch from the mapping (the engine may
- * copy it inside the submit: query tells).  Returns ECT_OK with *ticket_p,
- * or the copy engine's failure. */
+/* Submit the segments as one copy batch from the mapping to engine (a CPU
+ * engine), which calls landed(landed_arg) once on the thread that copies
+ * its last byte (maybe inside this call: ect__copy_cpu_submit_notify).
+ * Returns ECT_OK with *ticket_p, or the copy engine's failure. */
 ect_status_t ect__xport_shm_post(ect_copy_engine_t *engine, const ect_xport_shm_peer_t *peer,
                                  const ect_xport_segment_t *segs, size_t n_segs,
-                                 uint64_t *ticket_p);
+                                 void (*landed)(void *), void *landed_arg, uint64_t *ticket_p);
 
 #endif /* ECT_P2P_XPORT_INTERNAL_H */

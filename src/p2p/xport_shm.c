@@ -22,8 +22,9 @@
  * it is closed: the dispatcher closes it when the producer's offer changes,
  * when the peer is forgotten, and at client destroy.
  *
- * Copies run on the client's CPU copy engine (its own threads), so the
- * caller's read_poll never blocks on a memcpy.
+ * Copies run on the client's CPU copy engine: its copy threads and the
+ * caller of read_start, which copies what they have not taken yet (see
+ * start_same_host in xport.c); nothing sleeps waiting for a copy.
  *
  * Locking: none here; a peer's mapping is immutable once opened and only
  * read by the copy threads.
@@ -44,6 +45,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "common/thread.h"
+#include "copy/cpu.h"
 #include "p2p/xport_internal.h"
 
 #define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
@@ -240,7 +242,8 @@ ect__xport_shm_peer_close(ect_xport_shm_peer_t *peer)
 
 ect_status_t
 ect__xport_shm_post(ect_copy_engine_t *engine, const ect_xport_shm_peer_t *peer,
-                    const ect_xport_segment_t *segs, size_t n_segs, uint64_t *ticket_p)
+                    const ect_xport_segment_t *segs, size_t n_segs, void (*landed)(void *),
+                    void *landed_arg, uint64_t *ticket_p)
 {
     ect_copy_op_t *ops = NULL;
     if (n_segs != 0 && (ops = ect__malloc(n_segs * sizeof(*ops))) == NULL)
@@ -249,7 +252,7 @@ ect__xport_shm_post(ect_copy_engine_t *engine, const ect_xport_shm_peer_t *peer,
         ops[i] = (ect_copy_op_t){
             .dst = segs[i].local, .src = peer->data + segs[i].remote_off, .len = segs[i].len};
     ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = ops, .n_ops = n_segs};
-    ect_status_t st = ect_copy_engine_submit(engine, &batch, ticket_p);
+    ect_status_t st = ect__copy_cpu_submit_notify(engine, &batch, landed, landed_arg, ticket_p);
     ect__free(ops);
     return st;
 }
