@@ -1,6 +1,8 @@
 /*
  * The CPU copy engine: a small pool of threads that copy batches between
- * host engine memory and the region (SPEC §7).
+ * host engine memory and the region (SPEC §7).  This file is its data
+ * path; cpu_engine.c creates, stops and destroys it, and cpu_internal.h
+ * holds the structures both use.
  *
  * A submitted batch is copied into a pooled batch record (records and their
  * op arrays are reused, so a warm engine does not allocate per submit),
@@ -78,157 +80,35 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
-#include "common/thread.h"
-#include "copy/cpu.h"
-#include "copy/engine.h"
-#include "copy/learn.h"
+#include "copy/cpu_internal.h"
 #include "copy/ntcopy.h"
-#include "copy/tickets.h"
-
-enum {
-    DEFAULT_THREADS = 2,
-    MAX_THREADS = 64,
-    MIN_SPLIT_BYTES = 4096,
-    PIECE_ALIGN = 4096, /* pieces of a split batch are multiples of this */
-    POOL_KEEP = 64,     /* idle batch records kept for reuse */
-    TABLE_MIN_CAP = 64, /* ticket-table slots; always a power of two */
-    REGS_MIN_CAP = 4,
-    DEFAULT_SPIN_US = 50, /* about two wake-ups on the project's VMs */
-    MAX_SPIN_US = 100000,
-    POLL_CLOCK_EVERY = 64, /* pause instructions between clock reads while polling */
-};
-#define DEFAULT_SPLIT_BYTES ((size_t)1 << 20)
-/* The longest a waiter polls before it sleeps (when spin_us > 0). */
-#define MAX_WAIT_POLL_NS     ((uint64_t)1000000)
-#define DEFAULT_INLINE_BYTES ((size_t)64 << 10)
-#define DEFAULT_INLINE_MAX   ((size_t)16 << 20)
-/* Below this a batch is one piece: sharing it would cost more than it saves. */
-#define PARALLEL_MIN ((size_t)256 << 10)
-/* The smallest piece of a shared batch. */
-#define PIECE_MIN ((size_t)128 << 10)
-
-/* The two kernels the engine chooses between (the string move is memcpy
- * where rep movsb is not built). */
-enum kernel { KERNEL_STRING, KERNEL_NT };
-
-struct cpu_batch {
-    uint64_t ticket;
-    ect_copy_op_t *ops; /* the batch's non-empty ops; capacity kept across reuse */
-    size_t n_ops;
-    size_t cap_ops;
-    size_t chunk;   /* bytes per claimed piece */
-    size_t next_op; /* dispatch cursor: first unclaimed byte is ops[next_op] + next_off */
-    size_t next_off;
-    size_t remaining;                  /* bytes not yet copied; the batch has landed at 0 */
-    size_t bytes;                      /* the batch's size */
-    enum kernel kernel;                /* how its bytes are copied */
-    struct ect__learned *learn;        /* a learned hand-off: timed until it lands; else NULL */
-    struct ect__learned *kernel_learn; /* a learned kernel: its pieces' copy time; else NULL */
-    uint64_t copy_ns;                  /* copy time of its pieces so far (with kernel_learn) */
-    uint64_t t_submit_ns;              /* when submit started (for a learned hand-off) */
-    uint64_t t_queued_ns;              /* when queued; 0 once a copy thread took a piece */
-    void (*landed)(void *);            /* ect__copy_cpu_submit_notify's callback, or NULL */
-    void *landed_arg;
-    struct cpu_batch *prev, *next; /* work queue links; next also links the free list */
-};
-
-/* A piece of one batch's byte stream, claimed by one copier. */
-struct claim {
-    struct cpu_batch *batch;
-    size_t op;
-    size_t off;
-    size_t len;
-    uint64_t ns; /* how long run_claim took (timed when the batch's kernel is learned) */
-};
-
-struct host_reg {
-    char *base;
-    size_t len;
-};
-
-/* The two ways of the learned hand-off choice (copy/learn.h), timed from
- * submit to landed; the kernel choice's ways are enum kernel, timed by the
- * pieces' copy time. */
-enum way { WAY_HERE, WAY_HANDOFF };
-
-struct cpu_engine {
-    struct ect_copy_engine base; /* first: the dispatcher casts */
-    pthread_mutex_t lock;
-    pthread_cond_t work_cv; /* copy threads: work queued, or stopping */
-    pthread_cond_t done_cv; /* waiters: some batch landed */
-    pthread_t *threads;
-    unsigned n_threads;
-    size_t split_bytes;
-    size_t inline_bytes;
-    size_t inline_max; /* largest batch the learned choice may copy in submit */
-    uint64_t spin_ns;
-    unsigned max_spinners; /* copy threads that may poll for work at once */
-    unsigned max_active;   /* copy threads woken for work at once */
-    unsigned copiers;      /* copy threads copying a piece now */
-    unsigned spinners;     /* copy threads polling for work now */
-    unsigned sleepers;     /* copy threads waiting on work_cv */
-    bool stopping;
-    bool joined;
-    bool held;           /* ect__copy_cpu_hold: copy threads leave the queue alone (atomic reads) */
-    unsigned waiters;    /* threads sleeping on done_cv */
-    uint64_t queued;     /* atomic stores: batches with unclaimed bytes */
-    uint64_t landed_seq; /* atomic stores: +1 whenever a batch lands */
-    uint64_t next_ticket;
-    struct cpu_batch *queue_head, *queue_tail; /* batches with unclaimed bytes */
-    struct ect__tickets tickets;               /* issued, unretired batches by ticket */
-    struct cpu_batch *free_list;
-    unsigned n_free;
-    struct host_reg *regs;
-    size_t n_regs;
-    size_t cap_regs;
-    uint64_t allocs;                                  /* atomic: allocations since creation */
-    struct ect__learned learn[2][ECT__LEARN_CLASSES]; /* [save, load][size class] */
-    struct ect__learned kernel_learn[2][ECT__LEARN_CLASSES]; /* [save, load][size class] */
-    struct ect__copy_cpu_stats stats;
-};
-
-static const struct ect_copy_engine_ops cpu_ops;
-
-static struct cpu_engine *
-cpu_of(ect_copy_engine_t *engine)
-{
-    return (struct cpu_engine *)engine;
-}
-
-static void
-count_alloc(struct cpu_engine *e)
-{
-    __atomic_fetch_add(&e->allocs, 1, __ATOMIC_RELAXED);
-}
 
 /* ---- batch records ----------------------------------------------------------- */
 
-static void
-free_batch(struct cpu_batch *b)
+void
+ect__cpu_free_batch(struct cpu_batch *b)
 {
     ect__free(b->ops);
     ect__free(b);
 }
 
-static void
-free_batch_value(void *b)
+void
+ect__cpu_free_batch_value(void *b)
 {
-    free_batch(b);
+    ect__cpu_free_batch(b);
 }
 
 static void
 recycle_locked(struct cpu_engine *e, struct cpu_batch *b)
 {
     if (e->n_free >= POOL_KEEP) {
-        free_batch(b);
+        ect__cpu_free_batch(b);
         return;
     }
     b->next = e->free_list;
@@ -455,8 +335,8 @@ poll_until(const struct cpu_engine *e, const uint64_t *counter, uint64_t seen, b
     }
 }
 
-static void *
-copy_thread_main(void *arg)
+void *
+ect__cpu_copy_thread_main(void *arg)
 {
     struct cpu_engine *e = arg;
     struct claim c;
@@ -522,63 +402,7 @@ copy_thread_main(void *arg)
     return NULL;
 }
 
-/* ---- operations ---------------------------------------------------------------- */
-
-static ect_status_t
-cpu_register_host(ect_copy_engine_t *engine, void *base, size_t len)
-{
-    struct cpu_engine *e = cpu_of(engine);
-    char *b = base;
-    ect_status_t s = ECT_OK;
-
-    if ((uintptr_t)b > UINTPTR_MAX - len)
-        return ect__error(ECT_ERR_INVALID_ARG,
-                          "copy register: range of %zu bytes at %p wraps the address space", len,
-                          base);
-    pthread_mutex_lock(&e->lock);
-    for (size_t i = 0; i < e->n_regs; i++) {
-        const struct host_reg *r = &e->regs[i];
-        if (b < r->base + r->len && r->base < b + len) {
-            s = ect__error(ECT_ERR_EXISTS,
-                           "copy register: range %p+%zu overlaps the registered range %p+%zu", base,
-                           len, (void *)r->base, r->len);
-            goto unlock;
-        }
-    }
-    if (e->n_regs == e->cap_regs) {
-        size_t cap = e->cap_regs > 0 ? e->cap_regs * 2 : REGS_MIN_CAP;
-        struct host_reg *regs = ect__realloc(e->regs, cap * sizeof(*regs));
-        if (regs == NULL) {
-            s = ect__error(ECT_ERR_NO_MEMORY, "copy register: cannot grow to %zu ranges", cap);
-            goto unlock;
-        }
-        count_alloc(e);
-        e->regs = regs;
-        e->cap_regs = cap;
-    }
-    /* The CPU engine needs nothing from the OS; recording the range keeps
-     * register/unregister pairing checkable, as with the CUDA engine. */
-    e->regs[e->n_regs++] = (struct host_reg){.base = b, .len = len};
-unlock:
-    pthread_mutex_unlock(&e->lock);
-    return s;
-}
-
-static ect_status_t
-cpu_unregister_host(ect_copy_engine_t *engine, void *base)
-{
-    struct cpu_engine *e = cpu_of(engine);
-    pthread_mutex_lock(&e->lock);
-    for (size_t i = 0; i < e->n_regs; i++) {
-        if (e->regs[i].base == (char *)base) {
-            e->regs[i] = e->regs[--e->n_regs];
-            pthread_mutex_unlock(&e->lock);
-            return ECT_OK;
-        }
-    }
-    pthread_mutex_unlock(&e->lock);
-    return ect__error(ECT_ERR_NOT_FOUND, "copy unregister: no range registered at %p", base);
-}
+/* ---- submit ---------------------------------------------------------------------- */
 
 /* Checks the dispatcher leaves to engines, because they depend on the memory
  * being host memory: ranges that wrap or overlap (memcpy's contract), and a
@@ -781,8 +605,8 @@ recycle_batch:
     return s;
 }
 
-static ect_status_t
-cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *ticket_p)
+ect_status_t
+ect__cpu_submit(ect_copy_engine_t *engine, const ect_copy_batch_t *batch, uint64_t *ticket_p)
 {
     return submit(cpu_of(engine), batch, NULL, NULL, ticket_p);
 }
@@ -791,7 +615,7 @@ ect_status_t
 ect__copy_cpu_submit_notify(ect_copy_engine_t *engine, const ect_copy_batch_t *batch,
                             void (*landed)(void *arg), void *arg, uint64_t *ticket_p)
 {
-    if (engine == NULL || engine->ops != &cpu_ops || landed == NULL)
+    if (engine == NULL || engine->ops != &ect__cpu_ops || landed == NULL)
         return ect__error(ECT_ERR_INVALID_ARG,
                           "copy submit_notify: not a cpu engine, or no landed callback");
     return submit(cpu_of(engine), batch, landed, arg, ticket_p);
@@ -805,8 +629,8 @@ not_found(const char *what, uint64_t ticket)
                       what, (unsigned long long)ticket);
 }
 
-static ect_status_t
-cpu_query(ect_copy_engine_t *engine, uint64_t ticket)
+ect_status_t
+ect__cpu_query(ect_copy_engine_t *engine, uint64_t ticket)
 {
     struct cpu_engine *e = cpu_of(engine);
     size_t slot;
@@ -893,8 +717,8 @@ finish_own_batch(struct cpu_engine *e, uint64_t ticket, bool may_sleep, const ch
     }
 }
 
-static ect_status_t
-cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
+ect_status_t
+ect__cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
 {
     return finish_own_batch(cpu_of(engine), ticket, true, "wait");
 }
@@ -902,242 +726,7 @@ cpu_wait(ect_copy_engine_t *engine, uint64_t ticket)
 ect_status_t
 ect__copy_cpu_help(ect_copy_engine_t *engine, uint64_t ticket)
 {
-    if (engine == NULL || engine->ops != &cpu_ops)
+    if (engine == NULL || engine->ops != &ect__cpu_ops)
         return ect__error(ECT_ERR_INVALID_ARG, "copy help: not a cpu engine");
     return finish_own_batch(cpu_of(engine), ticket, false, "help");
-}
-
-static void
-stop_threads(struct cpu_engine *e, unsigned n_started)
-{
-    pthread_mutex_lock(&e->lock);
-    e->stopping = true;
-    pthread_cond_broadcast(&e->work_cv);
-    pthread_mutex_unlock(&e->lock);
-    for (unsigned i = 0; i < n_started; i++)
-        pthread_join(e->threads[i], NULL);
-    e->joined = true;
-}
-
-ect_status_t
-ect__copy_cpu_shutdown(ect_copy_engine_t *engine)
-{
-    if (engine == NULL || engine->ops != &cpu_ops)
-        return ect__error(ECT_ERR_INVALID_ARG, "copy shutdown: not a cpu engine");
-    struct cpu_engine *e = cpu_of(engine);
-    if (!e->joined)
-        stop_threads(e, e->n_threads);
-    return ECT_OK;
-}
-
-ect_status_t
-ect__copy_cpu_hold(ect_copy_engine_t *engine, bool hold)
-{
-    if (engine == NULL || engine->ops != &cpu_ops)
-        return ect__error(ECT_ERR_INVALID_ARG, "copy hold: not a cpu engine");
-    struct cpu_engine *e = cpu_of(engine);
-    pthread_mutex_lock(&e->lock);
-    __atomic_store_n(&e->held, hold, __ATOMIC_RELAXED); /* pollers read it without the lock */
-    if (!hold)
-        pthread_cond_broadcast(&e->work_cv);
-    pthread_mutex_unlock(&e->lock);
-    return ECT_OK;
-}
-
-ect_status_t
-ect__copy_cpu_stats(ect_copy_engine_t *engine, struct ect__copy_cpu_stats *stats_p)
-{
-    if (engine == NULL || engine->ops != &cpu_ops || stats_p == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "copy stats: not a cpu engine, or NULL stats_p");
-    struct cpu_engine *e = cpu_of(engine);
-    pthread_mutex_lock(&e->lock);
-    *stats_p = e->stats;
-    pthread_mutex_unlock(&e->lock);
-    return ECT_OK;
-}
-
-uint64_t
-ect__copy_cpu_alloc_count(ect_copy_engine_t *engine)
-{
-    if (engine == NULL || engine->ops != &cpu_ops)
-        return 0;
-    return __atomic_load_n(&cpu_of(engine)->allocs, __ATOMIC_RELAXED);
-}
-
-/* Free everything but the threads, which must be joined already. */
-static void
-free_engine(struct cpu_engine *e)
-{
-    ect__tickets_each(&e->tickets, free_batch_value);
-    while (e->free_list != NULL) {
-        struct cpu_batch *b = e->free_list;
-        e->free_list = b->next;
-        free_batch(b);
-    }
-    ect__tickets_cleanup(&e->tickets);
-    ect__free(e->regs);
-    ect__free(e->threads);
-    pthread_cond_destroy(&e->done_cv);
-    pthread_cond_destroy(&e->work_cv);
-    pthread_mutex_destroy(&e->lock);
-    ect__free(e);
-}
-
-static void
-cpu_destroy(ect_copy_engine_t *engine)
-{
-    struct cpu_engine *e = cpu_of(engine);
-    if (!e->joined)
-        stop_threads(e, e->n_threads);
-    free_engine(e);
-}
-
-static const struct ect_copy_engine_ops cpu_ops = {
-    .kind = "cpu",
-    .register_host = cpu_register_host,
-    .unregister_host = cpu_unregister_host,
-    .submit = cpu_submit,
-    .query = cpu_query,
-    .wait = cpu_wait,
-    .destroy = cpu_destroy,
-};
-
-/* Start the copy threads (common/thread.h: signals blocked, named). */
-static ect_status_t
-start_threads(struct cpu_engine *e)
-{
-    ect_status_t s = ECT_OK;
-    unsigned started = 0;
-    for (; started < e->n_threads; started++) {
-        char name[16];
-        /* started < MAX_THREADS, so the name fits the kernel's 16 bytes. */
-        snprintf(name, sizeof(name), "ect-copy-%u", (unsigned)(unsigned char)started);
-        if ((s = ect__thread_start(&e->threads[started], copy_thread_main, e, name)) != ECT_OK)
-            break;
-    }
-    if (s != ECT_OK)
-        stop_threads(e, started);
-    return s;
-}
-
-ect_copy_cpu_params_t
-ect__copy_cpu_params_of(const ect_config_t *cfg)
-{
-    return (ect_copy_cpu_params_t){.threads = cfg->copy_threads,
-                                   .spin_us = cfg->copy_spin_us == 0 ? ECT_COPY_CPU_NO_SPIN
-                                                                     : cfg->copy_spin_us};
-}
-
-/* CPUs this process may run on (its affinity mask), at least 1. */
-unsigned
-ect__copy_cpu_usable_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-        return (unsigned)CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (unsigned)n : 1;
-}
-
-/* Copy threads woken for work at once: one fewer than the CPUs, leaving
- * one to the caller, who copies its own batch when it waits. */
-static unsigned
-max_active_for(unsigned threads)
-{
-    unsigned cpus = ect__copy_cpu_usable_cpus();
-    unsigned others = cpus > 1 ? cpus - 1 : 1;
-    return threads < others ? threads : others;
-}
-
-unsigned
-ect__copy_cpu_copiers(unsigned threads)
-{
-    return max_active_for(threads > 0 ? threads : DEFAULT_THREADS) + 1;
-}
-
-ect_status_t
-ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_t **engine_p)
-{
-    unsigned threads = params != NULL && params->threads > 0 ? params->threads : DEFAULT_THREADS;
-    size_t split =
-        params != NULL && params->split_bytes > 0 ? params->split_bytes : DEFAULT_SPLIT_BYTES;
-    ect_status_t s;
-
-    if (engine_p == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "copy cpu: NULL engine_p");
-    if (threads > MAX_THREADS)
-        return ect__error(ECT_ERR_INVALID_ARG, "copy cpu: threads %u is more than the %d allowed",
-                          threads, MAX_THREADS);
-    if (split < MIN_SPLIT_BYTES)
-        return ect__error(ECT_ERR_INVALID_ARG,
-                          "copy cpu: split_bytes %zu is below the minimum of %d (0 picks 1 MiB)",
-                          split, MIN_SPLIT_BYTES);
-    unsigned spin_us = params != NULL && params->spin_us > 0 ? params->spin_us : DEFAULT_SPIN_US;
-    if (spin_us == ECT_COPY_CPU_NO_SPIN)
-        spin_us = 0;
-    else if (spin_us > MAX_SPIN_US)
-        return ect__error(ECT_ERR_INVALID_ARG,
-                          "copy cpu: spin_us %u is more than the %d allowed (0 picks %d, "
-                          "ECT_COPY_CPU_NO_SPIN never polls)",
-                          spin_us, MAX_SPIN_US, DEFAULT_SPIN_US);
-    size_t inline_bytes =
-        params != NULL && params->inline_bytes > 0 ? params->inline_bytes : DEFAULT_INLINE_BYTES;
-    size_t inline_max = params != NULL && params->inline_max_bytes > 0 ? params->inline_max_bytes
-                                                                       : DEFAULT_INLINE_MAX;
-    if (inline_bytes == ECT_COPY_CPU_NO_INLINE)
-        inline_bytes = inline_max = 0;
-    else if (inline_max == ECT_COPY_CPU_NO_INLINE)
-        inline_max = 0;
-
-    struct cpu_engine *e = ect__calloc(1, sizeof(*e));
-    if (e == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "copy cpu: cannot allocate the engine");
-    e->base.ops = &cpu_ops;
-    e->n_threads = threads;
-    e->split_bytes = split;
-    e->inline_bytes = inline_bytes;
-    e->inline_max = inline_max;
-    e->spin_ns = (uint64_t)spin_us * 1000;
-    e->max_active = max_active_for(threads);
-    e->max_spinners = e->max_active;
-    e->next_ticket = 1;
-    s = ect__tickets_init(&e->tickets, TABLE_MIN_CAP);
-    if (s != ECT_OK)
-        goto free_engine;
-    e->threads = ect__calloc(threads, sizeof(*e->threads));
-    if (e->threads == NULL) {
-        s = ect__error(ECT_ERR_NO_MEMORY, "copy cpu: cannot allocate %u thread handles", threads);
-        goto free_table;
-    }
-    if (pthread_mutex_init(&e->lock, NULL) != 0) {
-        s = ect__error(ECT_ERR_IO, "copy cpu: cannot initialise the engine's mutex");
-        goto free_threads;
-    }
-    if (pthread_cond_init(&e->work_cv, NULL) != 0) {
-        s = ect__error(ECT_ERR_IO, "copy cpu: cannot initialise the work condition");
-        goto destroy_lock;
-    }
-    if (pthread_cond_init(&e->done_cv, NULL) != 0) {
-        s = ect__error(ECT_ERR_IO, "copy cpu: cannot initialise the done condition");
-        goto destroy_work_cv;
-    }
-    s = start_threads(e);
-    if (s != ECT_OK)
-        goto destroy_done_cv;
-    *engine_p = &e->base;
-    return ECT_OK;
-
-destroy_done_cv:
-    pthread_cond_destroy(&e->done_cv);
-destroy_work_cv:
-    pthread_cond_destroy(&e->work_cv);
-destroy_lock:
-    pthread_mutex_destroy(&e->lock);
-free_threads:
-    ect__free(e->threads);
-free_table:
-    ect__tickets_cleanup(&e->tickets);
-free_engine:
-    ect__free(e);
-    return s;
 }
