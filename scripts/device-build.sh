@@ -14,7 +14,15 @@
 # device tool: carry [".device/debs"]; the four packages are ~4.5 MB).  This script
 # unpacks them with dpkg -x into .device/prefix/, points pkg-config, CMake's
 # FindOpenSSL and the run-time search path at that prefix, and configures
-# with -DECT_WITH_P2P=OFF -DECT_WITH_CUDA=ON.
+# with -DECT_WITH_CUDA=ON and -DECT_WITH_P2P=OFF, or ON when the ZeroMQ and
+# msgpack-c packages are there too (the P2P benchmarks then run on that
+# machine's cores; ~1.4 MB more):
+#
+#     (cd .device/debs && apt-get download libzmq5 libzmq3-dev libmsgpackc2 \
+#         libmsgpack-dev libsodium23 libpgm-5.3-0 libnorm1)
+#
+# (libzmq5's other run-time needs, libbsd0 and libgssapi-krb5-2, are on the
+# GPU machine already.)
 #
 #   scripts/device-build.sh               configure, build, run the GPU tests and bench
 #   scripts/device-build.sh --build-only  configure and build only (needs no GPU)
@@ -85,6 +93,13 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "$want" >"$stamp"
 fi
 libdir=$(dirname "$(find "$prefix/usr/lib" -name 'libcjson.so' | head -n 1)")
+p2p=OFF
+if [ -f "$libdir/pkgconfig/libzmq.pc" ] && [ -f "$libdir/pkgconfig/msgpack.pc" ]; then
+    p2p=ON
+    # libzmq.pc names its static dependencies' .pc files, which are not
+    # carried; a shared link needs none of them.
+    sed -i -E '/^Requires.private:/d' "$libdir/pkgconfig/libzmq.pc"
+fi
 [ -f "$libdir/libcrypto.so" ] || { echo "device-build: no libcrypto.so under $prefix" >&2; exit 2; }
 multiarch_inc="$prefix/usr/include/$(basename "$libdir")"
 
@@ -105,7 +120,7 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 {
     cmake -S . -B "$build" \
         -DCMAKE_BUILD_TYPE=Release \
-        -DECT_WITH_P2P=OFF -DECT_WITH_CUDA=ON \
+        -DECT_WITH_P2P="$p2p" -DECT_WITH_CUDA=ON \
         -DOPENSSL_ROOT_DIR="$prefix/usr" \
         -DOPENSSL_INCLUDE_DIR="$prefix/usr/include" \
         -DOPENSSL_CRYPTO_LIBRARY="$libdir/libcrypto.so" \

@@ -19,11 +19,31 @@
 #define ECT_PRINTF(a, b)
 #endif
 
-/* Set the thread's last-error message and return status. */
-ect_status_t ect__error(ect_status_t status, const char *fmt, ...) ECT_PRINTF(2, 3);
+/* Set the thread's last-error message; through the macros below. */
+void ect__error_set(const char *fmt, ...) ECT_PRINTF(1, 2);
+/* The same with ": <strerror(errno)>" appended (errno read on entry). */
+void ect__error_set_errno(const char *fmt, ...) ECT_PRINTF(1, 2);
 
-/* Like ect__error, with ": <strerror(errno)>" appended (errno read on entry). */
-ect_status_t ect__error_errno(ect_status_t status, const char *fmt, ...) ECT_PRINTF(2, 3);
+/* Set the thread's last-error message and evaluate to status (once).  The
+ * status is the call site's own expression, not a function's return value,
+ * so the compiler knows a failure path returns a failure: out-parameters a
+ * callee sets only on success are not "maybe uninitialized" after
+ * `if (st != ECT_OK) return st;` in optimised builds. */
+#define ect__error(status, ...)                                                                    \
+    __extension__({                                                                                \
+        ect_status_t ect_error_status_ = (status);                                                 \
+        ect__error_set(__VA_ARGS__);                                                               \
+        ect_error_status_;                                                                         \
+    })
+
+/* Like ect__error, with ": <strerror(errno)>" appended (errno read before
+ * anything else is called). */
+#define ect__error_errno(status, ...)                                                              \
+    __extension__({                                                                                \
+        ect_status_t ect_error_status_ = (status);                                                 \
+        ect__error_set_errno(__VA_ARGS__);                                                         \
+        ect_error_status_;                                                                         \
+    })
 
 /* Format and send one line to the sink; call through the macros below. */
 void ect__log(ect_log_level_t level, const char *fmt, ...) ECT_PRINTF(2, 3);

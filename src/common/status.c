@@ -92,18 +92,17 @@ set_message(const char *fmt, va_list ap, const char *suffix)
     memcpy(last_error, tmp, sizeof(tmp));
 }
 
-ect_status_t
-ect__error(ect_status_t status, const char *fmt, ...)
+void
+ect__error_set(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     set_message(fmt, ap, NULL);
     va_end(ap);
-    return status;
 }
 
-ect_status_t
-ect__error_errno(ect_status_t status, const char *fmt, ...)
+void
+ect__error_set_errno(const char *fmt, ...)
 {
     int saved = errno;
     char errbuf[256];
@@ -113,7 +112,6 @@ ect__error_errno(ect_status_t status, const char *fmt, ...)
     set_message(fmt, ap, text);
     va_end(ap);
     errno = saved;
-    return status;
 }
 
 const char *
