@@ -99,6 +99,9 @@ if [ -f "$libdir/pkgconfig/libzmq.pc" ] && [ -f "$libdir/pkgconfig/msgpack.pc" ]
     # libzmq.pc names its static dependencies' .pc files, which are not
     # carried; a shared link needs none of them.
     sed -i -E '/^Requires.private:/d' "$libdir/pkgconfig/libzmq.pc"
+    # msgpack.pc puts its library in ${exec_prefix}/lib, not the multiarch
+    # directory it is really in (a system build finds it there anyway).
+    sed -i -E "s#^libdir=.*#libdir=$libdir#" "$libdir/pkgconfig/msgpack.pc"
 fi
 [ -f "$libdir/libcrypto.so" ] || { echo "device-build: no libcrypto.so under $prefix" >&2; exit 2; }
 multiarch_inc="$prefix/usr/include/$(basename "$libdir")"
