@@ -117,7 +117,10 @@ if [ -z "${CUDACXX:-}" ] && [ ! -x /usr/local/cuda/bin/nvcc ]; then
     fi
 fi
 # PKG_CONFIG_LIBDIR (not _PATH): only the prefix's .pc files are seen, so a
-# build here proves the same thing a build on the GPU machine needs.
+# build here proves the same thing a build on the GPU machine needs.  The
+# prefix goes in as DT_RPATH (--disable-new-dtags), not DT_RUNPATH: only
+# the former also serves the libraries' own dependencies (libzmq's
+# libsodium, libpgm, libnorm).
 export PKG_CONFIG_LIBDIR="$libdir/pkgconfig"
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 {
@@ -128,7 +131,9 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
         -DOPENSSL_INCLUDE_DIR="$prefix/usr/include" \
         -DOPENSSL_CRYPTO_LIBRARY="$libdir/libcrypto.so" \
         -DCMAKE_C_FLAGS="-I$multiarch_inc" \
-        -DCMAKE_BUILD_RPATH="$libdir"
+        -DCMAKE_BUILD_RPATH="$libdir" \
+        -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags" \
+        -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--disable-new-dtags"
     cmake --build "$build" -j "$jobs"
 } 2>&1 | log build.log
 [ "$build_only" -eq 1 ] && exit 0
