@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "common/alloc.h"
 #include "common/error.h"
@@ -43,8 +42,9 @@ ect__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg, const char 
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     if (rc != 0) {
         ect__free(st);
-        return ect__error(rc == ENOMEM ? ECT_ERR_NO_MEMORY : ECT_ERR_IO,
-                          "cannot start thread %s: %s", name, strerror(rc));
+        errno = rc;
+        return ect__error_errno(rc == ENOMEM ? ECT_ERR_NO_MEMORY : ECT_ERR_IO,
+                                "cannot start thread %s", name);
     }
     return ECT_OK;
 }
