@@ -13,8 +13,8 @@
  * stream serves a request only with the right token, once.
  * Per connection the number of grants it holds is kept (peer_grants, keyed
  * by the hex of its ROUTER identity) to enforce max_grants_per_peer.
- * Announcements live in a map keyed by mm_hash: the cache key of the entry
- * and the FIFO of its hold ids with their deadlines.
+ * Announcements (the map of mm_hash -> cache key and hold ids) are
+ * producer_announce.c; the structures both files use, producer_internal.h.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -28,16 +28,12 @@
 #include "common/strmap.h"
 #include "common/thread.h"
 #include "p2p/control.h"
-#include "p2p/events.h"
-#include "p2p/producer.h"
+#include "p2p/producer_internal.h"
 #include "p2p/transport.h"
-#include "proto/params.h"
 #include "proto/wire.h"
 
 #define POLL_MS  20
 #define SWEEP_NS (100ull * 1000 * 1000)
-/* A grant's name: "<decimal length>:" + session + hash. */
-#define GRANT_KEY_MAX (2 * ECT_WIRE_MAX_STR + 24)
 /* A ROUTER identity in hex. */
 #define PEER_KEY_LEN (2 * sizeof(((ect_ctl_peer_t *)0)->id) + 1)
 
@@ -54,58 +50,6 @@ struct grant {
     int claimed;   /* its one stream was asked for */
     int streaming; /* the stream server is sending it now */
     int ended;     /* off the map; unpinned when the stream finishes */
-};
-
-struct hold_ref {
-    uint64_t id;
-    uint64_t deadline_ns;
-};
-
-struct announcement {
-    char *cache_key;
-    struct hold_ref *holds; /* FIFO, oldest first */
-    size_t n, cap;
-};
-
-struct ect_producer {
-    ect_config_t cfg;
-    ect_geometry_t geom;
-    ect_cache_t *cache;
-    ect_region_t *region;
-    struct ect__events *events; /* NULL: no stream */
-    char compat[65];
-    ect_ctl_server_t *ctl;
-    ect_xport_server_t *xport;
-    char host[ECT_CONFIG_ADDR_MAX + 1];
-    uint16_t port;
-    uint64_t pin_lease_ns;
-    uint64_t announce_lease_ns;
-
-    pthread_t thread;
-    int thread_started;
-    int stop; /* atomic */
-
-    pthread_mutex_t lock;
-    ect_strmap_t grants;      /* grant name -> struct grant */
-    ect_strmap_t peer_grants; /* hex identity -> grants held (as uintptr_t) */
-    ect_strmap_t announced;   /* mm_hash -> struct announcement */
-    uint64_t acks_sent[ECT_XFER_STATUS_COUNT];
-    uint64_t wire_dropped;
-    uint64_t grants_expired;
-    uint64_t grants_released_dead_peer;
-    uint64_t grants_refused;
-    uint64_t dones_rejected;
-    uint64_t announcements;
-
-    /* Session-thread scratch, reused across requests. */
-    uint64_t *blocks;
-    size_t blocks_cap;
-    ect_run_t *runs;
-    size_t runs_cap;
-    ect__wire_buf_t out;
-    uint8_t *desc_buf; /* a grant's mem_descriptor */
-    size_t desc_cap;
-    char gkey[GRANT_KEY_MAX];
 };
 
 /* ---- grants -------------------------------------------------------------- */
@@ -228,22 +172,6 @@ grants_end_matching_locked(ect_producer_t *p, uint64_t now, const ect_ctl_peer_t
     }
 }
 
-static void announcement_served_locked(ect_producer_t *p, const char *mm_hash);
-
-/* Keys collected while walking a map, copied because ending an item frees
- * its node. */
-struct key_batch {
-    char *keys[64];
-    size_t n;
-};
-
-static void
-key_batch_add(struct key_batch *b, const char *key)
-{
-    if (b->n < 64 && (b->keys[b->n] = ect__strdup(key)) != NULL)
-        b->n++;
-}
-
 /* Constant-time comparison: a prober learns nothing from timing. */
 static int
 token_equal(const uint8_t *a, const uint8_t *b)
@@ -294,108 +222,12 @@ stream_finish(void *user, void *grant, int sent)
     /* Every byte is in the kernel's hands (or the peer is gone): the pin
      * has done its job either way. */
     if (sent && !g->ended)
-        announcement_served_locked(p, g->mm_hash);
+        ect__producer_announcement_served_locked(p, g->mm_hash);
     if (g->ended)
         grant_free(p, g);
     else
         grant_end_locked(p, g);
     pthread_mutex_unlock(&p->lock);
-}
-
-/* ---- announcements ------------------------------------------------------- */
-
-static struct announcement *
-announcement_get_locked(ect_producer_t *p, const char *mm_hash, const char *cache_key)
-{
-    ect_strmap_node_t *node = ect__strmap_find(&p->announced, mm_hash);
-    if (node != NULL)
-        return node->value;
-    struct announcement *a = ect__calloc(1, sizeof(*a));
-    if (a == NULL || (a->cache_key = ect__strdup(cache_key)) == NULL ||
-        ect__strmap_put(&p->announced, mm_hash, a, NULL) != ECT_OK) {
-        if (a != NULL)
-            ect__free(a->cache_key);
-        ect__free(a);
-        return NULL;
-    }
-    return a;
-}
-
-/* End an announcement's hold.  ECT_ERR_NOT_FOUND is no fault: the hold's
- * lease ran out, or it went with its entry. */
-static void
-release_hold(ect_producer_t *p, uint64_t hold_id)
-{
-    ect_status_t st = ect_cache_release_hold(p->cache, hold_id);
-    if (st != ECT_ERR_NOT_FOUND)
-        ect__log_failure(st, "producer");
-}
-
-static void
-announcement_free(struct announcement *a)
-{
-    ect__free(a->cache_key);
-    ect__free(a->holds);
-    ect__free(a);
-}
-
-/* A read of mm_hash was served: release its oldest live hold. */
-static void
-announcement_served_locked(ect_producer_t *p, const char *mm_hash)
-{
-    ect_strmap_node_t *node = ect__strmap_find(&p->announced, mm_hash);
-    if (node == NULL)
-        return;
-    struct announcement *a = node->value;
-    size_t i = 0;
-    /* Holds that lapsed or were dropped with their entry answer NOT_FOUND:
-     * skip them and release the first live one. */
-    while (i < a->n && ect_cache_release_hold(p->cache, a->holds[i].id) != ECT_OK)
-        i++;
-    if (i < a->n)
-        i++;
-    if (i > 0) {
-        memmove(a->holds, a->holds + i, (a->n - i) * sizeof(*a->holds));
-        a->n -= i;
-    }
-    if (a->n == 0) {
-        ect__strmap_remove(&p->announced, mm_hash, NULL);
-        announcement_free(a);
-    }
-}
-
-struct prune_ctx {
-    uint64_t now;
-    struct key_batch empty;
-};
-
-static void
-prune_announcement(ect_strmap_node_t *node, void *user)
-{
-    struct prune_ctx *c = user;
-    struct announcement *a = node->value;
-    size_t kept = 0;
-    for (size_t i = 0; i < a->n; i++)
-        if (a->holds[i].deadline_ns > c->now)
-            a->holds[kept++] = a->holds[i];
-    a->n = kept;
-    if (kept == 0)
-        key_batch_add(&c->empty, node->key);
-}
-
-/* Lapse holds in the cache and forget announcements with none left. */
-static void
-announcements_sweep_locked(ect_producer_t *p, uint64_t now)
-{
-    ect__log_failure(ect_cache_expire_holds(p->cache, now, NULL), "producer");
-    struct prune_ctx c = {.now = now};
-    ect__strmap_each(&p->announced, prune_announcement, &c);
-    for (size_t i = 0; i < c.empty.n; i++) {
-        void *v;
-        if (ect__strmap_remove(&p->announced, c.empty.keys[i], &v))
-            announcement_free(v);
-        ect__free(c.empty.keys[i]);
-    }
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -646,7 +478,7 @@ handle_done(ect_producer_t *p, const ect_ctl_peer_t *peer, const ect_xfer_done_t
                   done->mm_hash);
     } else {
         grant_end_locked(p, g);
-        announcement_served_locked(p, done->mm_hash);
+        ect__producer_announcement_served_locked(p, done->mm_hash);
     }
     pthread_mutex_unlock(&p->lock);
 }
@@ -708,7 +540,7 @@ session_thread(void *arg)
                 ECT_LOG_W("producer: %zu grants lapsed after their %.0f s pin lease", n,
                           p->cfg.producer_pin_lease_s);
             p->grants_expired += n;
-            announcements_sweep_locked(p, now);
+            ect__producer_announcements_sweep_locked(p, now);
             next_sweep = now + SWEEP_NS;
         }
         pthread_mutex_unlock(&p->lock);
@@ -784,16 +616,6 @@ err_free:
     return st;
 }
 
-static void
-free_announcement_node(ect_strmap_node_t *node, void *user)
-{
-    ect_producer_t *p = user;
-    struct announcement *a = node->value;
-    for (size_t i = 0; i < a->n; i++)
-        release_hold(p, a->holds[i].id);
-    announcement_free(a);
-}
-
 void
 ect__producer_stop(ect_producer_t *p)
 {
@@ -807,8 +629,7 @@ ect__producer_stop(ect_producer_t *p)
     ect__xport_server_stop(p->xport);
     pthread_mutex_lock(&p->lock);
     grants_end_matching_locked(p, UINT64_MAX, NULL);
-    ect__strmap_each(&p->announced, free_announcement_node, p);
-    ect__strmap_cleanup(&p->announced);
+    ect__producer_announcements_drop_locked(p);
     ect__strmap_cleanup(&p->grants);
     ect__strmap_cleanup(&p->peer_grants);
     pthread_mutex_unlock(&p->lock);
@@ -819,64 +640,6 @@ ect__producer_stop(ect_producer_t *p)
     ect__free(p->runs);
     ect__free(p->desc_buf);
     ect__free(p);
-}
-
-/* ---- announcements (scheduler thread) ------------------------------------ */
-
-ect_status_t
-ect__producer_announce(ect_producer_t *p, const ect_request_t *req, char **params_json_p)
-{
-    *params_json_p = NULL;
-    if (req->n_features == 0)
-        return ECT_OK;
-    ect_params_item_t *items = ect__calloc(req->n_features, sizeof(*items));
-    if (items == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "producer: out of memory announcing");
-    uint64_t now = ect__now_ns();
-    for (size_t i = 0; i < req->n_features; i++) {
-        const ect_mm_feature_t *f = &req->features[i];
-        const char *h = f->mm_hash != NULL ? f->mm_hash : f->identifier;
-        ect_cache_entry_t e;
-        int held = ect_cache_get(p->cache, f->identifier, &e) == ECT_OK;
-        uint64_t hold_id = 0;
-        if (held && p->announce_lease_ns > 0 &&
-            ect_cache_hold(p->cache, f->identifier, now + p->announce_lease_ns, &hold_id) != ECT_OK)
-            held = 0;
-        /* Both halves (the metadata and the address, so an orchestrator may
-         * drop the media from the follow-up request), or neither (it keeps
-         * the media on the request). */
-        items[i] = (ect_params_item_t){.mm_hash = h,
-                                       .metadata_json = held ? f->metadata_json : NULL,
-                                       .served = held,
-                                       .peer_host = p->host,
-                                       .peer_port = p->port,
-                                       .size_bytes = f->num_tokens * p->geom.block_size_bytes};
-        if (!held)
-            continue;
-        pthread_mutex_lock(&p->lock);
-        struct announcement *a = announcement_get_locked(p, h, f->identifier);
-        if (a != NULL && hold_id != 0) {
-            if (a->n == a->cap) {
-                size_t cap = a->cap ? a->cap * 2 : 4;
-                struct hold_ref *grown = ect__realloc(a->holds, cap * sizeof(*grown));
-                if (grown != NULL) {
-                    a->holds = grown;
-                    a->cap = cap;
-                }
-            }
-            if (a->n < a->cap)
-                a->holds[a->n++] = (struct hold_ref){hold_id, now + p->announce_lease_ns};
-            else
-                release_hold(p, hold_id);
-        }
-        p->announcements++;
-        pthread_mutex_unlock(&p->lock);
-        ect__events_publish(p->events, ECT__EVENT_ANNOUNCED, f->identifier, e.n_blocks);
-    }
-    /* The text is malloc'd (cJSON's allocator): ect_free releases it. */
-    ect_status_t st = ect__params_encode(items, req->n_features, params_json_p);
-    ect__free(items);
-    return st;
 }
 
 int
