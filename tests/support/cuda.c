@@ -9,6 +9,7 @@
 #include <ectier/log.h>
 
 #include "support/cuda.h"
+#include "support/util.h"
 
 ect_copy_engine_t *
 ts_cuda_engine(const ect_copy_cuda_params_t *params)
@@ -107,10 +108,7 @@ ts_cuda_random_ids(size_t *ids, size_t n, size_t n_blocks, uint64_t seed)
         all[i] = i;
     uint64_t x = seed | 1;
     for (size_t i = n_blocks - 1; i > 0; i--) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        size_t j = (size_t)(x % (i + 1));
+        size_t j = (size_t)(ts_xorshift64(&x) % (i + 1));
         size_t t = all[i];
         all[i] = all[j];
         all[j] = t;

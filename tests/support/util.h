@@ -27,6 +27,11 @@ uint64_t ts_now_ns(void);
 /* CLOCK_MONOTONIC in seconds. */
 double ts_now_s(void);
 
+/* The next value of Marsaglia's xorshift64 generator in *state (never 0
+ * if the state is not): the tests' one source of reproducible pseudo-random
+ * numbers. */
+uint64_t ts_xorshift64(uint64_t *state);
+
 /* Sleep ms milliseconds, through interruptions. */
 void ts_sleep_ms(int ms);
 

@@ -3,6 +3,7 @@
 
 #include "common/avl.h"
 #include "harness.h"
+#include "support/util.h"
 
 struct item {
     struct ect__avl_node node;
@@ -24,10 +25,7 @@ static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static uint64_t
 rng(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return ts_xorshift64(&rng_state);
 }
 
 static void

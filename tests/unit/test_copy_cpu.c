@@ -20,6 +20,7 @@
 #include "copy/ntcopy.h"
 #include "copy/plan.h"
 #include "harness.h"
+#include "support/util.h"
 
 #define BS     7168u /* 3584 hidden x bf16 */
 #define POISON 0xEE
@@ -32,10 +33,7 @@ fill_random(void *buf, size_t len, uint64_t seed)
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     unsigned char *p = buf;
     for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (unsigned char)(x % 255 + 1);
+        p[i] = (unsigned char)(ts_xorshift64(&x) % 255 + 1);
     }
 }
 

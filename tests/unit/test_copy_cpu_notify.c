@@ -12,12 +12,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <ectier/ectier.h>
 
 #include "copy/cpu.h"
 #include "harness.h"
+#include "support/util.h"
 
 /* What one batch's callback saw. */
 struct note {
@@ -46,10 +46,7 @@ random_bytes(size_t len, unsigned seed)
     CHECK(p != NULL);
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (unsigned char)(x % 255 + 1); /* never 0 */
+        p[i] = (unsigned char)(ts_xorshift64(&x) % 255 + 1); /* never 0 */
     }
     return p;
 }
@@ -75,13 +72,6 @@ handoff_engine(unsigned threads, unsigned spin_us)
     return e;
 }
 
-static void
-sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* The copy threads land a batch: the callback runs once, off the caller's
  * thread, and every byte is there for whoever sees it. */
 static void
@@ -96,14 +86,14 @@ test_the_callback_runs_once_when_copy_threads_land_the_batch(void)
     uint64_t ticket;
     CHECK_OK(ect__copy_cpu_submit_notify(e, &batch, on_landed, &n, &ticket));
     for (int i = 0; i < 10000 && calls_of(&n) == 0; i++)
-        sleep_ms(1);
+        ts_sleep_ms(1);
     CHECK_EQ_INT(calls_of(&n), 1);
     CHECK(!pthread_equal(n.thread, pthread_self()));
     CHECK(memcmp(dst, src, LEN) == 0);
     /* The ticket is still in flight until the owner retires it. */
     CHECK_OK(ect_copy_engine_query(e, ticket));
     CHECK_STATUS(ect_copy_engine_query(e, ticket), ECT_ERR_NOT_FOUND);
-    sleep_ms(20);
+    ts_sleep_ms(20);
     CHECK_EQ_INT(calls_of(&n), 1);
     ect_copy_engine_destroy(e);
     free(src);
@@ -172,7 +162,7 @@ test_help_shares_a_batch_with_the_copy_threads(void)
             /* OK: landed, though the thread that copied the last byte may
              * not have made its call yet. */
             for (int i = 0; i < 10000 && calls_of(&n) == 0; i++)
-                sleep_ms(1);
+                ts_sleep_ms(1);
             CHECK_EQ_INT(calls_of(&n), 1);
             CHECK(memcmp(dst, src, LEN) == 0);
             CHECK_OK(ect_copy_engine_query(e, ticket));

@@ -6,16 +6,14 @@
 
 #include "copy/tickets.h"
 #include "harness.h"
+#include "support/util.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t
 rng(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return ts_xorshift64(&rng_state);
 }
 
 /* The value stored for ticket t: any non-NULL pointer unique to t. */

@@ -8,6 +8,7 @@
 
 #include "copy/cuda_plan.h"
 #include "harness.h"
+#include "support/util.h"
 
 /* Addresses are only compared, never dereferenced. */
 #define A(x) ((void *)(uintptr_t)(x))
@@ -200,9 +201,7 @@ test_kernel_work_split_covers_every_byte_once(void)
     ect_copy_op_t runs[N];
     uint64_t x = 12345;
     for (int i = 0; i < N; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        ts_xorshift64(&x);
         /* Mostly 7 KiB blocks, some tiny, some spanning many chunks. */
         size_t len = i % 10 == 0  ? (size_t)(x % 200000) + 1
                      : i % 7 == 0 ? (size_t)(x % 15) + 1

@@ -93,39 +93,63 @@ test_end_to_end_single_xfer_tcp(void)
     end_to_end("tcp");
 }
 
+/* CURVE key files in a new directory under /tmp: the server's, an allowed
+ * client's, another client's (keys the server does not allow) and the
+ * allow list naming only the first client. */
+struct curve_files {
+    char dir[32];
+    char server[128], client[128], other[128], allow[128];
+};
+
+static void
+curve_files_make(struct curve_files *f)
+{
+    snprintf(f->dir, sizeof(f->dir), "/tmp/ectier_curve_XXXXXX");
+    CHECK(mkdtemp(f->dir) != NULL);
+    snprintf(f->server, sizeof(f->server), "%s/server.key", f->dir);
+    snprintf(f->client, sizeof(f->client), "%s/client.key", f->dir);
+    snprintf(f->other, sizeof(f->other), "%s/other.key", f->dir);
+    snprintf(f->allow, sizeof(f->allow), "%s/allowed", f->dir);
+    char server_pub[41], client_pub[41];
+    CHECK_OK(ect__ctl_keyfile_generate(f->server, NULL));
+    CHECK_OK(ect__ctl_keyfile_public(f->server, server_pub));
+    CHECK_OK(ect__ctl_keyfile_generate(f->client, server_pub));
+    CHECK_OK(ect__ctl_keyfile_public(f->client, client_pub));
+    CHECK_OK(ect__ctl_keyfile_generate(f->other, server_pub));
+    FILE *a = fopen(f->allow, "w");
+    CHECK(a != NULL);
+    fprintf(a, "%s\n", client_pub);
+    fclose(a);
+}
+
+static void
+curve_files_remove(const struct curve_files *f)
+{
+    unlink(f->server);
+    unlink(f->client);
+    unlink(f->other);
+    unlink(f->allow);
+    rmdir(f->dir);
+}
+
 /* With CURVE on, the grant and its token travel encrypted and only an
  * allowed consumer gets one; the stream then serves it as usual. */
 static void
 test_end_to_end_tcp_with_curve_and_an_allow_list(void)
 {
-    char dir[] = "/tmp/ectier_curve_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char server_file[128], client_file[128], other_file[128], allow_file[128];
-    snprintf(server_file, sizeof(server_file), "%s/server.key", dir);
-    snprintf(client_file, sizeof(client_file), "%s/client.key", dir);
-    snprintf(other_file, sizeof(other_file), "%s/other.key", dir);
-    snprintf(allow_file, sizeof(allow_file), "%s/allowed", dir);
-    char server_pub[41], client_pub[41];
-    CHECK_OK(ect__ctl_keyfile_generate(server_file, NULL));
-    CHECK_OK(ect__ctl_keyfile_public(server_file, server_pub));
-    CHECK_OK(ect__ctl_keyfile_generate(client_file, server_pub));
-    CHECK_OK(ect__ctl_keyfile_public(client_file, client_pub));
-    CHECK_OK(ect__ctl_keyfile_generate(other_file, server_pub));
-    FILE *f = fopen(allow_file, "w");
-    CHECK(f != NULL);
-    fprintf(f, "%s\n", client_pub);
-    fclose(f);
+    struct curve_files k;
+    curve_files_make(&k);
     char pextra[512], cextra[512], oextra[512];
     snprintf(pextra, sizeof(pextra),
              "\"transport\": \"tcp\", \"curve_server_key_file\": \"%s\", "
              "\"curve_allowed_clients_file\": \"%s\"",
-             server_file, allow_file);
+             k.server, k.allow);
     snprintf(cextra, sizeof(cextra), "\"transport\": \"tcp\", \"curve_client_key_file\": \"%s\"",
-             client_file);
+             k.client);
     snprintf(oextra, sizeof(oextra),
              "\"transport\": \"tcp\", \"curve_client_key_file\": \"%s\", "
              "\"consumer_ack_timeout_s\": 0.5",
-             other_file);
+             k.other);
     struct ect_cli_instance p, c, o;
     open_instance(&p, "ec_producer", 1 << 20, pextra, "m");
     open_instance(&c, "ec_consumer", 1 << 20, cextra, "m");
@@ -146,11 +170,7 @@ test_end_to_end_tcp_with_curve_and_an_allow_list(void)
     ect_cli_instance_close(&o);
     ect_cli_instance_close(&c);
     ect_cli_instance_close(&p);
-    unlink(server_file);
-    unlink(client_file);
-    unlink(other_file);
-    unlink(allow_file);
-    rmdir(dir);
+    curve_files_remove(&k);
 }
 
 /* A thread of this process: its name, and whether it blocks SIGINT,
@@ -217,31 +237,18 @@ other_threads(struct thread_seen *out, size_t cap)
 static void
 test_every_library_thread_is_named_and_blocks_the_applications_signals(void)
 {
-    char dir[] = "/tmp/ectier_threads_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char server_file[128], client_file[128], allow_file[128];
-    snprintf(server_file, sizeof(server_file), "%s/server.key", dir);
-    snprintf(client_file, sizeof(client_file), "%s/client.key", dir);
-    snprintf(allow_file, sizeof(allow_file), "%s/allowed", dir);
-    char server_pub[41], client_pub[41];
-    CHECK_OK(ect__ctl_keyfile_generate(server_file, NULL));
-    CHECK_OK(ect__ctl_keyfile_public(server_file, server_pub));
-    CHECK_OK(ect__ctl_keyfile_generate(client_file, server_pub));
-    CHECK_OK(ect__ctl_keyfile_public(client_file, client_pub));
-    FILE *f = fopen(allow_file, "w");
-    CHECK(f != NULL);
-    fprintf(f, "%s\n", client_pub);
-    fclose(f);
+    struct curve_files k;
+    curve_files_make(&k);
     char pextra[768], textra[512], sextra[512];
     snprintf(pextra, sizeof(pextra),
              "\"curve_server_key_file\": \"%s\", \"curve_allowed_clients_file\": \"%s\", "
              "\"metrics_address\": \"127.0.0.1:0\", "
              "\"events_endpoint\": \"ipc://@ectier-threads-%d.sock\"",
-             server_file, allow_file, (int)getpid());
+             k.server, k.allow, (int)getpid());
     snprintf(textra, sizeof(textra), "\"transport\": \"tcp\", \"curve_client_key_file\": \"%s\"",
-             client_file);
+             k.client);
     snprintf(sextra, sizeof(sextra),
-             "\"transport\": \"same_host\", \"curve_client_key_file\": \"%s\"", client_file);
+             "\"transport\": \"same_host\", \"curve_client_key_file\": \"%s\"", k.client);
     /* Threads that were here before are not ours.  A sanitizer may start
      * its own background thread at the process's first pthread_create:
      * make one first, so that it is among them. */
@@ -291,10 +298,7 @@ test_every_library_thread_is_named_and_blocks_the_applications_signals(void)
     ect_cli_instance_close(&cs);
     ect_cli_instance_close(&ct);
     ect_cli_instance_close(&p);
-    unlink(server_file);
-    unlink(client_file);
-    unlink(allow_file);
-    rmdir(dir);
+    curve_files_remove(&k);
 }
 
 static void

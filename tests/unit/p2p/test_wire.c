@@ -6,6 +6,7 @@
  * tests/data/wire-vectors.json is read at run time, so a vector added there
  * is checked without touching this file.
  */
+#include "support/util.h"
 #include "support/wire.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -578,10 +579,7 @@ static uint64_t rng_state = 0x243f6a8885a308d3ull;
 static uint64_t
 rng(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return ts_xorshift64(&rng_state);
 }
 
 /* Python prints, per message: its keys in order, the fields, and its own
