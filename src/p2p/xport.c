@@ -181,11 +181,10 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
 {
     if (params == NULL || client_p == NULL || params->data == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "xport client: NULL argument");
-    if (params->block_size == 0 || params->num_blocks == 0 ||
-        params->num_blocks > SIZE_MAX / params->block_size)
-        return ect__error(ECT_ERR_INVALID_ARG,
-                          "xport client: %" PRIu64 " blocks of %" PRIu64 " bytes is not a region",
-                          params->num_blocks, params->block_size);
+    ect_status_t st =
+        ect__xport_check_own_region("xport client", params->block_size, params->num_blocks);
+    if (st != ECT_OK)
+        return st;
     if (params->prefer != ECT_TRANSPORT_AUTO && params->prefer != ECT_TRANSPORT_TCP &&
         params->prefer != ECT_TRANSPORT_SAME_HOST)
         return ect__error(ECT_ERR_INVALID_ARG,

@@ -46,6 +46,7 @@
 #include <ectier/copy.h>
 #include <ectier/status.h>
 
+#include "common/error.h"
 #include "p2p/transport.h"
 #include "proto/stream.h"
 
@@ -61,6 +62,19 @@
  * 64 a 7 MiB entry of 1024 runs took 16 calls a side and ran 15-25 %
  * slower than one run). */
 #define ECT_XPORT_STREAM_IOV 1024u
+
+/* Our own region as a server or client is given it: whole blocks that fit
+ * this process's address space (a peer's geometry is checked by the
+ * descriptor's decoder instead).  ECT_OK, or ECT_ERR_INVALID_ARG naming
+ * who. */
+static inline ect_status_t
+ect__xport_check_own_region(const char *who, uint64_t block_size, uint64_t num_blocks)
+{
+    if (block_size == 0 || num_blocks == 0 || num_blocks > SIZE_MAX / block_size)
+        return ect__error(ECT_ERR_INVALID_ARG, "%s: %llu blocks of %llu bytes is not a region", who,
+                          (unsigned long long)num_blocks, (unsigned long long)block_size);
+    return ECT_OK;
+}
 
 /* A decoded agent_metadata blob.  kinds has bit (1u << kind) per entry. */
 typedef struct ect_xport_offer {

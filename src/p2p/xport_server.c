@@ -56,11 +56,10 @@ ect__xport_server_start(const ect_xport_server_params_t *params, ect_xport_serve
 {
     if (params == NULL || server_p == NULL || params->data == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "xport server: NULL argument");
-    if (params->block_size == 0 || params->num_blocks == 0 ||
-        params->num_blocks > SIZE_MAX / params->block_size)
-        return ect__error(ECT_ERR_INVALID_ARG,
-                          "xport server: %" PRIu64 " blocks of %" PRIu64 " bytes is not a region",
-                          params->num_blocks, params->block_size);
+    ect_status_t st =
+        ect__xport_check_own_region("xport server", params->block_size, params->num_blocks);
+    if (st != ECT_OK)
+        return st;
     if (!params->serve_tcp && !params->serve_same_host)
         return ect__error(ECT_ERR_INVALID_ARG, "xport server: asked to serve no transport");
     if (params->serve_same_host && params->region_path == NULL)
@@ -76,7 +75,6 @@ ect__xport_server_start(const ect_xport_server_params_t *params, ect_xport_serve
     s->num_blocks = params->num_blocks;
     ect_xport_offer_t offer;
     memset(&offer, 0, sizeof(offer));
-    ect_status_t st;
     /* A restarted producer must be told apart from its predecessor on the
      * same port: the offer carries a random instance id. */
     if ((st = ect__xport_new_token(offer.instance)) != ECT_OK)
