@@ -157,6 +157,15 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_cache_alloc(ect_cache_t *cache, const ch
 ECT_API ECT_MUST_CHECK ect_status_t ect_cache_get(ect_cache_t *cache, const char *key,
                                                   ect_cache_entry_t *info_p);
 
+/* Whether key is cached, and if so a snapshot of its entry: ect_cache_get
+ * for callers that ask rather than expect.  An absent key is an answer,
+ * not an error: *found_p = false, *info_p unchanged, and no message is
+ * recorded (a miss costs no formatting).  Returns ECT_OK (found or not),
+ * ECT_ERR_INVALID_ARG (NULL cache, info_p or found_p; NULL, empty or too
+ * long key), ECT_ERR_STATE (called from the listener). */
+ECT_API ECT_MUST_CHECK ect_status_t ect_cache_find(ect_cache_t *cache, const char *key,
+                                                   ect_cache_entry_t *info_p, bool *found_p);
+
 /* Copy the entry's runs (ascending by first id) into runs[0 .. cap) and set
  * *n_runs_p to their number.  With runs NULL and cap 0 it only reports the
  * number.  Returns ECT_OK, ECT_ERR_INVALID_ARG, ECT_ERR_NOT_FOUND,

@@ -410,20 +410,21 @@ ect_cache_alloc(ect_cache_t *cache, const char *key, uint64_t n_blocks)
 
 /* ---- lookups ---------------------------------------------------------------------- */
 
-ect_status_t
-ect_cache_get(ect_cache_t *cache, const char *key, ect_cache_entry_t *info_p)
+/* A snapshot of the entry under key into *info_p; *found_p says whether there is one. */
+static ect_status_t
+lookup(ect_cache_t *cache, const char *key, const char *what, ect_cache_entry_t *info_p,
+       bool *found_p)
 {
     size_t len;
-    ect_status_t s = ect__cache_enter_key(cache, key, "get", &len);
+    ect_status_t s = ect__cache_enter_key(cache, key, what, &len);
     if (s != ECT_OK)
         return s;
     if (info_p == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "cache get: NULL info_p");
+        return ect__error(ECT_ERR_INVALID_ARG, "cache %s: NULL info_p", what);
     lock(cache);
-    struct ect__entry *e = find_locked(cache, key, len);
-    if (e == NULL) {
-        s = not_found("get", key);
-    } else {
+    const struct ect__entry *e = find_locked(cache, key, len);
+    *found_p = e != NULL;
+    if (e != NULL) {
         info_p->state = state_of(e);
         info_p->pin_count = e->pins + e->holds_active;
         info_p->holds_active = e->holds_active;
@@ -432,7 +433,25 @@ ect_cache_get(ect_cache_t *cache, const char *key, ect_cache_entry_t *info_p)
         info_p->n_runs = e->n_runs;
     }
     unlock(cache);
+    return ECT_OK;
+}
+
+ect_status_t
+ect_cache_get(ect_cache_t *cache, const char *key, ect_cache_entry_t *info_p)
+{
+    bool found;
+    ect_status_t s = lookup(cache, key, "get", info_p, &found);
+    if (s == ECT_OK && !found)
+        s = not_found("get", key);
     return s;
+}
+
+ect_status_t
+ect_cache_find(ect_cache_t *cache, const char *key, ect_cache_entry_t *info_p, bool *found_p)
+{
+    if (found_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "cache find: NULL found_p");
+    return lookup(cache, key, "find", info_p, found_p);
 }
 
 ect_status_t

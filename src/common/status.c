@@ -88,8 +88,11 @@ set_message(const char *fmt, va_list ap, const char *suffix)
         /* Truncation is fine here: the message is for humans. */
         int n = snprintf(tmp + len, sizeof(tmp) - len, ": %s", suffix);
         (void)n;
+        len = strlen(tmp);
     }
-    memcpy(last_error, tmp, sizeof(tmp));
+    /* The message's bytes only: copying the whole buffer would touch 32
+     * cache lines for a short message. */
+    memcpy(last_error, tmp, len + 1);
 }
 
 void

@@ -219,7 +219,9 @@ decide_item_locked(struct ect__p2p *p, const ect_request_t *r, const ect_mm_feat
     if (rec != NULL && rec->local)
         return ITEM_LOCAL;
     ect_cache_entry_t e;
-    int exists = ect_cache_get(p->cache, f->identifier, &e) == ECT_OK;
+    bool exists = false;
+    if (ect_cache_find(p->cache, f->identifier, &e, &exists) != ECT_OK)
+        exists = false;
     if (exists && e.state != ECT_CACHE_ENTRY_NOT_READY)
         return ITEM_READY;
     char reason[160];

@@ -19,7 +19,6 @@
  * One mutex guards everything; the cache has its own lock and is also used
  * by the P2P threads.
  */
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,10 +80,16 @@ struct ect_scheduler {
     struct ect__events *events; /* NULL unless config.events_endpoint */
 };
 
+/* tid as 16 lower-case hex digits (what "%016" PRIx64 prints), without
+ * printf: this runs for every load, and printf's code and tables are cold
+ * after the step's copies. */
 static void
 tid_key(uint64_t tid, char out[17])
 {
-    snprintf(out, 17, "%016" PRIx64, tid);
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; i--, tid >>= 4)
+        out[i] = digits[tid & 0xf];
+    out[16] = '\0';
 }
 
 /* The scrape's body (ect__http_render_fn): runs on the HTTP thread and
@@ -250,7 +255,8 @@ ect_scheduler_has_cache_item(ect_scheduler_t *s, const char *identifier)
     int hit = 0;
     if (s->consumer) {
         ect_cache_entry_t e;
-        hit = ect_cache_get(s->cache, identifier, &e) == ECT_OK &&
+        bool found = false;
+        hit = ect_cache_find(s->cache, identifier, &e, &found) == ECT_OK && found &&
               e.state != ECT_CACHE_ENTRY_NOT_READY;
         /* The engine will load this item instead of encoding it, but it
          * allocates the step's items in its own order: pin the entry until
@@ -366,7 +372,8 @@ static ect_status_t
 queue_save_locked(ect_scheduler_t *s, const char *key, uint64_t n_blocks)
 {
     ect_cache_entry_t e;
-    if (ect_cache_get(s->cache, key, &e) == ECT_OK)
+    bool found = false;
+    if (ect_cache_find(s->cache, key, &e, &found) == ECT_OK && found)
         return ECT_OK; /* cached already (or being saved) */
     ect_status_t st = ect_cache_alloc(s->cache, key, n_blocks);
     if (st == ECT_ERR_NO_SPACE || st == ECT_ERR_OVERFLOW) {
@@ -411,7 +418,8 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
     /* One load per key per step, however often the engine asks. */
     if (ect_step_meta_find_load(s->step, key) != NULL)
         return ECT_OK;
-    if (ect_cache_pin(s->cache, key) != ECT_OK)
+    ect_pin_result_t pinned;
+    if (ect_cache_pin_if_ready(s->cache, key, &pinned) != ECT_OK || pinned != ECT_PIN_PINNED)
         return ECT_OK; /* absent or not ready: nothing to load */
     ect_run_t *runs = NULL;
     size_t n_runs = 0;

@@ -193,6 +193,38 @@ test_get_returns_not_ready_entry(void)
     ect_cache_destroy(c);
 }
 
+/* find answers "is it cached?" without recording an error for a miss (the
+ * scheduler asks for every new item), and describes a present entry as get
+ * does. */
+static void
+test_find_answers_without_an_error_for_a_miss(void)
+{
+    ect_cache_t *c = make_cache(8);
+    CHECK_STATUS(ect_cache_pin(c, "earlier"), ECT_ERR_NOT_FOUND);
+    char before[256];
+    snprintf(before, sizeof(before), "%s", ect_last_error());
+    ect_cache_entry_t info = {.n_blocks = 77};
+    bool found = true;
+    CHECK_OK(ect_cache_find(c, "nope", &info, &found));
+    CHECK(!found);
+    CHECK_EQ_U64(info.n_blocks, 77); /* output untouched */
+    CHECK_STR_EQ(ect_last_error(), before);
+
+    CHECK_OK(ect_cache_alloc(c, "a", 3));
+    CHECK_OK(ect_cache_find(c, "a", &info, &found));
+    CHECK(found);
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_NOT_READY);
+    CHECK_EQ_U64(info.n_blocks, 3);
+    CHECK_OK(ect_cache_mark_ready(c, "a"));
+    CHECK_OK(ect_cache_pin(c, "a"));
+    CHECK_OK(ect_cache_find(c, "a", &info, &found));
+    CHECK(found);
+    CHECK_EQ_INT(info.state, ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_U64(info.pin_count, 1);
+    CHECK_EQ_U64(info.n_runs, 1);
+    ect_cache_destroy(c);
+}
+
 /* ---- mark_ready ------------------------------------------------------------------ */
 
 static void
@@ -630,6 +662,7 @@ test_stats_count_states_blocks_and_evictions(void)
 
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_alloc_unique_ascending_block_ids),
+    ECT_CASE(test_find_answers_without_an_error_for_a_miss),
     ECT_CASE(test_alloc_returns_runs_copied_out),
     ECT_CASE(test_alloc_zero_blocks),
     ECT_CASE(test_alloc_starts_not_ready),

@@ -44,6 +44,10 @@ test_null_cache_is_invalid_arg_everywhere(void)
     CHECK_STATUS(ect_cache_alloc(NULL, "k", 1), ECT_ERR_INVALID_ARG);
     CHECK_CONTAINS(ect_last_error(), "NULL cache");
     CHECK_STATUS(ect_cache_get(NULL, "k", &info), ECT_ERR_INVALID_ARG);
+    bool found = true;
+    CHECK_STATUS(ect_cache_find(NULL, "k", &info, &found), ECT_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ect_last_error(), "cache find: NULL cache");
+    CHECK(found); /* untouched on error */
     CHECK_STATUS(ect_cache_get_runs(NULL, "k", runs, 2, &n), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect_cache_mark_ready(NULL, "k"), ECT_ERR_INVALID_ARG);
     CHECK_STATUS(ect_cache_pin(NULL, "k"), ECT_ERR_INVALID_ARG);
@@ -82,6 +86,8 @@ test_null_empty_and_too_long_keys_are_invalid_arg(void)
         ect_pin_result_t r;
         uint64_t id;
         CHECK_STATUS(ect_cache_get(c, bad[i], &info), ECT_ERR_INVALID_ARG);
+        bool found;
+        CHECK_STATUS(ect_cache_find(c, bad[i], &info, &found), ECT_ERR_INVALID_ARG);
         CHECK_STATUS(ect_cache_get_runs(c, bad[i], NULL, 0, &n), ECT_ERR_INVALID_ARG);
         CHECK_STATUS(ect_cache_mark_ready(c, bad[i]), ECT_ERR_INVALID_ARG);
         CHECK_STATUS(ect_cache_pin(c, bad[i]), ECT_ERR_INVALID_ARG);
@@ -104,6 +110,12 @@ test_null_outputs_are_invalid_arg(void)
     ts_alloc_ready(c, "k", 2);
     ect_run_t runs[2];
     CHECK_STATUS(ect_cache_get(c, "k", NULL), ECT_ERR_INVALID_ARG);
+    ect_cache_entry_t info;
+    bool found;
+    CHECK_STATUS(ect_cache_find(c, "k", NULL, &found), ECT_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ect_last_error(), "cache find: NULL info_p");
+    CHECK_STATUS(ect_cache_find(c, "k", &info, NULL), ECT_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ect_last_error(), "cache find: NULL found_p");
     CHECK_STATUS(ect_cache_get_runs(c, "k", runs, 2, NULL), ECT_ERR_INVALID_ARG);
     size_t n;
     CHECK_STATUS(ect_cache_get_runs(c, "k", NULL, 2, &n), ECT_ERR_INVALID_ARG);

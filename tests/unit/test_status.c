@@ -59,6 +59,17 @@ test_long_message_is_truncated_not_overflowed(void)
     ect__error(ECT_ERR_IO, "%s", big);
     CHECK(strlen(ect_last_error()) < sizeof(big));
     CHECK(strlen(ect_last_error()) > 500);
+    /* Only the message's bytes are copied: a short one after the long one
+     * reads exactly as written, and so does a truncated one with a suffix. */
+    ect__error(ECT_ERR_IO, "short");
+    CHECK_STR_EQ(ect_last_error(), "short");
+    errno = ENOENT;
+    ect__error_errno(ECT_ERR_IO, "%s", big);
+    size_t len = strlen(ect_last_error());
+    CHECK(len > 500 && len < sizeof(big));
+    ect__error_errno(ECT_ERR_IO, "open");
+    CHECK(strncmp(ect_last_error(), "open: ", 6) == 0);
+    CHECK(strchr(ect_last_error(), 'x') == NULL);
 }
 
 static void *
