@@ -3,8 +3,8 @@
  *
  * 1. Call rate at 1 thousand and at 1 million entries.  A full cache of N
  *    ready entries serves requests, each making the engine's calls for one
- *    load of an existing key (get, pin, get_runs, unpin) and one save and
- *    announcement of a new key (get, alloc evicting the oldest, get_runs,
+ *    load of an existing key (find, pin, get_runs, unpin) and one save and
+ *    announcement of a new key (find, alloc evicting the oldest, get_runs,
  *    mark_ready, hold, a later release_hold or lapse, expire_holds).  The
  *    existing key is drawn uniformly over all N (every load touches memory
  *    no other recent call touched) or by a Zipf(0.99) rank of recency (the
@@ -111,11 +111,11 @@ zipf_next(const struct zipf *z, uint64_t *rs)
 
 /* The calls of one request, for the per-call breakdown. */
 enum call {
-    CALL_GET_HIT,
+    CALL_FIND_HIT,
     CALL_PIN,
     CALL_GET_RUNS,
     CALL_UNPIN,
-    CALL_GET_ABSENT,
+    CALL_FIND_ABSENT,
     CALL_ALLOC,
     CALL_GET_RUNS_NEW,
     CALL_MARK_READY,
@@ -125,7 +125,7 @@ enum call {
     N_CALLS
 };
 static const char *const CALL_NAMES[N_CALLS] = {
-    "get (hit)",      "pin",        "get_runs",     "unpin", "get (absent)", "alloc (evicts)",
+    "find (hit)",     "pin",        "get_runs",     "unpin", "find (absent)", "alloc (evicts)",
     "get_runs (new)", "mark_ready", "release_hold", "hold",  "expire_holds"};
 
 /* Per-call time: total ns and count of each call (NULL: not timed). */
@@ -148,9 +148,9 @@ struct call_times {
 
 /* The engine's calls for n_requests requests on a full cache of n_entries
  * ready entries, each request being one of each:
- *   load:  get (has_cache_item), pin, get_runs, unpin: an existing key,
+ *   load:  find (has_cache_item), pin, get_runs, unpin: an existing key,
  *          chosen uniformly or by Zipf rank of recency (zipf != NULL);
- *   save:  get (absent), alloc (evicts the oldest), get_runs, mark_ready,
+ *   save:  find (absent), alloc (evicts the oldest), get_runs, mark_ready,
  *          hold (the announcement); the hold is released by the consumer's
  *          read HOLD_RING requests later, except one in four that nobody
  *          reads and that lapses (expire_holds runs once per request).
@@ -182,9 +182,12 @@ ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf, struct ca
          * chosen key has just been evicted: then it is a miss (1 call). */
         uint64_t back = zipf != NULL ? zipf_next(zipf, &rs) : rng_next(&rs) % n_entries;
         key_of(next - 1 - back, k);
-        CALL(times, CALL_GET_HIT, s, ect_cache_get(c, k, &info));
+        bool found = false;
+        CALL(times, CALL_FIND_HIT, s, ect_cache_find(c, k, &info, &found));
         ops++;
-        if (s == ECT_OK) {
+        if (s != ECT_OK)
+            goto destroy;
+        if (found) {
             CALL(times, CALL_PIN, s, ect_cache_pin(c, k));
             if (s != ECT_OK)
                 goto destroy;
@@ -195,13 +198,11 @@ ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf, struct ca
             if (s != ECT_OK)
                 goto destroy;
             ops += 3;
-        } else if (s != ECT_ERR_NOT_FOUND) {
-            goto destroy;
         }
         /* Save and announce. */
         key_of(next, k);
-        CALL(times, CALL_GET_ABSENT, s, ect_cache_get(c, k, &info));
-        if (s != ECT_ERR_NOT_FOUND)
+        CALL(times, CALL_FIND_ABSENT, s, ect_cache_find(c, k, &info, &found));
+        if (s != ECT_OK || found)
             goto destroy;
         CALL(times, CALL_ALLOC, s, ect_cache_alloc(c, k, blocks_per_entry));
         if (s != ECT_OK)
