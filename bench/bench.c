@@ -27,6 +27,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "common/clock.h"
+#include "copy/cpu.h"
 #include "copy/ntcopy.h"
 #include "ectier_build_config.h"
 
@@ -340,6 +341,32 @@ ect_bench_median(double *v, size_t n)
 {
     qsort(v, n, sizeof(*v), cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void
+ect_bench_copy_engine_line(const char *indent, const struct ect__copy_cpu_stats *a,
+                           const struct ect__copy_cpu_stats *z)
+{
+    uint64_t woken = z->handoffs_woken - a->handoffs_woken;
+    uint64_t polling = z->handoffs_polling - a->handoffs_polling;
+    printf("%scopy engine: pieces by copy threads %llu, by the waiting caller %llu; %llu "
+           "batches copied inside submit (%llu of them by the learned choice, which handed "
+           "off %llu); %llu wake-ups",
+           indent, (unsigned long long)(z->pieces_by_threads - a->pieces_by_threads),
+           (unsigned long long)(z->pieces_by_waiters - a->pieces_by_waiters),
+           (unsigned long long)(z->batches_inline - a->batches_inline),
+           (unsigned long long)(z->learned_inline - a->learned_inline),
+           (unsigned long long)(z->learned_handoffs - a->learned_handoffs),
+           (unsigned long long)(z->wakeups - a->wakeups));
+    if (woken > 0)
+        printf("; a woken copy thread took its first piece %.1f us after submit (mean of %llu)",
+               (double)(z->handoff_woken_ns - a->handoff_woken_ns) / 1e3 / (double)woken,
+               (unsigned long long)woken);
+    if (polling > 0)
+        printf("; a polling one %.1f us after (mean of %llu)",
+               (double)(z->handoff_polling_ns - a->handoff_polling_ns) / 1e3 / (double)polling,
+               (unsigned long long)polling);
+    printf("\n");
 }
 
 /* ---- cache state ---------------------------------------------------------------------- */

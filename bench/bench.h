@@ -77,6 +77,14 @@ void ect_bench_row(const char *what, double value, double ceiling, const char *u
 /* Median of v[0 .. n) (n > 0); sorts v. */
 double ect_bench_median(double *v, size_t n);
 
+/* One line (after indent) saying how a CPU copy engine copied between two
+ * snapshots of its counters a and z: pieces by copy threads and by waiting
+ * callers, batches copied inside submit and handed off, wake-ups, and how
+ * late a woken or polling copy thread took its first piece. */
+struct ect__copy_cpu_stats;
+void ect_bench_copy_engine_line(const char *indent, const struct ect__copy_cpu_stats *a,
+                                const struct ect__copy_cpu_stats *z);
+
 /* ---- cache state -------------------------------------------------------------------- */
 
 /* Evict [p, p + len) from every cache level (written back if dirty), so the

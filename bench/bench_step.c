@@ -303,31 +303,6 @@ print_breakdown(struct samples *sm, int is_load, unsigned reps, const char *what
     printf("; parts add to %.1f\n", sum);
 }
 
-static void
-print_handoffs(const struct ect__copy_cpu_stats *a, const struct ect__copy_cpu_stats *z)
-{
-    uint64_t woken = z->handoffs_woken - a->handoffs_woken;
-    uint64_t polling = z->handoffs_polling - a->handoffs_polling;
-    printf("    copy engine: pieces by copy threads %llu, by the waiting caller %llu; %llu "
-           "batches copied inside submit (%llu of them by the learned choice, which handed "
-           "off %llu); %llu wake-ups",
-           (unsigned long long)(z->pieces_by_threads - a->pieces_by_threads),
-           (unsigned long long)(z->pieces_by_waiters - a->pieces_by_waiters),
-           (unsigned long long)(z->batches_inline - a->batches_inline),
-           (unsigned long long)(z->learned_inline - a->learned_inline),
-           (unsigned long long)(z->learned_handoffs - a->learned_handoffs),
-           (unsigned long long)(z->wakeups - a->wakeups));
-    if (woken > 0)
-        printf("; a woken copy thread took its first piece %.1f us after submit (mean of %llu)",
-               (double)(z->handoff_woken_ns - a->handoff_woken_ns) / 1e3 / (double)woken,
-               (unsigned long long)woken);
-    if (polling > 0)
-        printf("; a polling one %.1f us after (mean of %llu)",
-               (double)(z->handoff_polling_ns - a->handoff_polling_ns) / 1e3 / (double)polling,
-               (unsigned long long)polling);
-    printf("\n");
-}
-
 static int
 measure(struct step_bench *b, size_t payload, unsigned reps)
 {
@@ -424,7 +399,7 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
                           2 * gb / (gb / ceil_s + gb / ceil_l), "both ceilings", (double)payload);
     print_breakdown(&sm, 0, reps, "save", gb / ceil_s);
     print_breakdown(&sm, 1, reps, "load", gb / ceil_l);
-    print_handoffs(&before, &after);
+    ect_bench_copy_engine_line("    ", &before, &after);
     fflush(stdout);
     rc = 0;
 free_ceiling:

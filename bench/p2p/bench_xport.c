@@ -608,6 +608,9 @@ struct answer {
     int status;
     double fig[N_FIGS];
     char way[N_FIGS][WAY_LEN];
+    /* The client's copy engine before and after the size's reads
+     * (same-host: how the reads were copied). */
+    struct ect__copy_cpu_stats copy_a, copy_z;
 };
 
 /* The consumer process: reads one size index per command byte from cmd
@@ -665,6 +668,8 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
             a.status = measure_shape(client, mine, theirs, p, &shape, ceiling, NULL, 0, &a.fig[0],
                                      &a.fig[1], a.way[1]);
         }
+        if (ect__xport_client_copy_stats(client, &a.copy_a) != ECT_OK)
+            a.status = 1;
         for (int cold = 0; cold < 2 && i < N_SIZES; cold++)
             for (int fr = 0; fr < 2 && a.status == 0; fr++) {
                 make_shape(&shape, SIZES_MIB[i], fr ? FRAGS : 1);
@@ -672,6 +677,8 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                                          &a.fig[FIG(cold, fr, 0)], &a.fig[FIG(cold, fr, 1)],
                                          a.way[FIG(cold, fr, 1)]);
             }
+        if (a.status == 0 && ect__xport_client_copy_stats(client, &a.copy_z) != ECT_OK)
+            a.status = 1;
         if (a.status != 0)
             fprintf(stderr, "bench xport: consumer: %s\n", ect_last_error());
         if (ect_cli_write_full(up, &a, sizeof(a)))
@@ -931,6 +938,8 @@ run_mode(enum mode mode)
                 if (!cold)
                     print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], tag, "UCX tag_bw", NULL, 0);
             }
+        if (mode == MODE_SAME_HOST)
+            ect_bench_copy_engine_line("    the reads' ", &a.copy_a, &a.copy_z);
         fflush(stdout);
     }
     if (mode == MODE_TCP) {

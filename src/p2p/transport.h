@@ -283,6 +283,14 @@ typedef struct ect_xport_counters {
 
 void ect__xport_client_counters(const ect_xport_client_t *client, ect_xport_counters_t *counters_p);
 
+/* The counters of the CPU copy engine that lands same-host reads (all zero
+ * before the first same-host read creates it), for benchmarks that show how
+ * reads were copied.  Call from the thread that starts reads.  Returns
+ * ECT_OK, or ECT_ERR_INVALID_ARG for a NULL argument. */
+struct ect__copy_cpu_stats;
+ect_status_t ect__xport_client_copy_stats(const ect_xport_client_t *client,
+                                          struct ect__copy_cpu_stats *stats_p);
+
 /* Wait for (or cut) every read, close connections and mappings.  NULL is a
  * no-op. */
 void ect__xport_client_destroy(ect_xport_client_t *client);

@@ -797,6 +797,18 @@ ect__xport_client_counters(const ect_xport_client_t *c, ect_xport_counters_t *co
         *counters_p = c->counters;
 }
 
+ect_status_t
+ect__xport_client_copy_stats(const ect_xport_client_t *c, struct ect__copy_cpu_stats *stats_p)
+{
+    if (c == NULL || stats_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "xport client copy stats: NULL argument");
+    if (c->copy == NULL) {
+        memset(stats_p, 0, sizeof(*stats_p));
+        return ECT_OK;
+    }
+    return ect__copy_cpu_stats(c->copy, stats_p);
+}
+
 static int
 any_pending(ect_xport_client_t *c)
 {
