@@ -36,23 +36,19 @@
  *              cache state, reps alternating with the reads.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <ectier/ectier.h>
 
 #include "../bench.h"
+#include "bench_xport_ceilings.h"
 #include "cli_io.h"
 #include "common/clock.h"
 #include "copy/cpu.h"
@@ -73,20 +69,6 @@ static const size_t SIZES_MIB[] = {1, 8, 32};
 #define N_SIZES (sizeof(SIZES_MIB) / sizeof(SIZES_MIB[0]))
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double
-median(double *v, size_t n)
-{
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* The producer's bytes: never zero, different per block. */
 static uint64_t
@@ -413,94 +395,6 @@ shift_shape(struct shape *s, int64_t delta)
         s->local[j].first = (uint64_t)((int64_t)s->local[j].first + delta);
 }
 
-/* ---- bare TCP ceiling -------------------------------------------------------------------- */
-
-/* The bare TCP ceiling moves the same bytes between the same buffers as
- * the stream: a server process, forked by the consumer before it starts any
- * thread, sends [off, off + len) of the producer's region (its inherited
- * read-only view) with blocking send() for each 16-byte request; the
- * consumer receives them with one recv(MSG_WAITALL) into the same offset of
- * its own region.  One connection, reused like ours, TCP_NODELAY as ours. */
-struct tcp_ceiling {
-    pid_t pid;
-    int fd;
-};
-
-static void
-tcp_ceiling_server(int lfd, const uint8_t *data, size_t size)
-{
-    int fd = accept(lfd, NULL, NULL);
-    if (fd < 0)
-        _exit(1);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    uint64_t req[2];
-    while (ect_cli_read_full(fd, req, sizeof(req)) == 0 && req[0] <= size &&
-           req[1] <= size - req[0]) {
-        if (ect_cli_write_full(fd, data + req[0], (size_t)req[1]) != 0)
-            _exit(0);
-    }
-    _exit(0);
-}
-
-static int
-tcp_ceiling_start(struct tcp_ceiling *t, const ect_region_t *theirs)
-{
-    t->pid = -1;
-    t->fd = -1;
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof(a);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 1) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&a, &alen) != 0) {
-        perror("bench xport: tcp ceiling: listen");
-        if (lfd >= 0)
-            close(lfd);
-        return 1;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    t->pid = fork();
-    if (t->pid == 0)
-        tcp_ceiling_server(lfd, ect_region_data(theirs), (size_t)REGION_BLOCKS * BLOCK);
-    close(lfd);
-    if (t->pid < 0 || (t->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-        connect(t->fd, (struct sockaddr *)&a, alen) != 0) {
-        perror("bench xport: tcp ceiling: connect");
-        return 1;
-    }
-    int one = 1;
-    setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return 0;
-}
-
-static void
-tcp_ceiling_stop(struct tcp_ceiling *t)
-{
-    if (t->fd >= 0)
-        close(t->fd);
-    if (t->pid > 0) {
-        kill(t->pid, SIGKILL);
-        waitpid(t->pid, NULL, 0);
-    }
-    t->fd = -1;
-    t->pid = -1;
-}
-
-/* One transfer of len bytes at off into mine; seconds, or < 0 on failure. */
-static double
-tcp_ceiling_once(struct tcp_ceiling *t, ect_region_t *mine, size_t off, size_t len)
-{
-    uint64_t req[2] = {off, len};
-    uint64_t t0 = ect__now_ns();
-    if (ect_cli_write_full(t->fd, req, sizeof(req)) != 0 ||
-        recv(t->fd, (uint8_t *)ect_region_data(mine) + off, len, MSG_WAITALL) != (ssize_t)len) {
-        fprintf(stderr, "bench xport: tcp ceiling: the transfer failed\n");
-        return -1;
-    }
-    return (double)(ect__now_ns() - t0) / 1e9;
-}
-
 /* ---- measuring one shape --------------------------------------------------------------- */
 
 /* The cold state of one slot: its bytes in both regions evicted from the
@@ -530,7 +424,7 @@ make_cold(void *arg)
 static int
 measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t *theirs,
               const struct producer *p, struct shape *s, ect_bench_ceiling_t *ceiling,
-              struct tcp_ceiling *bare, int cold, double *gbps_p, double *ceiling_p,
+              struct ect_bench_tcp_ceiling *bare, int cold, double *gbps_p, double *ceiling_p,
               char way[WAY_LEN])
 {
     double bytes = (double)s->n_blocks * BLOCK;
@@ -568,7 +462,8 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
         if (bare != NULL) {
             if (cold)
                 make_cold(&ss);
-            if ((t_bare[n] = tcp_ceiling_once(bare, mine, ss.off, (size_t)bytes)) < 0)
+            if ((t_bare[n] = ect_bench_tcp_ceiling_once(bare, ect_region_data(mine), ss.off,
+                                                        (size_t)bytes)) < 0)
                 return 1;
         }
         n++;
@@ -579,7 +474,7 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
         }
     }
     shift_shape(s, -(int64_t)(slot * span));
-    *gbps_p = bytes / median(t_read, n) / 1e9;
+    *gbps_p = bytes / ect_bench_median(t_read, n) / 1e9;
     *ceiling_p = 0;
     way[0] = '\0';
     if (ceiling != NULL) {
@@ -588,7 +483,7 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
         snprintf(way, WAY_LEN, "%s", w);
     }
     if (bare != NULL) {
-        *ceiling_p = bytes / median(t_bare, n) / 1e9;
+        *ceiling_p = bytes / ect_bench_median(t_bare, n) / 1e9;
         snprintf(way, WAY_LEN, "send/recv, same buffers");
     }
     return 0;
@@ -636,9 +531,10 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     if (ect_region_open_readonly(p->path, NULL, &theirs) != ECT_OK)
         goto close_mine;
     /* Forked before this process starts any thread (the client's). */
-    struct tcp_ceiling bare_s = {.pid = -1, .fd = -1}, *bare = NULL;
+    struct ect_bench_tcp_ceiling bare_s = {.pid = -1, .fd = -1}, *bare = NULL;
     if (mode == MODE_TCP) {
-        if (tcp_ceiling_start(&bare_s, theirs) != 0)
+        if (ect_bench_tcp_ceiling_start(&bare_s, ect_region_data(theirs),
+                                        (size_t)REGION_BLOCKS * BLOCK) != 0)
             goto stop_bare;
         bare = &bare_s;
     }
@@ -689,7 +585,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
 destroy_client:
     ect__xport_client_destroy(client);
 stop_bare:
-    tcp_ceiling_stop(&bare_s);
+    ect_bench_tcp_ceiling_stop(&bare_s);
     ect_region_close(theirs);
 close_mine:
     ect_region_close(mine);
@@ -758,121 +654,6 @@ consumer_stop(struct consumer *c)
     waitpid(c->pid, NULL, 0);
 }
 
-/* ---- ucx_perftest ---------------------------------------------------------------------- */
-
-static char perftest_path[512];
-
-static int
-find_perftest(void)
-{
-    const char *path = getenv("PATH");
-    char dirs[4096];
-    snprintf(dirs, sizeof(dirs), "%s:/usr/bin:/usr/local/bin", path != NULL ? path : "");
-    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d != NULL;
-         d = strtok_r(NULL, ":", &save)) {
-        snprintf(perftest_path, sizeof(perftest_path), "%s/ucx_perftest", d);
-        if (access(perftest_path, X_OK) == 0)
-            return 1;
-    }
-    perftest_path[0] = '\0';
-    return 0;
-}
-
-static int
-free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
-static pid_t
-spawn(char *const argv[], int out_fd)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(out_fd >= 0 ? out_fd : null, STDOUT_FILENO);
-        dup2(null, STDERR_FILENO);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* One ucx_perftest run (server + client); the client's overall bandwidth
- * in GB/s (it prints MiB/s), or < 0. */
-static double
-perftest(const char *test, size_t bytes, int error_handling, unsigned outstanding)
-{
-    for (int attempt = 0; attempt < 3; attempt++) {
-        int port = free_port();
-        if (port < 0)
-            return -1;
-        char port_s[16], size_s[32], iters_s[16], warm_s[16];
-        snprintf(port_s, sizeof(port_s), "%d", port);
-        snprintf(size_s, sizeof(size_s), "%zu", bytes);
-        size_t iters = ((size_t)1 << 30) / bytes;
-        iters = iters < 16 ? 16 : iters > 400 ? 400 : iters;
-        snprintf(iters_s, sizeof(iters_s), "%zu", iters);
-        snprintf(warm_s, sizeof(warm_s), "%zu", iters / 5 + 2);
-        char outstanding_s[16];
-        snprintf(outstanding_s, sizeof(outstanding_s), "%u", outstanding);
-        /* ectier 0.1's UCX contexts used 64 KiB tcp send segments; the
-         * reference gets the same unless the user set one. */
-        int set_seg = getenv("UCX_TCP_TX_SEG_SIZE") == NULL;
-        if (set_seg)
-            setenv("UCX_TCP_TX_SEG_SIZE", "64K", 1);
-        char *server_argv[] = {perftest_path, "-p", port_s, NULL};
-        pid_t server = spawn(server_argv, -1);
-        struct timespec ts = {0, 300 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        int out[2];
-        if (server < 0 || pipe(out) != 0) {
-            if (set_seg)
-                unsetenv("UCX_TCP_TX_SEG_SIZE");
-            return -1;
-        }
-        char *client_argv[] = {perftest_path, "127.0.0.1",   "-p", port_s,
-                               "-t",          (char *)test,  "-s", size_s,
-                               "-n",          iters_s,       "-w", warm_s,
-                               "-O",          outstanding_s, "-v", error_handling ? "-e" : NULL,
-                               NULL};
-        pid_t client = spawn(client_argv, out[1]);
-        if (set_seg)
-            unsetenv("UCX_TCP_TX_SEG_SIZE");
-        close(out[1]);
-        char buf[8192];
-        size_t len = 0;
-        ssize_t n;
-        while (len + 1 < sizeof(buf) && (n = read(out[0], buf + len, sizeof(buf) - 1 - len)) > 0)
-            len += (size_t)n;
-        buf[len] = '\0';
-        close(out[0]);
-        int st = 1;
-        waitpid(client, &st, 0);
-        kill(server, SIGKILL);
-        waitpid(server, NULL, 0);
-        /* "iterations,...,avg_bw,overall_bw,..." then the figures. */
-        char *line = strstr(buf, "iterations,");
-        line = line != NULL ? strchr(line, '\n') : NULL;
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && line != NULL) {
-            double v[8];
-            if (sscanf(line + 1, " %lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &v[0], &v[1], &v[2], &v[3],
-                       &v[4], &v[5], &v[6], &v[7]) == 8)
-                return v[5] * 1048576.0 / 1e9;
-        }
-    }
-    return -1;
-}
-
 /* ---- the bench --------------------------------------------------------------------------- */
 
 static const char *const MODE_NAMES[N_MODES] = {"tcp", "same_host"};
@@ -921,9 +702,9 @@ run_mode(enum mode mode)
         size_t bytes = (size_t)(((uint64_t)SIZES_MIB[i] << 20) / BLOCK * BLOCK);
         double tag = -1;
         if (mode == MODE_TCP) {
-            if (perftest_path[0]) {
+            if (ect_bench_perftest_available()) {
                 setenv("UCX_TLS", "tcp", 1);
-                tag = perftest("tag_bw", bytes, 1, 0);
+                tag = ect_bench_perftest("tag_bw", bytes, 1, 0);
                 unsetenv("UCX_TLS");
             }
         }
@@ -947,11 +728,12 @@ run_mode(enum mode mode)
          * (one UCX get each); ucx_perftest's ucp_get of 7168-byte messages
          * over UCX_TLS=tcp is that, on the same loopback. */
         double seed = -1;
-        if (perftest_path[0]) {
+        if (ect_bench_perftest_available()) {
             /* The seed posts all of an entry's descriptors at once: the best
              * of 16 and 256 gets in flight. */
             setenv("UCX_TLS", "tcp", 1);
-            double a = perftest("ucp_get", BLOCK, 1, 16), b = perftest("ucp_get", BLOCK, 1, 256);
+            double a = ect_bench_perftest("ucp_get", BLOCK, 1, 16),
+                   b = ect_bench_perftest("ucp_get", BLOCK, 1, 256);
             seed = a > b ? a : b;
             unsetenv("UCX_TLS");
         }
@@ -981,7 +763,7 @@ ect_bench_xport(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    int have = find_perftest();
+    int have = ect_bench_perftest_find();
     printf("  entries of 1/8/32 MiB in %u-byte blocks, contiguous or 16 runs; producer and\n"
            "  consumer in separate processes; figure: median over %.1f s of reads (start to DONE)\n"
            "  tcp ceiling: the same bytes between the same buffers (the producer's region,\n"

@@ -1,0 +1,215 @@
+/*
+ * The ceilings of `ectier bench xport` that run outside this process: a bare
+ * loopback TCP transfer, and UCX's own ucx_perftest (bench_xport.c says how
+ * each figure uses them).
+ */
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_xport_ceilings.h"
+#include "cli_io.h"
+#include "common/clock.h"
+
+/* ---- bare TCP ---------------------------------------------------------------------------- */
+
+static void
+server_main(int lfd, const uint8_t *data, size_t size)
+{
+    int fd = accept(lfd, NULL, NULL);
+    if (fd < 0)
+        _exit(1);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    uint64_t req[2];
+    while (ect_cli_read_full(fd, req, sizeof(req)) == 0 && req[0] <= size &&
+           req[1] <= size - req[0]) {
+        if (ect_cli_write_full(fd, data + req[0], (size_t)req[1]) != 0)
+            _exit(0);
+    }
+    _exit(0);
+}
+
+int
+ect_bench_tcp_ceiling_start(struct ect_bench_tcp_ceiling *t, const uint8_t *data, size_t size)
+{
+    t->pid = -1;
+    t->fd = -1;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 1) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&a, &alen) != 0) {
+        perror("bench xport: tcp ceiling: listen");
+        if (lfd >= 0)
+            close(lfd);
+        return 1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    t->pid = fork();
+    if (t->pid == 0)
+        server_main(lfd, data, size);
+    close(lfd);
+    if (t->pid < 0 || (t->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+        connect(t->fd, (struct sockaddr *)&a, alen) != 0) {
+        perror("bench xport: tcp ceiling: connect");
+        return 1;
+    }
+    int one = 1;
+    setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return 0;
+}
+
+void
+ect_bench_tcp_ceiling_stop(struct ect_bench_tcp_ceiling *t)
+{
+    if (t->fd >= 0)
+        close(t->fd);
+    if (t->pid > 0) {
+        kill(t->pid, SIGKILL);
+        waitpid(t->pid, NULL, 0);
+    }
+    t->fd = -1;
+    t->pid = -1;
+}
+
+double
+ect_bench_tcp_ceiling_once(struct ect_bench_tcp_ceiling *t, uint8_t *base, size_t off, size_t len)
+{
+    uint64_t req[2] = {off, len};
+    uint64_t t0 = ect__now_ns();
+    if (ect_cli_write_full(t->fd, req, sizeof(req)) != 0 ||
+        recv(t->fd, base + off, len, MSG_WAITALL) != (ssize_t)len) {
+        fprintf(stderr, "bench xport: tcp ceiling: the transfer failed\n");
+        return -1;
+    }
+    return (double)(ect__now_ns() - t0) / 1e9;
+}
+
+/* ---- ucx_perftest ---------------------------------------------------------------------- */
+
+static char perftest_path[512];
+
+int
+ect_bench_perftest_find(void)
+{
+    const char *path = getenv("PATH");
+    char dirs[4096];
+    snprintf(dirs, sizeof(dirs), "%s:/usr/bin:/usr/local/bin", path != NULL ? path : "");
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d != NULL;
+         d = strtok_r(NULL, ":", &save)) {
+        snprintf(perftest_path, sizeof(perftest_path), "%s/ucx_perftest", d);
+        if (access(perftest_path, X_OK) == 0)
+            return 1;
+    }
+    perftest_path[0] = '\0';
+    return 0;
+}
+
+static int
+free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static pid_t
+spawn(char *const argv[], int out_fd)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(out_fd >= 0 ? out_fd : null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+double
+ect_bench_perftest(const char *test, size_t bytes, int error_handling, unsigned outstanding)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int port = free_port();
+        if (port < 0)
+            return -1;
+        char port_s[16], size_s[32], iters_s[16], warm_s[16];
+        snprintf(port_s, sizeof(port_s), "%d", port);
+        snprintf(size_s, sizeof(size_s), "%zu", bytes);
+        size_t iters = ((size_t)1 << 30) / bytes;
+        iters = iters < 16 ? 16 : iters > 400 ? 400 : iters;
+        snprintf(iters_s, sizeof(iters_s), "%zu", iters);
+        snprintf(warm_s, sizeof(warm_s), "%zu", iters / 5 + 2);
+        char outstanding_s[16];
+        snprintf(outstanding_s, sizeof(outstanding_s), "%u", outstanding);
+        /* ectier 0.1's UCX contexts used 64 KiB tcp send segments; the
+         * reference gets the same unless the user set one. */
+        int set_seg = getenv("UCX_TCP_TX_SEG_SIZE") == NULL;
+        if (set_seg)
+            setenv("UCX_TCP_TX_SEG_SIZE", "64K", 1);
+        char *server_argv[] = {perftest_path, "-p", port_s, NULL};
+        pid_t server = spawn(server_argv, -1);
+        struct timespec ts = {0, 300 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        int out[2];
+        if (server < 0 || pipe(out) != 0) {
+            if (set_seg)
+                unsetenv("UCX_TCP_TX_SEG_SIZE");
+            return -1;
+        }
+        char *client_argv[] = {perftest_path, "127.0.0.1",   "-p", port_s,
+                               "-t",          (char *)test,  "-s", size_s,
+                               "-n",          iters_s,       "-w", warm_s,
+                               "-O",          outstanding_s, "-v", error_handling ? "-e" : NULL,
+                               NULL};
+        pid_t client = spawn(client_argv, out[1]);
+        if (set_seg)
+            unsetenv("UCX_TCP_TX_SEG_SIZE");
+        close(out[1]);
+        char buf[8192];
+        size_t len = 0;
+        ssize_t n;
+        while (len + 1 < sizeof(buf) && (n = read(out[0], buf + len, sizeof(buf) - 1 - len)) > 0)
+            len += (size_t)n;
+        buf[len] = '\0';
+        close(out[0]);
+        int st = 1;
+        waitpid(client, &st, 0);
+        kill(server, SIGKILL);
+        waitpid(server, NULL, 0);
+        /* "iterations,...,avg_bw,overall_bw,..." then the figures. */
+        char *line = strstr(buf, "iterations,");
+        line = line != NULL ? strchr(line, '\n') : NULL;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && line != NULL) {
+            double v[8];
+            if (sscanf(line + 1, " %lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &v[0], &v[1], &v[2], &v[3],
+                       &v[4], &v[5], &v[6], &v[7]) == 8)
+                return v[5] * 1048576.0 / 1e9;
+        }
+    }
+    return -1;
+}
+
+int
+ect_bench_perftest_available(void)
+{
+    return perftest_path[0] != '\0';
+}
