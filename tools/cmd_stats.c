@@ -3,7 +3,7 @@
  * scrape a running instance's Prometheus endpoint (its metrics_address) and
  * print the figures of the Grafana dashboard (tools/grafana/) as a compact
  * summary: lookups and hit rate, saves and loads with their bytes, P2P
- * reads, fallbacks and acks by status, fetch latency percentiles, region
+ * reads, fallbacks and acks by status, fetch and read latency percentiles, region
  * occupancy, pins, holds and grants (and grants refused), the producer's
  * data stream (grants served, bytes, requests denied, connections cut),
  * the event stream.  --watch refreshes
@@ -31,8 +31,8 @@ static const char usage[] =
     "usage: ectier stats HOST:PORT [--watch] [--interval S] [--count N] [--timeout S]\n"
     "  Read the Prometheus endpoint of a running instance (its metrics_address) and print\n"
     "  its figures: lookups and hit rate, saves and loads, P2P reads, fallbacks and acks by\n"
-    "  status, fetch latency percentiles, region occupancy, pins, holds and grants, the\n"
-    "  producer's data stream (served, denied, cut), events.\n"
+    "  status, fetch and read latency percentiles, region occupancy, pins, holds and\n"
+    "  grants, the producer's data stream (served, denied, cut), events.\n"
     "  --watch       refresh every interval, with the rates since the previous scrape\n"
     "  --interval S  seconds between refreshes (default 1)\n"
     "  --count N     stop after N scrapes (default: one, or until interrupted with --watch)\n"
@@ -43,6 +43,13 @@ static const char usage[] =
 #define NAME_PREFIX "ectier_"
 
 /* The figures of one scrape; NaN where the page has no such sample. */
+/* A latency histogram as scraped: cumulative buckets, sum and count. */
+struct hist {
+    double le[BUCKETS_MAX], cum[BUCKETS_MAX];
+    size_t n_buckets;
+    double sum, count;
+};
+
 struct figures {
     double hits, misses, saves_queued, saves_completed, saves_failed, saves_skipped;
     double loads_queued, loads_completed, save_bytes, save_s, load_bytes, load_s;
@@ -55,11 +62,9 @@ struct figures {
     double entries_pinned, pins, holds_active, holds_pending;
     double evictions, evicted_blocks, alloc_no_space;
     double ev_batches, ev_dropped, ev_hwm_drops, ev_replays, ev_replay_errors;
-    double le[BUCKETS_MAX], cum[BUCKETS_MAX];
-    size_t n_buckets;
-    double fetch_sum, fetch_count;
-    double nacks_received; /* acks received with a status other than ok */
-    double scraped_at_s;   /* monotonic */
+    struct hist fetch, read; /* p2p_fetch_seconds, p2p_read_seconds */
+    double nacks_received;   /* acks received with a status other than ok */
+    double scraped_at_s;     /* monotonic */
 };
 
 /* Unlabelled samples, by the name after "ectier_". */
@@ -123,10 +128,22 @@ static const struct {
     F("events_hwm_drops_total", ev_hwm_drops),
     F("events_replays_total", ev_replays),
     F("events_replay_errors_total", ev_replay_errors),
-    F("p2p_fetch_seconds_sum", fetch_sum),
-    F("p2p_fetch_seconds_count", fetch_count),
+    F("p2p_fetch_seconds_sum", fetch.sum),
+    F("p2p_fetch_seconds_count", fetch.count),
+    F("p2p_read_seconds_sum", read.sum),
+    F("p2p_read_seconds_count", read.count),
 #undef F
 };
+
+static void
+read_buckets(const ect__prom_t *p, const char *name, struct hist *h)
+{
+    char full[128];
+    snprintf(full, sizeof(full), NAME_PREFIX "%s", name);
+    h->n_buckets = ect__prom_buckets(p, full, h->le, h->cum, BUCKETS_MAX);
+    if (h->n_buckets > BUCKETS_MAX)
+        h->n_buckets = 0; /* not ours: show no percentiles rather than wrong ones */
+}
 
 static void
 read_figures(const ect__prom_t *p, struct figures *f)
@@ -138,10 +155,8 @@ read_figures(const ect__prom_t *p, struct figures *f)
         if (!ect__prom_get(p, name, "", v))
             *v = NAN;
     }
-    f->n_buckets =
-        ect__prom_buckets(p, NAME_PREFIX "p2p_fetch_seconds", f->le, f->cum, BUCKETS_MAX);
-    if (f->n_buckets > BUCKETS_MAX)
-        f->n_buckets = 0; /* not ours: show no percentiles rather than wrong ones */
+    read_buckets(p, "p2p_fetch_seconds", &f->fetch);
+    read_buckets(p, "p2p_read_seconds", &f->read);
     f->nacks_received = 0;
     for (size_t i = 0; i < p->n; i++)
         if (strcmp(p->samples[i].name, NAME_PREFIX "acks_received_total") == 0 &&
@@ -253,17 +268,18 @@ print_by_status(const ect__prom_t *p, const char *title, const char *name)
 }
 
 static void
-print_percentiles(const double *le, const double *cum, size_t n, double count, double sum)
+print_percentiles(const double *le, const double *cum, size_t n, double count, double sum,
+                  const char *what)
 {
     struct fmt f = {.next = 0};
     if (!(count > 0)) {
         printf("none\n");
         return;
     }
-    printf("p50 %s, p90 %s, p99 %s (%.0f fetches, mean %s)\n",
+    printf("p50 %s, p90 %s, p99 %s (%.0f %s, mean %s)\n",
            seconds_str(&f, ect__prom_quantile(le, cum, n, 0.50)),
            seconds_str(&f, ect__prom_quantile(le, cum, n, 0.90)),
-           seconds_str(&f, ect__prom_quantile(le, cum, n, 0.99)), count,
+           seconds_str(&f, ect__prom_quantile(le, cum, n, 0.99)), count, what,
            seconds_str(&f, sum / count));
 }
 
@@ -292,7 +308,11 @@ print_summary(const ect__prom_t *p, const struct figures *x)
     print_by_status(p, "acks in", NAME_PREFIX "acks_received_total");
     print_by_status(p, "acks out", NAME_PREFIX "acks_sent_total");
     printf("fetch      ");
-    print_percentiles(x->le, x->cum, x->n_buckets, x->fetch_count, x->fetch_sum);
+    print_percentiles(x->fetch.le, x->fetch.cum, x->fetch.n_buckets, x->fetch.count, x->fetch.sum,
+                      "fetches");
+    printf("  read     ");
+    print_percentiles(x->read.le, x->read.cum, x->read.n_buckets, x->read.count, x->read.sum,
+                      "reads");
     f.next = 0;
     printf("region     %s of %s blocks used (%s), %s evictable\n", count_str(&f, x->used_blocks),
            count_str(&f, x->region_blocks), percent_str(&f, x->used_blocks, x->region_blocks),
@@ -323,6 +343,21 @@ print_summary(const ect__prom_t *p, const struct figures *x)
            count_str(&f, x->ev_replay_errors));
 }
 
+/* The percentiles of what a histogram gained between two scrapes. */
+static void
+print_hist_rates(const struct hist *prev, const struct hist *x, const char *what)
+{
+    double dcum[BUCKETS_MAX];
+    size_t n = x->n_buckets == prev->n_buckets ? x->n_buckets : 0;
+    for (size_t i = 0; i < n; i++) {
+        if (x->le[i] != prev->le[i])
+            n = 0;
+        else
+            dcum[i] = x->cum[i] - prev->cum[i];
+    }
+    print_percentiles(x->le, dcum, n, x->count - prev->count, x->sum - prev->sum, what);
+}
+
 /* The rates between two scrapes, or why there are none. */
 static void
 print_rates(const struct figures *prev, const struct figures *x)
@@ -330,7 +365,7 @@ print_rates(const struct figures *prev, const struct figures *x)
     struct fmt f = {.next = 0};
     double dt = x->scraped_at_s - prev->scraped_at_s;
     double lookups = (x->hits + x->misses) - (prev->hits + prev->misses);
-    if (lookups < 0 || x->saves_queued < prev->saves_queued || x->fetch_count < prev->fetch_count) {
+    if (lookups < 0 || x->saves_queued < prev->saves_queued || x->fetch.count < prev->fetch.count) {
         printf("last %.2f s: the counters went back: the instance restarted\n", dt);
         return;
     }
@@ -353,16 +388,9 @@ print_rates(const struct figures *prev, const struct figures *x)
            rate_str(&f, (x->stream_denied - prev->stream_denied) / dt),
            rate_str(&f, (x->grants_refused - prev->grants_refused) / dt));
     printf("  fetch    ");
-    double dcum[BUCKETS_MAX];
-    size_t n = x->n_buckets == prev->n_buckets ? x->n_buckets : 0;
-    for (size_t i = 0; i < n; i++) {
-        if (x->le[i] != prev->le[i])
-            n = 0;
-        else
-            dcum[i] = x->cum[i] - prev->cum[i];
-    }
-    print_percentiles(x->le, dcum, n, x->fetch_count - prev->fetch_count,
-                      x->fetch_sum - prev->fetch_sum);
+    print_hist_rates(&prev->fetch, &x->fetch, "fetches");
+    printf("    read   ");
+    print_hist_rates(&prev->read, &x->read, "reads");
 }
 
 /* ---- the command ------------------------------------------------------------------- */

@@ -80,6 +80,9 @@ typedef struct ect_metrics {
     uint64_t stream_timeouts;             /* connections cut by a request or send deadline */
     uint64_t stream_send_failures;        /* streams cut by the peer */
     ect_latency_hist_t p2p_fetch_latency; /* request sent -> entry ready */
+    /* ack received -> bytes landed: the data transport's part of a fetch
+     * (the rest is the XferReq/XferAck round trip and the engine's polls) */
+    ect_latency_hist_t p2p_read_latency;
     /* the event stream (zero without events_endpoint) */
     uint64_t events_batches;       /* batches numbered and published */
     uint64_t events_dropped;       /* events lost before numbering: the queue was full */

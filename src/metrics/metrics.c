@@ -200,6 +200,10 @@ ect_metrics_format_prometheus(const ect_metrics_t *m, char *buf, size_t cap, siz
     counter(&o, "announcements_total", "Encodings announced to an orchestrator.", m->announcements);
     histogram(&o, "p2p_fetch_seconds", "Peer fetch latency, request sent to entry ready.",
               &m->p2p_fetch_latency);
+    histogram(&o, "p2p_read_seconds",
+              "Peer read latency, ack received to bytes landed (the data transport's part of a "
+              "fetch).",
+              &m->p2p_read_latency);
     counter(&o, "events_batches_total", "Event stream batches published.", m->events_batches);
     counter(&o, "events_dropped_total", "Events lost before publishing: the queue was full.",
             m->events_dropped);

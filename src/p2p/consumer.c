@@ -51,6 +51,7 @@ struct xfer {
     uint64_t ack_due_ns;
     uint64_t retry_delay_ns;
     uint64_t t_start_ns;
+    uint64_t t_read_ns; /* when the ack came and the read started */
     ect_xport_read_t *read;
     ect_xport_kind_t kind; /* of the read in flight */
     char reason[160];
@@ -180,6 +181,7 @@ start_read_locked(ect_consumer_t *c, struct xfer *x, const ect_xfer_ack_t *ack)
     if (st == ECT_OK && n_runs > 0)
         st = ect_cache_get_runs(c->cache, x->key, runs, n_runs, &n_runs);
     ect_xport_kind_t kind = ECT_XPORT_NONE;
+    x->t_read_ns = ect__now_ns();
     ect_xport_read_params_t rp = {.host = x->host,
                                   .port = x->port,
                                   .session_id = c->session_id,
@@ -340,6 +342,7 @@ step_locked(ect_consumer_t *c)
         c->m.p2p_reads_completed++;
         c->m.p2p_read_bytes += x->n_blocks * c->geom.block_size_bytes;
         ect_latency_hist_add(&c->m.p2p_fetch_latency, s.now - x->t_start_ns);
+        ect_latency_hist_add(&c->m.p2p_read_latency, s.now - x->t_read_ns);
         /* A stream's producer knows it sent everything; a same-host read
          * must tell it to let go of the pin. */
         if (same_host)
@@ -545,6 +548,16 @@ ect__consumer_has_pending(ect_consumer_t *c)
     return pending;
 }
 
+/* Add the samples of b to a. */
+static void
+hist_merge(ect_latency_hist_t *a, const ect_latency_hist_t *b)
+{
+    for (size_t i = 0; i < ECT_METRICS_LATENCY_BUCKETS; i++)
+        a->buckets[i] += b->buckets[i];
+    a->count += b->count;
+    a->sum_ns += b->sum_ns;
+}
+
 void
 ect__consumer_metrics(ect_consumer_t *c, ect_metrics_t *m)
 {
@@ -559,10 +572,8 @@ ect__consumer_metrics(ect_consumer_t *c, ect_metrics_t *m)
     m->wire_dropped += c->m.wire_dropped;
     for (size_t i = 0; i < ECT_XFER_STATUS_COUNT; i++)
         m->acks_received[i] += c->m.acks_received[i];
-    for (size_t i = 0; i < ECT_METRICS_LATENCY_BUCKETS; i++)
-        m->p2p_fetch_latency.buckets[i] += c->m.p2p_fetch_latency.buckets[i];
-    m->p2p_fetch_latency.count += c->m.p2p_fetch_latency.count;
-    m->p2p_fetch_latency.sum_ns += c->m.p2p_fetch_latency.sum_ns;
+    hist_merge(&m->p2p_fetch_latency, &c->m.p2p_fetch_latency);
+    hist_merge(&m->p2p_read_latency, &c->m.p2p_read_latency);
     pthread_mutex_unlock(&c->lock);
 }
 

@@ -290,13 +290,20 @@ test_stats_reads_percentiles_from_the_buckets(void)
         "ectier_p2p_fetch_seconds_bucket{le=\"0.001\"} 90\n"
         "ectier_p2p_fetch_seconds_bucket{le=\"0.01\"} 100\n"
         "ectier_p2p_fetch_seconds_bucket{le=\"+Inf\"} 100\n"
-        "ectier_p2p_fetch_seconds_sum 0.1\nectier_p2p_fetch_seconds_count 100\n";
+        "ectier_p2p_fetch_seconds_sum 0.1\nectier_p2p_fetch_seconds_count 100\n"
+        /* Their reads: 50 under 0.25 ms, 50 more under 0.5 ms. */
+        "ectier_p2p_read_seconds_bucket{le=\"0.00025\"} 50\n"
+        "ectier_p2p_read_seconds_bucket{le=\"0.0005\"} 100\n"
+        "ectier_p2p_read_seconds_bucket{le=\"+Inf\"} 100\n"
+        "ectier_p2p_read_seconds_sum 0.03\nectier_p2p_read_seconds_count 100\n";
     struct ts_cli_run r;
     stats_of_fake(&r, FAKE_PAGE, page);
     CHECK_CLI_RC(&r, 0);
     CHECK_CONTAINS(r.out, "\nlookups    10: CPU-tier hit rate 90.0% (9 hits, 1 misses)\n");
     CHECK_CONTAINS(r.out, "\nfetch      p50 750 us, p90 1.00 ms, p99 9.10 ms (100 fetches, "
                           "mean 1.00 ms)\n");
+    CHECK_CONTAINS(r.out,
+                   "\n  read     p50 250 us, p90 450 us, p99 495 us (100 reads, mean 300 us)\n");
     CHECK_CONTAINS(r.out, "\nacks in    ok 90, nack_missing 4\n");
     /* What the page lacks is shown as unknown, not as zero. */
     CHECK_CONTAINS(r.out, "\nsaves      - of - landed");

@@ -48,6 +48,7 @@ test_prometheus_text_names_every_required_metric(void)
     m.cache.runs_histogram[6] = 1;
     ect_latency_hist_add(&m.p2p_fetch_latency, 300 * 1000);        /* 0.3 ms */
     ect_latency_hist_add(&m.p2p_fetch_latency, 2ull * 1000000000); /* 2 s: overflow bucket */
+    ect_latency_hist_add(&m.p2p_read_latency, 200 * 1000);         /* 0.2 ms */
     size_t len;
     char *t = render(&m, &len);
     /* SPEC §9.7: hits, misses, saves, loads, evictions, NACKs by status,
@@ -74,6 +75,11 @@ test_prometheus_text_names_every_required_metric(void)
         "ectier_p2p_fetch_seconds_bucket{le=\"+Inf\"} 2\n",
         "ectier_p2p_fetch_seconds_count 2\n",
         "ectier_p2p_fetch_seconds_sum 2.000300000\n",
+        "# TYPE ectier_p2p_read_seconds histogram\n",
+        "ectier_p2p_read_seconds_bucket{le=\"0.0001\"} 0\n",
+        "ectier_p2p_read_seconds_bucket{le=\"0.00025\"} 1\n",
+        "ectier_p2p_read_seconds_count 1\n",
+        "ectier_p2p_read_seconds_sum 0.000200000\n",
         "# TYPE ectier_pins gauge\nectier_pins 4\n",
         "ectier_grants_outstanding 3\n",
         "ectier_region_used_blocks 40\n",

@@ -28,8 +28,10 @@ static const char usage[] =
     "  --local-input     the requests still carry their media: an item that cannot be\n"
     "                    fetched falls back to local encoding instead of failing\n"
     "  --one-at-a-time   fetch the items one after another (each latency is then one\n"
-    "                    fetch's own); by default all are asked for at once\n"
-    "Prints 'ok', or the fallback/failure reason, per item and a summary.\n";
+    "                    fetch's own, and its read's part is printed too); by default\n"
+    "                    all are asked for at once\n"
+    "Prints 'ok' with the fetch latency, or the fallback/failure reason, per item and\n"
+    "a summary.\n";
 
 enum item_state { ITEM_WAITING, ITEM_FETCHED, ITEM_FALLBACK, ITEM_FAILED };
 
@@ -40,7 +42,17 @@ struct item {
     enum item_state state;
     char reason[200];
     uint64_t t_start_ns, latency_ns;
+    uint64_t read_ns; /* one at a time: the read's part of latency_ns (0: unknown) */
 };
+
+/* Nanoseconds of P2P reads the scheduler has recorded so far (the sum of
+ * its p2p_read_seconds histogram); 0 if its metrics cannot be read. */
+static uint64_t
+read_ns_so_far(ect_scheduler_t *sched)
+{
+    ect_metrics_t m;
+    return ect_scheduler_metrics(sched, &m) == ECT_OK ? m.p2p_read_latency.sum_ns : 0;
+}
 
 static uint64_t
 now_ns(void)
@@ -234,6 +246,7 @@ ect_cli_consumer(int argc, char **argv)
         items[i].t_start_ns = sequential ? 0 : t0; /* one at a time: when first asked */
         waiting += items[i].state == ITEM_WAITING;
     }
+    uint64_t reads_before = read_ns_so_far(in.sched);
     while (waiting > 0 && now_ns() < give_up) {
         for (size_t i = 0; i < n; i++) {
             struct item *it = &items[i];
@@ -257,6 +270,12 @@ ect_cli_consumer(int argc, char **argv)
             } else if (available && ect_scheduler_has_cache_item(in.sched, it->hash)) {
                 it->state = ITEM_FETCHED;
                 it->latency_ns = now_ns() - it->t_start_ns;
+                if (sequential) {
+                    /* The only read since the last fetched item. */
+                    uint64_t so_far = read_ns_so_far(in.sched);
+                    it->read_ns = so_far - reads_before;
+                    reads_before = so_far;
+                }
                 waiting--;
             } else if (available) {
                 /* Admitted without a fetch: the engine encodes it here. */
@@ -323,7 +342,10 @@ ect_cli_consumer(int argc, char **argv)
         if (ect_scheduler_request_finished(in.sched, &req, &unused) != ECT_OK)
             fprintf(stderr, "ectier consumer: finishing %s: %s\n", it->hash, ect_last_error());
         ect_free(unused);
-        if (it->state == ITEM_FETCHED)
+        if (it->state == ITEM_FETCHED && it->read_ns > 0)
+            printf("ok %s %.3f ms (read %.3f ms)\n", it->hash, (double)it->latency_ns / 1e6,
+                   (double)it->read_ns / 1e6);
+        else if (it->state == ITEM_FETCHED)
             printf("ok %s %.3f ms\n", it->hash, (double)it->latency_ns / 1e6);
         else if (it->state == ITEM_FALLBACK)
             printf("fallback %s: %s\n", it->hash, it->reason);

@@ -70,6 +70,12 @@ end_to_end(const char *transport)
     CHECK_EQ_U64(m.p2p_reads_completed, 1);
     CHECK_EQ_U64(m.acks_received[0], 1);
     CHECK_EQ_U64(m.p2p_read_bytes, 100 * BLOCK);
+    /* The read is timed as part of the fetch: from the ack to the bytes
+     * landed, inside the fetch's own span. */
+    CHECK_EQ_U64(m.p2p_fetch_latency.count, 1);
+    CHECK_EQ_U64(m.p2p_read_latency.count, 1);
+    CHECK(m.p2p_read_latency.sum_ns > 0);
+    CHECK(m.p2p_read_latency.sum_ns < m.p2p_fetch_latency.sum_ns);
     /* Over tcp the producer streamed exactly the entry, once. */
     CHECK_OK(ect_scheduler_metrics(p.sched, &m));
     int tcp = strcmp(transport, "tcp") == 0;
