@@ -299,10 +299,26 @@ ect_cli_consumer(int argc, char **argv)
                 }
             ect_free(ids[j]);
         }
-        /* One at a time, a fetch takes well under a millisecond: poll
-         * finely enough that the latency is the fetch's, not the sleep's. */
-        if (waiting > 0)
-            usleep(sequential ? 20 : 200);
+        /* One at a time, poll finely enough that the latency is the
+         * fetch's, not the sleep's: every 20 us at first, then a tenth of
+         * the time the item has waited (at most 1 ms), so that a long
+         * read does not share the CPUs with thousands of wake-ups of this
+         * thread (the read's own time is measured inside the consumer). */
+        if (waiting > 0) {
+            useconds_t pause = 200;
+            if (sequential) {
+                uint64_t waited_us = 0;
+                for (size_t i = 0; i < n; i++)
+                    if (items[i].state == ITEM_WAITING && items[i].t_start_ns != 0) {
+                        waited_us = (now_ns() - items[i].t_start_ns) / 1000;
+                        break;
+                    }
+                pause = waited_us / 10 < 20     ? 20
+                        : waited_us / 10 > 1000 ? 1000
+                                                : (useconds_t)(waited_us / 10);
+            }
+            usleep(pause);
+        }
     }
 
     /* Load what arrived through a worker, as an engine would, and check it. */
