@@ -85,10 +85,8 @@ list_find(const struct item_list *l, const char *key)
 static void
 list_free(struct item_list *l)
 {
-    for (size_t i = 0; i < l->n; i++) {
-        ect__free((void *)l->items[i].key);
-        ect__free((void *)l->items[i].runs);
-    }
+    for (size_t i = 0; i < l->n; i++)
+        ect__free((void *)l->items[i].runs); /* the key lives in the same block */
     ect__free(l->items);
     ect__free(l->index);
     memset(l, 0, sizeof(*l));
@@ -155,13 +153,12 @@ list_add(struct item_list *l, const char *what, const char *key, uint64_t tid,
         if ((st = index_rebuild(l, cap)) != ECT_OK)
             return st;
     }
-    char *key_copy = ect__malloc(len + 1);
-    ect_run_t *runs_copy = ect__malloc(n_runs > 0 ? n_runs * sizeof(*runs_copy) : 1);
-    if (key_copy == NULL || runs_copy == NULL) {
-        ect__free(key_copy);
-        ect__free(runs_copy);
+    /* One block per item: its runs, then its key (runs is an array of
+     * n_runs in memory, so n_runs * sizeof(run) + a key cannot overflow). */
+    ect_run_t *runs_copy = ect__malloc(n_runs * sizeof(*runs_copy) + len + 1);
+    if (runs_copy == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
-    }
+    char *key_copy = (char *)(runs_copy + n_runs);
     memcpy(key_copy, key, len + 1);
     if (n_runs > 0)
         memcpy(runs_copy, runs, n_runs * sizeof(*runs_copy));
@@ -408,7 +405,11 @@ decode_items(ect_bytes_reader_t *r, struct item_list *l, uint32_t n, int with_ti
              uint64_t num_blocks, const char *what)
 {
     char key[ECT_KEY_MAX + 1];
-    ect_run_t *runs = NULL;
+    /* Most items have a few runs: those decode into this buffer (list_add
+     * copies them), more into a heap one. */
+    ect_run_t small[16];
+    ect_run_t *runs = small;
+    size_t cap = sizeof(small) / sizeof(small[0]);
     ect_status_t st = ECT_OK;
     for (uint32_t i = 0; i < n && st == ECT_OK; i++) {
         if ((st = read_key(r, what, key)) != ECT_OK)
@@ -424,12 +425,15 @@ decode_items(ect_bytes_reader_t *r, struct item_list *l, uint32_t n, int with_ti
                             n_runs, ect__remaining(r));
             break;
         }
-        ect_run_t *grown = ect__realloc(runs, (n_runs ? n_runs : 1) * sizeof(*runs));
-        if (grown == NULL) {
-            st = ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
-            break;
+        if (n_runs > cap) {
+            ect_run_t *grown = ect__realloc(runs == small ? NULL : runs, n_runs * sizeof(*runs));
+            if (grown == NULL) {
+                st = ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
+                break;
+            }
+            runs = grown;
+            cap = n_runs;
         }
-        runs = grown;
         for (uint32_t j = 0; j < n_runs; j++) {
             runs[j].first = ect__get_u64(r);
             runs[j].count = ect__get_u64(r);
@@ -447,7 +451,8 @@ decode_items(ect_bytes_reader_t *r, struct item_list *l, uint32_t n, int with_ti
         if (st == ECT_ERR_INVALID_ARG || st == ECT_ERR_EXISTS)
             st = ECT_ERR_PARSE; /* the message already says what was wrong */
     }
-    ect__free(runs);
+    if (runs != small)
+        ect__free(runs);
     return st;
 }
 

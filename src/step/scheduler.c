@@ -342,24 +342,38 @@ ect_scheduler_ensure_cache_available(ect_scheduler_t *s, const ect_request_t *re
     return st;
 }
 
-/* Copy an entry's runs into a new array (caller frees). */
+/* Small run counts fit a caller's buffer; an entry's runs go there when they
+ * fit, else into a new array (release either with runs_release). */
+#define SMALL_RUNS 16
+
+/* An entry's runs into small[0 .. SMALL_RUNS) or a new array: *runs_p and
+ * *n_p. */
 static ect_status_t
-entry_runs(ect_cache_t *cache, const char *key, ect_run_t **runs_p, size_t *n_p)
+entry_runs(ect_cache_t *cache, const char *key, ect_run_t small[SMALL_RUNS], ect_run_t **runs_p,
+           size_t *n_p)
 {
     size_t n = 0;
     ect_status_t st = ect_cache_get_runs(cache, key, NULL, 0, &n);
     if (st != ECT_OK)
         return st;
-    ect_run_t *runs = ect__malloc((n ? n : 1) * sizeof(*runs));
+    ect_run_t *runs = n <= SMALL_RUNS ? small : ect__malloc(n * sizeof(*runs));
     if (runs == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory for %zu runs", n);
     if (n > 0 && (st = ect_cache_get_runs(cache, key, runs, n, &n)) != ECT_OK) {
-        ect__free(runs);
+        if (runs != small)
+            ect__free(runs);
         return st;
     }
     *runs_p = runs;
     *n_p = n;
     return ECT_OK;
+}
+
+static void
+runs_release(ect_run_t *runs, const ect_run_t *small)
+{
+    if (runs != small)
+        ect__free(runs);
 }
 
 static ect_status_t
@@ -385,10 +399,10 @@ queue_save_locked(ect_scheduler_t *s, const char *key, uint64_t n_blocks)
     }
     if (st != ECT_OK)
         return st;
-    ect_run_t *runs = NULL;
+    ect_run_t small[SMALL_RUNS], *runs = small;
     size_t n_runs = 0;
     if ((st = ensure_step(s)) != ECT_OK ||
-        (st = entry_runs(s->cache, key, &runs, &n_runs)) != ECT_OK)
+        (st = entry_runs(s->cache, key, small, &runs, &n_runs)) != ECT_OK)
         goto err_discard;
     /* Track the save before the step names it: once it is in the step a
      * worker will write into its blocks, so they must not be freed. */
@@ -396,14 +410,14 @@ queue_save_locked(ect_scheduler_t *s, const char *key, uint64_t n_blocks)
         goto err_runs;
     if ((st = ect_step_meta_add_save(s->step, key, runs, n_runs)) != ECT_OK)
         goto err_untrack;
-    ect__free(runs);
+    runs_release(runs, small);
     s->m.saves_queued++;
     return ECT_OK;
 
 err_untrack:
     ect__strmap_remove(&s->saves_in_flight, key, NULL);
 err_runs:
-    ect__free(runs);
+    runs_release(runs, small);
 err_discard:
     ect__log_failure(ect_cache_discard(s->cache, key), "scheduler");
     return st;
@@ -421,7 +435,7 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
     ect_pin_result_t pinned;
     if (ect_cache_pin_if_ready(s->cache, key, &pinned) != ECT_OK || pinned != ECT_PIN_PINNED)
         return ECT_OK; /* absent or not ready: nothing to load */
-    ect_run_t *runs = NULL;
+    ect_run_t small[SMALL_RUNS], *runs = small;
     size_t n_runs = 0;
     struct load_rec *rec = ect__calloc(1, sizeof(*rec));
     char tk[17];
@@ -432,7 +446,7 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
         goto err_rec;
     }
     rec->remaining = s->load_reports;
-    if ((st = entry_runs(s->cache, key, &runs, &n_runs)) != ECT_OK)
+    if ((st = entry_runs(s->cache, key, small, &runs, &n_runs)) != ECT_OK)
         goto err_rec;
     /* Track the load (and so keep its pin) before the step names it: once
      * it is in the step, workers read its blocks. */
@@ -440,7 +454,7 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
         goto err_runs;
     if ((st = ect_step_meta_add_load(s->step, key, tid, runs, n_runs)) != ECT_OK)
         goto err_untrack;
-    ect__free(runs);
+    runs_release(runs, small);
     s->next_tid++;
     s->m.loads_queued++;
     return ECT_OK;
@@ -448,7 +462,7 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
 err_untrack:
     ect__strmap_remove(&s->loads_in_flight, tk, NULL);
 err_runs:
-    ect__free(runs);
+    runs_release(runs, small);
 err_rec:
     if (rec != NULL)
         ect__free(rec->key);

@@ -110,6 +110,48 @@ test_cpu_region_fifo_eviction(void)
     ts_step_fx_close(&fx);
 }
 
+/* An entry in many runs (more than the scheduler's 16-run buffer) is saved
+ * and loaded with every run: 64 one-block entries, the even ones pinned by
+ * loads in flight, then a 32-block entry takes the 32 odd holes. */
+static void
+test_an_entry_in_many_runs_is_saved_and_loaded_whole(void)
+{
+    struct ts_step_fx fx;
+    ts_step_fx_open(&fx, ECT_ROLE_BOTH, 64, 1);
+    char key[16];
+    for (int i = 0; i < 64; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        ts_alloc(fx.s, key, 1);
+    }
+    ect_step_meta_destroy(ts_step(fx.s));
+    for (int i = 0; i < 64; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        ts_report_save(fx.s, key, TS_SAVED);
+    }
+    for (int i = 0; i < 64; i += 2) {
+        snprintf(key, sizeof(key), "k%d", i);
+        ts_alloc(fx.s, key, 1); /* a load, pinned until it is reported */
+    }
+    ect_step_meta_destroy(ts_step(fx.s));
+    ts_alloc(fx.s, "big", 32);
+    ect_step_meta_t *m = ts_step(fx.s);
+    const ect_step_item_t *save = ect_step_meta_find_save(m, "big");
+    CHECK(save != NULL);
+    CHECK_EQ_U64(save->n_runs, 32);
+    CHECK_EQ_U64(save->n_blocks, 32);
+    for (size_t r = 0; r < save->n_runs; r++)
+        CHECK_EQ_U64(save->runs[r].first % 2, 1);
+    ts_report_save(fx.s, "big", TS_SAVED);
+    ts_alloc(fx.s, "big", 32);
+    ect_step_meta_t *l = ts_step(fx.s);
+    const ect_step_item_t *load = ts_find_load(l, "big");
+    CHECK(load != NULL);
+    CHECK(ts_same_runs(load, save));
+    ect_step_meta_destroy(l);
+    ect_step_meta_destroy(m);
+    ts_step_fx_close(&fx);
+}
+
 static void
 test_multiple_mm_items_per_request(void)
 {
@@ -777,6 +819,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_has_cache_item_false_when_not_consumer),
     ECT_CASE(test_connector_keys_on_identifier_not_mm_hash),
     ECT_CASE(test_cpu_region_fifo_eviction),
+    ECT_CASE(test_an_entry_in_many_runs_is_saved_and_loaded_whole),
     ECT_CASE(test_multiple_mm_items_per_request),
     ECT_CASE(test_loads_only_serves_hashes_touched_this_step),
     ECT_CASE(test_repeated_reload_same_step_loads_once),

@@ -57,6 +57,54 @@ test_meta_round_trip_keeps_saves_loads_and_runs(void)
     ect_step_meta_destroy(d);
 }
 
+/* Items with no runs, a few, and more than fit the decoder's and the
+ * scheduler's small buffers (16): every run and key comes back in order,
+ * whichever item came before (a long one, then short ones reusing the
+ * decoder's buffer). */
+static void
+test_meta_round_trip_of_short_and_long_run_lists(void)
+{
+    static const size_t counts[] = {40, 0, 1, 16, 17, 3, 100};
+    enum { N = sizeof(counts) / sizeof(counts[0]) };
+    ect_step_meta_t *m, *d;
+    CHECK_OK(ect_step_meta_create(&m));
+    ect_run_t runs[100];
+    uint64_t next = 0;
+    for (size_t i = 0; i < N; i++) {
+        for (size_t r = 0; r < counts[i]; r++) {
+            runs[r] = (ect_run_t){next, 1 + r % 3};
+            next += runs[r].count + 1; /* gaps: no two runs merge */
+        }
+        char key[32];
+        snprintf(key, sizeof(key), "k%zu", i);
+        CHECK_OK(i % 2 ? ect_step_meta_add_load(m, key, 100 + i, runs, counts[i])
+                       : ect_step_meta_add_save(m, key, runs, counts[i]));
+    }
+    size_t len;
+    void *buf = encode_meta(m, &len);
+    CHECK_OK(ect_step_meta_decode(buf, len, next, &d));
+    for (size_t i = 0; i < N; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "k%zu", i);
+        const ect_step_item_t *a =
+            i % 2 ? ect_step_meta_find_load(m, key) : ect_step_meta_find_save(m, key);
+        const ect_step_item_t *b =
+            i % 2 ? ect_step_meta_find_load(d, key) : ect_step_meta_find_save(d, key);
+        CHECK(a != NULL && b != NULL);
+        CHECK_STR_EQ(b->key, key);
+        CHECK_EQ_U64(b->n_runs, counts[i]);
+        CHECK_EQ_U64(b->n_blocks, a->n_blocks);
+        CHECK_EQ_U64(b->transfer_id, a->transfer_id);
+        for (size_t r = 0; r < counts[i]; r++) {
+            CHECK_EQ_U64(b->runs[r].first, a->runs[r].first);
+            CHECK_EQ_U64(b->runs[r].count, a->runs[r].count);
+        }
+    }
+    free(buf);
+    ect_step_meta_destroy(m);
+    ect_step_meta_destroy(d);
+}
+
 static void
 test_meta_empty_round_trip(void)
 {
@@ -334,6 +382,7 @@ test_report_contracts_at_the_edges(void)
 
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_meta_round_trip_keeps_saves_loads_and_runs),
+    ECT_CASE(test_meta_round_trip_of_short_and_long_run_lists),
     ECT_CASE(test_meta_empty_round_trip),
     ECT_CASE(test_meta_many_items_find_each),
     ECT_CASE(test_meta_add_rejects_caller_errors),
