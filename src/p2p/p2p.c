@@ -221,7 +221,7 @@ decide_item_locked(struct ect__p2p *p, const ect_request_t *r, const ect_mm_feat
     ect_cache_entry_t e;
     bool exists = false;
     if (ect_cache_find(p->cache, f->identifier, &e, &exists) != ECT_OK)
-        exists = false;
+        exists = false; /* an identifier no entry can have: absent */
     if (exists && e.state != ECT_CACHE_ENTRY_NOT_READY)
         return ITEM_READY;
     char reason[160];

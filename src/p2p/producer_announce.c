@@ -142,9 +142,8 @@ ect__producer_announce(ect_producer_t *p, const ect_request_t *req, char **param
         const ect_mm_feature_t *f = &req->features[i];
         const char *h = f->mm_hash != NULL ? f->mm_hash : f->identifier;
         ect_cache_entry_t e;
-        bool held = false;
-        if (ect_cache_find(p->cache, f->identifier, &e, &held) != ECT_OK)
-            held = false;
+        bool found = false;
+        bool held = ect_cache_find(p->cache, f->identifier, &e, &found) == ECT_OK && found;
         uint64_t hold_id = 0;
         if (held && p->announce_lease_ns > 0 &&
             ect_cache_hold(p->cache, f->identifier, now + p->announce_lease_ns, &hold_id) != ECT_OK)
