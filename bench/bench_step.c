@@ -32,15 +32,16 @@
  * entry, and a second the same after 64 MiB of other data were read (the
  * scheduler's and worker's own state then comes from memory, as it does
  * after a large entry's copy: the small parts of the 8 and 32 MiB
- * breakdowns grow by that much).  Where every copy thread can have a CPU of its own beside the
- * caller's, the 1 MiB rows run again with the copy threads kept polling
- * between batches (copy_spin_us at its most): the figure a deployment that
- * gives the engine its cores gets, with no wake-up in it.  A last line
- * measures the machine: the same 1 MiB copy into
- * region pages last written 0, 30 ms and 1 s before (on the project's VMs
- * the first write to a page costs more the longer it was left alone; a
- * save step's blocks were freed by evicting an old entry, while the
- * ceilings copy right after the step).
+ * breakdowns grow by that much).  A line then measures the machine: 1 MiB
+ * copied into region pages last written 0 s, as long before as the 1 MiB
+ * save steps' blocks were (their median age, tracked block by block), and
+ * 1 s before, by every way of the ceiling (on the project's VMs the first write to a page costs
+ * more the longer it was left alone; the ceilings beside the figures copy right after the step,
+ * into pages it has just written, while a save step's blocks were last written when an entry since
+ * evicted was saved).  Where every copy thread the engine runs at once can have a CPU of its own
+ * beside the caller's, the 1 MiB rows run again with the copy threads kept polling between batches
+ * (copy_spin_us at its most): the figure a deployment that gives the engine its cores gets, with no
+ * wake-up in it.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -82,6 +83,9 @@ struct step_bench {
     const char *label; /* after the entry size in figure names ("" by default) */
     bool cold_state;   /* read both buffers (64 MiB) before each step: the scheduler's and
                         * worker's own state leaves the CPU caches, as after large copies */
+    uint64_t *written; /* per region block: the clock when it was last written (pre-faulted,
+                        * or by a save step and the ceiling copies after it) */
+    double save_age_s; /* median age of a 1 MiB save step's blocks (the first 1 MiB figure) */
 };
 
 /* One timed step: the clock at the start and after each part. */
@@ -303,11 +307,28 @@ print_breakdown(struct samples *sm, int is_load, unsigned reps, const char *what
     printf("; parts add to %.1f\n", sum);
 }
 
+/* How long ago the blocks of runs were last written (the oldest, in
+ * seconds), and mark them written at `now`: the step's copy writes them,
+ * and so do the ceiling's right after. */
+static double
+written_age(struct step_bench *b, const ect_run_t *runs, size_t n_runs, uint64_t now)
+{
+    uint64_t oldest = now;
+    for (size_t i = 0; i < n_runs; i++) {
+        for (uint64_t k = runs[i].first; k < runs[i].first + runs[i].count; k++) {
+            if (b->written[k] < oldest)
+                oldest = b->written[k];
+            b->written[k] = now;
+        }
+    }
+    return (double)(now - oldest) / 1e9;
+}
+
 static int
 measure(struct step_bench *b, size_t payload, unsigned reps)
 {
     struct samples sm;
-    double *mem = malloc(2 * (N_PARTS + 1) * reps * sizeof(double));
+    double *mem = malloc((2 * (N_PARTS + 1) + 1) * reps * sizeof(double));
     if (mem == NULL) {
         fprintf(stderr, "bench step: out of memory\n");
         return 1;
@@ -319,6 +340,7 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
             sm.part[d][p] = mem + (2 + (size_t)d * N_PARTS + (size_t)p) * reps;
     ect_bench_ceiling_t *cs = b->ceiling;
     ect_bench_ceiling_t *cl = ect_bench_ceiling_create(ect__copy_cpu_copiers(b->cfg.copy_threads));
+    double *age = mem + (2 + 2 * (size_t)N_PARTS) * reps;
     ect_run_t runs[MAX_RUNS];
     ect_copy_op_t ops[MAX_RUNS];
     size_t n_runs = 0;
@@ -352,6 +374,7 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
         if (save_step(b, key, payload, runs, &n_runs, &s) != 0)
             goto free_ceiling;
         keep(&sm, 0, i, &s);
+        age[i] = written_age(b, runs, n_runs, s.t[SUBMIT]);
         struct state st = {.b = b, .ops = ops, .dir = ECT_COPY_SAVE};
         st.n_ops = entry_ops(b, ECT_COPY_SAVE, runs, n_runs, payload, ops);
         if (ect_bench_ceiling_sample(cs, ops, st.n_ops, prepare, &st) != 0)
@@ -371,6 +394,8 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
         prepare(&st); /* leaves the blocks cold for whichever entry reuses them */
     }
     ect__copy_cpu_stats(b->engine, &after);
+    if (payload == ((size_t)1 << 20) && b->save_age_s == 0)
+        b->save_age_s = ect_bench_median(age, reps);
     double ms = ect_bench_median(sm.save, reps), ml = ect_bench_median(sm.load, reps);
     double gb = (double)payload / 1e9;
     if (payload < BLOCK_BYTES) {
@@ -428,48 +453,86 @@ make_worker(struct step_bench *b)
     return 0;
 }
 
-/* How a write into region pages costs more the longer ago they were last
- * written (on the project's VMs; see copy/ntcopy.h): the same 1 MiB copy
- * (prefetch, then rep movsb, as the engine copies inline) into blocks
- * written and flushed just before, 30 ms before and 1 s before, the thread
- * spinning meanwhile.  The ceilings above copy right after the step, so
- * they meet pages in the first state; a save step meets blocks freed by
- * evicting an old entry. */
+/* The prepare of the page-age probe's ceiling: each way copies into an area
+ * of its own, all written and flushed at the same time, so that every way
+ * meets pages of the same age (the ceiling calls prepare once before each
+ * way and reads the ops after it). */
+struct aged_areas {
+    ect_copy_op_t *op;
+    unsigned char *const *area;
+    unsigned next;
+};
+
 static void
+next_area(void *arg)
+{
+    struct aged_areas *a = arg;
+    a->op->dst = a->area[a->next++];
+}
+
+/* How a write into region pages costs more the longer ago they were last
+ * written (on the project's VMs; see copy/ntcopy.h).  The same 1 MiB copy
+ * into region pages written and flushed just before, as long before as a
+ * 1 MiB save step's blocks were (their median age, tracked block by block
+ * during that figure) and 1 s before, by every way of the ceiling, each way
+ * into an area of its own of that age: the best way is the ceiling for
+ * pages of that age.  The ceilings beside the step figures copy right after
+ * the step, into pages it has just written; a save step meets blocks last
+ * written when an entry since evicted was saved, so this line tells how
+ * much of a save's gap is the pages' age.  Returns 0, or 1 when out of
+ * memory (message printed). */
+static int
 page_age_probe(struct step_bench *b)
 {
-    enum { REPS = 3, AGES = 3 };
-    static const double age_s[AGES] = {0, 0.030, 1.0};
+    enum { REPS = 5, AGES = 3, MAX_AREAS = ECT_BENCH_MAX_WAYS };
+    const double age_s[AGES] = {0, b->save_age_s, 1.0};
     const size_t mib = (size_t)1 << 20;
     unsigned char *region = ect__worker_region_data(b->worker);
-    if ((size_t)(b->geom.num_blocks * BLOCK_BYTES) < (size_t)REPS * AGES * mib)
-        return;
-    double us[AGES][REPS];
+    if ((size_t)(b->geom.num_blocks * BLOCK_BYTES) < (size_t)AGES * MAX_AREAS * mib ||
+        age_s[1] >= age_s[2])
+        return 0;
+    ect_bench_ceiling_t *ceiling[AGES] = {NULL};
+    int rc = 1;
+    for (int a = 0; a < AGES; a++)
+        if ((ceiling[a] = ect_bench_ceiling_create(ect__copy_cpu_copiers(b->cfg.copy_threads))) ==
+            NULL)
+            goto destroy;
     for (int r = 0; r < REPS; r++) {
-        unsigned char *area[AGES];
+        unsigned char *area[AGES][MAX_AREAS];
         uint64_t t0 = ect__now_ns();
-        /* Oldest first: each area is written, flushed, then left alone
-         * until the end of the longest age. */
+        /* Oldest first: each age's areas are written, flushed, then left
+         * alone until the end of the longest age. */
         for (int a = AGES - 1; a >= 0; a--) {
-            area[a] = region + ((size_t)r * AGES + (size_t)a) * mib;
             uint64_t at = t0 + (uint64_t)((age_s[AGES - 1] - age_s[a]) * 1e9);
             while (ect__now_ns() < at)
                 ;
-            memcpy(area[a], b->src, mib);
-            ect_bench_cold(area[a], mib);
+            for (int k = 0; k < MAX_AREAS; k++) {
+                area[a][k] = region + ((size_t)a * MAX_AREAS + (size_t)k) * mib;
+                memcpy(area[a][k], b->src, mib);
+                ect_bench_cold(area[a][k], mib);
+            }
         }
         ect_bench_warm(b->src, mib);
         for (int a = 0; a < AGES; a++) {
-            uint64_t t = ect__now_ns();
-            ect__copy_prefetch_pages(area[a], mib);
-            ect__copy_movsb(area[a], b->src, mib);
-            us[a][r] = (double)(ect__now_ns() - t) / 1e3;
+            ect_copy_op_t op = {area[a][0], b->src, mib};
+            struct aged_areas aa = {.op = &op, .area = area[a]};
+            if (ect_bench_ceiling_sample(ceiling[a], &op, 1, next_area, &aa) != 0)
+                goto destroy;
         }
     }
-    printf("  machine: the same 1 MiB copy into region pages last written 0 / 30 ms / 1 s "
-           "before (median of %d): %.1f / %.1f / %.1f us\n",
-           REPS, ect_bench_median(us[0], REPS), ect_bench_median(us[1], REPS),
-           ect_bench_median(us[2], REPS));
+    double best_us[AGES];
+    const char *way[AGES];
+    for (int a = 0; a < AGES; a++)
+        best_us[a] = (double)mib / 1e3 / ect_bench_ceiling_gbps(ceiling[a], (double)mib, &way[a]);
+    printf("  machine: the best copy of 1 MiB (every way of the ceiling) into region pages "
+           "last written 0 / %.1f ms (as long before as a 1 MiB save step's blocks, median) / "
+           "1000 ms before, median of %d: %.1f / %.1f / %.1f us [%s / %s / %s]\n",
+           age_s[1] * 1e3, REPS, best_us[0], best_us[1], best_us[2], way[0], way[1], way[2]);
+    rc = 0;
+destroy:
+    for (int a = 0; a < AGES; a++)
+        ect_bench_ceiling_destroy(ceiling[a]);
+    return rc;
 }
 
 int
@@ -503,10 +566,13 @@ ect_bench_step(int argc, char **argv)
     b.ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(b.cfg.copy_threads));
     b.src = malloc(MAX_PAYLOAD);
     b.dst = malloc(MAX_PAYLOAD + BLOCK_BYTES);
-    if (b.ceiling == NULL || b.src == NULL || b.dst == NULL) {
+    b.written = calloc(b.geom.num_blocks, sizeof(*b.written));
+    if (b.ceiling == NULL || b.src == NULL || b.dst == NULL || b.written == NULL) {
         fprintf(stderr, "bench step: out of memory\n");
         goto free_buffers;
     }
+    for (uint64_t k = 0, now = ect__now_ns(); k < b.geom.num_blocks; k++)
+        b.written[k] = now; /* the worker's region was pre-faulted just before */
     for (size_t i = 0; i < MAX_PAYLOAD; i++)
         b.src[i] = (unsigned char)(i * 131 + (i >> 12) + 1);
     memset(b.dst, 0, MAX_PAYLOAD + BLOCK_BYTES);
@@ -534,12 +600,15 @@ ect_bench_step(int argc, char **argv)
         if (failed)
             goto free_buffers;
     }
+    if (page_age_probe(&b) != 0)
+        goto free_buffers;
     /* 1 MiB again with the copy threads kept polling between batches
      * (copy_spin_us at its most): no wake-up, so what is left is the step
-     * and the copy.  Only where every copy thread has a CPU of its own
-     * beside the caller's: polling on a shared CPU slows the caller. */
+     * and the copy.  Only where every copy thread the engine runs at once
+     * (at most one fewer than the CPUs) has a CPU of its own beside the
+     * caller's: polling on a shared CPU slows the caller. */
     unsigned cpus = ect__copy_cpu_usable_cpus();
-    if (cpus > b.cfg.copy_threads) {
+    if (cpus >= ect__copy_cpu_copiers(b.cfg.copy_threads)) {
         ect_worker_destroy(b.worker);
         ect_copy_engine_destroy(b.engine);
         b.worker = NULL;
@@ -550,13 +619,13 @@ ect_bench_step(int argc, char **argv)
             goto free_buffers;
     } else {
         printf("  1 MiB with the copy threads kept polling (copy_spin_us 100000): not run, %u "
-               "CPUs do not give %u copy threads one each beside the caller's\n",
-               cpus, b.cfg.copy_threads);
+               "CPU%s: no copy thread could poll beside the caller\n",
+               cpus, cpus == 1 ? "" : "s");
     }
-    page_age_probe(&b);
     rc = 0;
 free_buffers:
     ect_bench_ceiling_destroy(b.ceiling);
+    free(b.written);
     free(b.dst);
     free(b.src);
     free(b.buf);
