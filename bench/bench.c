@@ -366,7 +366,12 @@ ect_bench_copy_engine_line(const char *indent, const struct ect__copy_cpu_stats 
         printf("; a polling one %.1f us after (mean of %llu)",
                (double)(z->handoff_polling_ns - a->handoff_polling_ns) / 1e3 / (double)polling,
                (unsigned long long)polling);
-    printf("\n");
+    uint64_t saves = z->saves - a->saves, saves_nt = z->saves_nt - a->saves_nt;
+    uint64_t nt = z->batches_nt - a->batches_nt;
+    printf("; non-temporal stores for %llu of %llu saves, %llu of %llu loads\n",
+           (unsigned long long)saves_nt, (unsigned long long)saves,
+           (unsigned long long)(nt - saves_nt),
+           (unsigned long long)(z->batches - a->batches - saves));
 }
 
 /* ---- cache state ---------------------------------------------------------------------- */

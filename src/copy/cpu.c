@@ -559,6 +559,10 @@ submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void 
     b->kernel = kernel_locked(e, batch->dir, total, &b->kernel_learn);
     b->copy_ns = 0;
     e->stats.batches_nt += b->kernel == KERNEL_NT;
+    if (batch->dir == ECT_COPY_SAVE) {
+        e->stats.saves++;
+        e->stats.saves_nt += b->kernel == KERNEL_NT;
+    }
     /* A batch copied right here (see copy_here_locked) is in the table but
      * not queued, so nobody else claims it; under a hold it is queued like
      * any other. */

@@ -102,6 +102,7 @@ struct ect__copy_cpu_stats {
      * threads asleep): copied inside submit, or handed off. */
     uint64_t learned_inline, learned_handoffs;
     uint64_t batches_nt;        /* copied with non-temporal stores (the learned kernel) */
+    uint64_t saves, saves_nt;   /* of the batches: saves, and saves with non-temporal stores */
     uint64_t pieces_by_threads; /* pieces copied by copy threads */
     uint64_t pieces_by_waiters; /* pieces copied by callers in wait or ect__copy_cpu_help */
     uint64_t wakeups;           /* copy threads signalled to wake for work */

@@ -1028,6 +1028,21 @@ test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured(void)
                   (unsigned long long)st.batches_nt, (unsigned long long)st.batches);
     else
         CHECK_EQ_U64(st.batches_nt, 0);
+    CHECK_EQ_U64(st.saves, 0);
+    CHECK_EQ_U64(st.saves_nt, 0);
+    /* Saves learn their kernel apart from loads, and are counted apart. */
+    for (int i = 0; i < N; i++) {
+        copy_and_check(e, ECT_COPY_SAVE, dst, src, LEN);
+        nanosleep(&(struct timespec){0, 200 * 1000}, NULL);
+    }
+    struct ect__copy_cpu_stats st2;
+    CHECK_OK(ect__copy_cpu_stats(e, &st2));
+    CHECK_EQ_U64(st2.saves, N);
+    CHECK_EQ_U64(st2.batches_nt - st.batches_nt, st2.saves_nt);
+    if (ect__copy_nt_available())
+        CHECK_MSG(st2.saves_nt >= 3 && st2.saves - st2.saves_nt >= 3,
+                  "%llu of %llu saves with non-temporal stores", (unsigned long long)st2.saves_nt,
+                  (unsigned long long)st2.saves);
     ect_copy_engine_destroy(e);
 
     /* Turned off, no batch above inline_bytes is copied in submit. */
