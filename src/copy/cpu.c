@@ -279,6 +279,10 @@ finish_claim_locked(struct cpu_engine *e, const struct claim *c, struct landing 
     struct cpu_batch *b = c->batch;
     b->remaining -= c->len;
     b->copy_ns += c->ns;
+    if (b->kernel_learn != NULL) {
+        e->stats.timed_piece_bytes += c->len;
+        e->stats.timed_piece_ns += c->ns;
+    }
     *l = (struct landing){0};
     if (b->remaining > 0)
         return;

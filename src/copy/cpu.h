@@ -105,11 +105,14 @@ struct ect__copy_cpu_stats {
     uint64_t saves, saves_nt;   /* of the batches: saves, and saves with non-temporal stores */
     uint64_t pieces_by_threads; /* pieces copied by copy threads */
     uint64_t pieces_by_waiters; /* pieces copied by callers in wait or ect__copy_cpu_help */
-    uint64_t wakeups;           /* copy threads signalled to wake for work */
-    uint64_t polls_found_work;  /* a copy thread polled and work came */
-    uint64_t polls_timed_out;   /* ... and none came within spin_us */
-    uint64_t waiter_polls;      /* waiters that polled while others finished */
-    uint64_t waiter_sleeps;     /* waiters that slept on the landing condition */
+    /* Pieces of batches above inline_bytes (the ones whose kernel is
+     * learned), each timed on its copier's clock: their bytes and time. */
+    uint64_t timed_piece_bytes, timed_piece_ns;
+    uint64_t wakeups;          /* copy threads signalled to wake for work */
+    uint64_t polls_found_work; /* a copy thread polled and work came */
+    uint64_t polls_timed_out;  /* ... and none came within spin_us */
+    uint64_t waiter_polls;     /* waiters that polled while others finished */
+    uint64_t waiter_sleeps;    /* waiters that slept on the landing condition */
     /* From queueing a batch to a copy thread taking its first piece (only
      * for batches a copy thread took a piece of), for a thread that was
      * polling and for one that had to be woken. */

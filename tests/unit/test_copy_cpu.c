@@ -1030,6 +1030,9 @@ test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured(void)
         CHECK_EQ_U64(st.batches_nt, 0);
     CHECK_EQ_U64(st.saves, 0);
     CHECK_EQ_U64(st.saves_nt, 0);
+    /* Every piece of a batch whose kernel is learned is timed, once. */
+    CHECK_EQ_U64(st.timed_piece_bytes, ect__copy_nt_available() ? (uint64_t)N * LEN : 0);
+    CHECK(st.timed_piece_ns > 0 || !ect__copy_nt_available());
     /* Saves learn their kernel apart from loads, and are counted apart. */
     for (int i = 0; i < N; i++) {
         copy_and_check(e, ECT_COPY_SAVE, dst, src, LEN);
