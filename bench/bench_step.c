@@ -32,16 +32,23 @@
  * entry, and a second the same after 64 MiB of other data were read (the
  * scheduler's and worker's own state then comes from memory, as it does
  * after a large entry's copy: the small parts of the 8 and 32 MiB
- * breakdowns grow by that much).  A line then measures the machine: 1 MiB
- * copied into region pages last written 0 s, as long before as the 1 MiB
- * save steps' blocks were (their median age, tracked block by block), and
- * 1 s before, by every way of the ceiling (on the project's VMs the first write to a page costs
- * more the longer it was left alone; the ceilings beside the figures copy right after the step,
- * into pages it has just written, while a save step's blocks were last written when an entry since
- * evicted was saved).  Where every copy thread the engine runs at once can have a CPU of its own
- * beside the caller's, the 1 MiB rows run again with the copy threads kept polling between batches
- * (copy_spin_us at its most): the figure a deployment that gives the engine its cores gets, with no
- * wake-up in it.
+ * breakdowns grow by that much).
+ *
+ * Then three references that tell the machine's share from ours.  A line
+ * times 1 MiB copied into region pages last written 0 s, as long before
+ * as the 1 MiB save steps' blocks were (their median age, tracked block by
+ * block) and 1 s before, by every way of the ceiling.  The 1, 8 and 32 MiB
+ * rows run again with each save's blocks written (and evicted) just before
+ * the step, untimed ("fresh blocks"): the ceilings beside the figures copy
+ * right after the step, into pages it has just written, while a save step
+ * writes blocks last written when an entry since evicted was saved, whose
+ * translations are no longer cached (on a VM, a walk of two levels of page
+ * tables per 4 KiB page) and which, on the project's VMs, cost more to
+ * write the longer they were left alone.  And where every copy thread the
+ * engine runs at once can have a CPU of its own beside the caller's, the
+ * 1 MiB rows run with the copy threads kept polling between batches
+ * (copy_spin_us at its most): the figure a deployment that gives the
+ * engine its cores gets, with no wake-up in it.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -83,6 +90,7 @@ struct step_bench {
     const char *label; /* after the entry size in figure names ("" by default) */
     bool cold_state;   /* read both buffers (64 MiB) before each step: the scheduler's and
                         * worker's own state leaves the CPU caches, as after large copies */
+    bool fresh_blocks; /* write and evict a save's blocks just before it (untimed) */
     uint64_t *written; /* per region block: the clock when it was last written (pre-faulted,
                         * or by a save step and the ceiling copies after it) */
     double save_age_s; /* median age of a 1 MiB save step's blocks (the first 1 MiB figure) */
@@ -183,6 +191,34 @@ update(struct step_bench *b, const char *key, uint64_t tokens)
                : 0;
 }
 
+/* For the fresh-blocks rows: write the blocks the save was given and
+ * evict them again (the cache state the figures start from), then warm the
+ * source again; the time this takes is moved out of the step's stamps so
+ * far.  What is left different from a normal save is only that the blocks'
+ * pages were written a moment ago: their translations are cached (and on
+ * the project's VMs, the first-write cost of a page left alone is paid). */
+static void
+refresh_blocks(struct step_bench *b, const ect_run_t *runs, size_t n_runs, size_t payload,
+               struct stamps *s)
+{
+    uint64_t t0 = ect__now_ns();
+    unsigned char *region = ect__worker_region_data(b->worker);
+    size_t off = 0;
+    for (size_t i = 0; i < n_runs && off < payload; i++) {
+        size_t len = (size_t)runs[i].count * BLOCK_BYTES;
+        if (len > payload - off)
+            len = payload - off;
+        unsigned char *blk = region + runs[i].first * BLOCK_BYTES;
+        memcpy(blk, b->src + off, len);
+        ect_bench_cold(blk, len);
+        off += len;
+    }
+    ect_bench_warm(b->src, payload);
+    uint64_t d = ect__now_ns() - t0;
+    for (int p = 0; p <= BIND + 1; p++)
+        s->t[p] += d;
+}
+
 /* One save step of key; runs and n_runs get its blocks (for the ceiling). */
 static int
 save_step(struct step_bench *b, const char *key, size_t payload, ect_run_t *runs, size_t *n_runs,
@@ -204,6 +240,8 @@ save_step(struct step_bench *b, const char *key, size_t payload, ect_run_t *runs
     }
     memcpy(runs, it->runs, it->n_runs * sizeof(*runs));
     *n_runs = it->n_runs;
+    if (b->fresh_blocks)
+        refresh_blocks(b, runs, it->n_runs, payload, s);
     if (ect_worker_save(b->worker, key, b->src, payload, NULL, NULL) != ECT_OK ||
         ect_worker_get_finished(b->worker) != ECT_OK) {
         fail("save");
@@ -411,17 +449,20 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     const char *way_s, *way_l;
     double ceil_s = ect_bench_ceiling_gbps(cs, (double)payload, &way_s);
     double ceil_l = ect_bench_ceiling_gbps(cl, (double)payload, &way_l);
-    char what[96];
+    char what[96], series[64];
     snprintf(what, sizeof(what), "save step %2zu MiB%s (schedule..report applied)", payload >> 20,
              b->label);
-    ect_bench_copy_figure(what, "save step", gb / ms, ceil_s, way_s, (double)payload);
+    snprintf(series, sizeof(series), "save step%s", b->label);
+    ect_bench_copy_figure(what, series, gb / ms, ceil_s, way_s, (double)payload);
     snprintf(what, sizeof(what), "load step %2zu MiB%s (hit..report applied)", payload >> 20,
              b->label);
-    ect_bench_copy_figure(what, "load step", gb / ml, ceil_l, way_l, (double)payload);
+    snprintf(series, sizeof(series), "load step%s", b->label);
+    ect_bench_copy_figure(what, series, gb / ml, ceil_l, way_l, (double)payload);
     snprintf(what, sizeof(what), "round trip %2zu MiB%s (save + load steps)", payload >> 20,
              b->label);
-    ect_bench_copy_figure(what, "round trip", 2 * gb / (ms + ml),
-                          2 * gb / (gb / ceil_s + gb / ceil_l), "both ceilings", (double)payload);
+    snprintf(series, sizeof(series), "round trip%s", b->label);
+    ect_bench_copy_figure(what, series, 2 * gb / (ms + ml), 2 * gb / (gb / ceil_s + gb / ceil_l),
+                          "both ceilings", (double)payload);
     print_breakdown(&sm, 0, reps, "save", gb / ceil_s);
     print_breakdown(&sm, 1, reps, "load", gb / ceil_l);
     ect_bench_copy_engine_line("    ", &before, &after);
@@ -602,6 +643,14 @@ ect_bench_step(int argc, char **argv)
     }
     if (page_age_probe(&b) != 0)
         goto free_buffers;
+    /* The copies again with each save's blocks written just before it: what
+     * the pages' state (translations cached or not, and age) costs. */
+    b.fresh_blocks = true;
+    b.label = ", fresh blocks";
+    for (size_t p = 1; p < sizeof(plans) / sizeof(plans[0]); p++)
+        if (measure(&b, plans[p].payload, plans[p].reps) != 0)
+            goto free_buffers;
+    b.fresh_blocks = false;
     /* 1 MiB again with the copy threads kept polling between batches
      * (copy_spin_us at its most): no wake-up, so what is left is the step
      * and the copy.  Only where every copy thread the engine runs at once
