@@ -358,6 +358,10 @@ ect_bench_copy_engine_line(const char *indent, const struct ect__copy_cpu_stats 
            (unsigned long long)(z->learned_inline - a->learned_inline),
            (unsigned long long)(z->learned_handoffs - a->learned_handoffs),
            (unsigned long long)(z->wakeups - a->wakeups));
+    uint64_t wakeups = z->wakeups - a->wakeups;
+    if (wakeups > 0)
+        printf(" (the submitter spent %.1f us in each)",
+               (double)(z->wake_signal_ns - a->wake_signal_ns) / 1e3 / (double)wakeups);
     if (woken > 0)
         printf("; a woken copy thread took its first piece %.1f us after submit (mean of %llu)",
                (double)(z->handoff_woken_ns - a->handoff_woken_ns) / 1e3 / (double)woken,

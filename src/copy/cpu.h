@@ -109,6 +109,7 @@ struct ect__copy_cpu_stats {
      * learned), each timed on its copier's clock: their bytes and time. */
     uint64_t timed_piece_bytes, timed_piece_ns;
     uint64_t wakeups;          /* copy threads signalled to wake for work */
+    uint64_t wake_signal_ns;   /* the submitters' time in those signals (a futex wake each) */
     uint64_t polls_found_work; /* a copy thread polled and work came */
     uint64_t polls_timed_out;  /* ... and none came within spin_us */
     uint64_t waiter_polls;     /* waiters that polled while others finished */

@@ -1055,6 +1055,10 @@ test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured(void)
         copy_and_check(e, ECT_COPY_SAVE, dst, src, LEN);
     CHECK_OK(ect__copy_cpu_stats(e, &st));
     CHECK_EQ_U64(st.learned_inline + st.learned_handoffs + st.batches_inline, 0);
+    /* Each batch was handed off to sleeping threads: the signals that woke
+     * them took the submitter some time, and it is counted. */
+    CHECK(st.wakeups >= 8);
+    CHECK(st.wake_signal_ns > 0);
     ect_copy_engine_destroy(e);
     free(dst);
     free(src);
