@@ -372,10 +372,12 @@ ect_bench_copy_engine_line(const char *indent, const struct ect__copy_cpu_stats 
                (unsigned long long)polling);
     uint64_t saves = z->saves - a->saves, saves_nt = z->saves_nt - a->saves_nt;
     uint64_t nt = z->batches_nt - a->batches_nt;
-    uint64_t piece_ns = z->timed_piece_ns - a->timed_piece_ns;
-    if (piece_ns > 0)
-        printf("; a copier copied its pieces at %.1f GB/s",
-               (double)(z->timed_piece_bytes - a->timed_piece_bytes) / (double)piece_ns);
+    for (int d = 0; d < 2; d++) {
+        uint64_t ns = z->timed_piece_ns[d] - a->timed_piece_ns[d];
+        if (ns > 0)
+            printf("; a copier copied its %s pieces at %.1f GB/s", d == 0 ? "save" : "load",
+                   (double)(z->timed_piece_bytes[d] - a->timed_piece_bytes[d]) / (double)ns);
+    }
     printf("; non-temporal stores for %llu of %llu saves, %llu of %llu loads\n",
            (unsigned long long)saves_nt, (unsigned long long)saves,
            (unsigned long long)(nt - saves_nt),

@@ -280,8 +280,8 @@ finish_claim_locked(struct cpu_engine *e, const struct claim *c, struct landing 
     b->remaining -= c->len;
     b->copy_ns += c->ns;
     if (b->kernel_learn != NULL) {
-        e->stats.timed_piece_bytes += c->len;
-        e->stats.timed_piece_ns += c->ns;
+        e->stats.timed_piece_bytes[!b->is_save] += c->len;
+        e->stats.timed_piece_ns[!b->is_save] += c->ns;
     }
     *l = (struct landing){0};
     if (b->remaining > 0)
@@ -561,6 +561,7 @@ submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void 
     b->ticket = ticket;
     ect__tickets_insert(&e->tickets, ticket, b);
     b->kernel = kernel_locked(e, batch->dir, total, &b->kernel_learn);
+    b->is_save = batch->dir == ECT_COPY_SAVE;
     b->copy_ns = 0;
     e->stats.batches_nt += b->kernel == KERNEL_NT;
     if (batch->dir == ECT_COPY_SAVE) {

@@ -106,8 +106,9 @@ struct ect__copy_cpu_stats {
     uint64_t pieces_by_threads; /* pieces copied by copy threads */
     uint64_t pieces_by_waiters; /* pieces copied by callers in wait or ect__copy_cpu_help */
     /* Pieces of batches above inline_bytes (the ones whose kernel is
-     * learned), each timed on its copier's clock: their bytes and time. */
-    uint64_t timed_piece_bytes, timed_piece_ns;
+     * learned), each timed on its copier's clock: their bytes and time,
+     * [0] of saves and [1] of loads. */
+    uint64_t timed_piece_bytes[2], timed_piece_ns[2];
     uint64_t wakeups;          /* copy threads signalled to wake for work */
     uint64_t wake_signal_ns;   /* the submitters' time in those signals (a futex wake each) */
     uint64_t polls_found_work; /* a copy thread polled and work came */

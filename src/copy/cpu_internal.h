@@ -56,6 +56,7 @@ struct cpu_batch {
     size_t remaining;                  /* bytes not yet copied; the batch has landed at 0 */
     size_t bytes;                      /* the batch's size */
     enum kernel kernel;                /* how its bytes are copied */
+    bool is_save;                      /* its direction (for the counters) */
     struct ect__learned *learn;        /* a learned hand-off: timed until it lands; else NULL */
     struct ect__learned *kernel_learn; /* a learned kernel: its pieces' copy time; else NULL */
     uint64_t copy_ns;                  /* copy time of its pieces so far (with kernel_learn) */
