@@ -564,7 +564,7 @@ submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void 
     b->is_save = batch->dir == ECT_COPY_SAVE;
     b->copy_ns = 0;
     e->stats.batches_nt += b->kernel == KERNEL_NT;
-    if (batch->dir == ECT_COPY_SAVE) {
+    if (b->is_save) {
         e->stats.saves++;
         e->stats.saves_nt += b->kernel == KERNEL_NT;
     }
@@ -606,10 +606,7 @@ submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void 
         uint64_t t_wake = ect__now_ns();
         for (unsigned i = 0; i < wake; i++)
             pthread_cond_signal(&e->work_cv);
-        t_wake = ect__now_ns() - t_wake;
-        pthread_mutex_lock(&e->lock);
-        e->stats.wake_signal_ns += t_wake;
-        pthread_mutex_unlock(&e->lock);
+        __atomic_fetch_add(&e->wake_signal_ns, ect__now_ns() - t_wake, __ATOMIC_RELAXED);
     }
     /* From here b may already be landed and retired by a thread that
      * guessed the ticket: use the copy taken under the lock. */

@@ -109,8 +109,10 @@ struct ect__copy_cpu_stats {
      * learned), each timed on its copier's clock: their bytes and time,
      * [0] of saves and [1] of loads. */
     uint64_t timed_piece_bytes[2], timed_piece_ns[2];
-    uint64_t wakeups;          /* copy threads signalled to wake for work */
-    uint64_t wake_signal_ns;   /* the submitters' time in those signals (a futex wake each) */
+    uint64_t wakeups; /* copy threads signalled to wake for work */
+    /* The submitters' time in those signals (a futex wake each); counted
+     * without the lock, so it may trail `wakeups` by signals in progress. */
+    uint64_t wake_signal_ns;
     uint64_t polls_found_work; /* a copy thread polled and work came */
     uint64_t polls_timed_out;  /* ... and none came within spin_us */
     uint64_t waiter_polls;     /* waiters that polled while others finished */

@@ -120,6 +120,7 @@ struct cpu_engine {
     struct ect__learned learn[2][ECT__LEARN_CLASSES]; /* [save, load][size class] */
     struct ect__learned kernel_learn[2][ECT__LEARN_CLASSES]; /* [save, load][size class] */
     struct ect__copy_cpu_stats stats;
+    uint64_t wake_signal_ns; /* stats.wake_signal_ns, added to without the lock (atomic) */
 };
 
 /* The engine's operations (cpu_engine.c); also how a CPU engine is told
