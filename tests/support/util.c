@@ -1,7 +1,9 @@
 /*
- * Clocks, sleeping, whole reads and writes, CPU time (see util.h).
+ * Clocks, pseudo-random bytes, sleeping, whole reads and writes, CPU time
+ * (see util.h).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -31,6 +33,33 @@ ts_xorshift64(uint64_t *state)
     x ^= x >> 7;
     x ^= x << 17;
     return *state = x;
+}
+
+void
+ts_fill_nonzero(void *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    unsigned char *p = buf;
+    for (size_t i = 0; i < len; i++)
+        p[i] = (unsigned char)(ts_xorshift64(&x) % 255 + 1);
+}
+
+int
+ts_all_bytes_are(const void *buf, size_t len, unsigned char v)
+{
+    const unsigned char *p = buf;
+    for (size_t i = 0; i < len; i++)
+        if (p[i] != v)
+            return 0;
+    return 1;
+}
+
+unsigned char *
+ts_xmalloc(size_t len)
+{
+    unsigned char *p = malloc(len);
+    CHECK(p != NULL);
+    return p;
 }
 
 void

@@ -1,6 +1,7 @@
 /*
- * Small helpers every kind of test uses: clocks, sleeping, whole reads and
- * writes on pipes, a process's CPU time and a path's existence.  Each fails
+ * Small helpers every kind of test uses: clocks, pseudo-random bytes,
+ * sleeping, whole reads and writes on pipes, a process's CPU time and a
+ * path's existence.  Each fails
  * the current case through CHECK where it says so (harness.h).
  */
 #ifndef ECT_TESTS_SUPPORT_UTIL_H
@@ -31,6 +32,17 @@ double ts_now_s(void);
  * if the state is not): the tests' one source of reproducible pseudo-random
  * numbers. */
 uint64_t ts_xorshift64(uint64_t *state);
+
+/* Fill buf with bytes 1..255 from the xorshift generator seeded by seed:
+ * never zero, so a copy that wrote zeros (or nothing into zeroed memory)
+ * cannot pass a comparison with it. */
+void ts_fill_nonzero(void *buf, size_t len, uint64_t seed);
+
+/* Whether every one of the len bytes at buf is v. */
+int ts_all_bytes_are(const void *buf, size_t len, unsigned char v);
+
+/* malloc(len); fails the case when it returns NULL. */
+unsigned char *ts_xmalloc(size_t len);
 
 /* Sleep ms milliseconds, through interruptions. */
 void ts_sleep_ms(int ms);

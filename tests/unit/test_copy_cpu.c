@@ -6,7 +6,9 @@
  * Concurrency cases are meant for the thread sanitizer build as much as for
  * the plain one: a reader that learns "landed" must see the bytes.  No case
  * asserts timing; batches are kept in flight deterministically with
- * ect__copy_cpu_hold.
+ * ect__copy_cpu_hold.  Where and how a batch is copied (on the caller or
+ * handed off, polling, the learned choices, the kernels) is
+ * test_copy_cpu_placement.c.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -16,44 +18,12 @@
 #include <ectier/ectier.h>
 
 #include "copy/cpu.h"
-#include "copy/learn.h"
-#include "copy/ntcopy.h"
 #include "copy/plan.h"
 #include "harness.h"
 #include "support/util.h"
 
 #define BS     7168u /* 3584 hidden x bf16 */
 #define POISON 0xEE
-
-/* Bytes 1..255 from a xorshift generator: never zero, so a copy that wrote
- * zeros (or nothing into zeroed memory) cannot pass. */
-static void
-fill_random(void *buf, size_t len, uint64_t seed)
-{
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    unsigned char *p = buf;
-    for (size_t i = 0; i < len; i++) {
-        p[i] = (unsigned char)(ts_xorshift64(&x) % 255 + 1);
-    }
-}
-
-static int
-all_bytes_are(const void *buf, size_t len, unsigned char v)
-{
-    const unsigned char *p = buf;
-    for (size_t i = 0; i < len; i++)
-        if (p[i] != v)
-            return 0;
-    return 1;
-}
-
-static unsigned char *
-xmalloc(size_t len)
-{
-    unsigned char *p = malloc(len);
-    CHECK(p != NULL);
-    return p;
-}
 
 /* A /dev/shm file mapped twice (as the scheduler and a worker would map the
  * region); the name is unlinked before any check can fail, so nothing stays
@@ -123,8 +93,8 @@ save_and_load_scattered(uint64_t payload)
     const ect_run_t runs[] = {{7, 1}, {2, 1}, {5, 1}, {0, 1}};
     struct shm_pair m = map_shm(10 * BS);
     memset(m.a, POISON, m.len);
-    unsigned char *src = xmalloc(payload);
-    fill_random(src, payload, payload);
+    unsigned char *src = ts_xmalloc(payload);
+    ts_fill_nonzero(src, payload, payload);
     ect_copy_engine_t *e = make_engine(2, 0);
 
     move_entry(e, ECT_COPY_SAVE, m.a, runs, 4, src, payload);
@@ -137,21 +107,21 @@ save_and_load_scattered(uint64_t payload)
         uint64_t n = off >= payload ? 0 : (payload - off < BS ? payload - off : BS);
         CHECK_MSG(memcmp(blk, src + off, n) == 0, "block %llu holds the wrong bytes",
                   (unsigned long long)ids[k]);
-        CHECK_MSG(all_bytes_are(blk + n, BS - n, POISON),
+        CHECK_MSG(ts_all_bytes_are(blk + n, BS - n, POISON),
                   "block %llu was written past the payload's tail", (unsigned long long)ids[k]);
     }
     for (int id = 0; id < 10; id++)
         if (!assigned[id])
-            CHECK_MSG(all_bytes_are(m.b + (size_t)id * BS, BS, POISON),
+            CHECK_MSG(ts_all_bytes_are(m.b + (size_t)id * BS, BS, POISON),
                       "unassigned block %d was written", id);
 
     /* Load through the other mapping into a buffer with a guard after the
      * payload: the exact tail must hold there too. */
-    unsigned char *dst = xmalloc(payload + 64);
+    unsigned char *dst = ts_xmalloc(payload + 64);
     memset(dst, POISON, payload + 64);
     move_entry(e, ECT_COPY_LOAD, m.b, runs, 4, dst, payload);
     CHECK(memcmp(dst, src, payload) == 0);
-    CHECK(all_bytes_are(dst + payload, 64, POISON));
+    CHECK(ts_all_bytes_are(dst + payload, 64, POISON));
 
     ect_copy_engine_destroy(e);
     free(dst);
@@ -184,8 +154,8 @@ test_contiguous_blocks_round_trip_as_one_copy(void)
     struct shm_pair m = map_shm(10 * BS);
     memset(m.a, POISON, m.len);
     uint64_t payload = 8 * BS - 17;
-    unsigned char *src = xmalloc(payload), *dst = xmalloc(payload);
-    fill_random(src, payload, 99);
+    unsigned char *src = ts_xmalloc(payload), *dst = ts_xmalloc(payload);
+    ts_fill_nonzero(src, payload, 99);
     ect_copy_region_view_t rv = {.base = m.a, .block_size = BS, .num_blocks = 10};
     ect_copy_plan_t plan;
     ect__copy_plan_init(&plan);
@@ -195,9 +165,9 @@ test_contiguous_blocks_round_trip_as_one_copy(void)
 
     ect_copy_engine_t *e = make_engine(0, 0);
     move_entry(e, ECT_COPY_SAVE, m.a, runs, 2, src, payload);
-    CHECK(all_bytes_are(m.b, BS, POISON));
+    CHECK(ts_all_bytes_are(m.b, BS, POISON));
     CHECK(memcmp(m.b + BS, src, payload) == 0);
-    CHECK(all_bytes_are(m.b + BS + payload, 17 + BS, POISON));
+    CHECK(ts_all_bytes_are(m.b + BS + payload, 17 + BS, POISON));
     move_entry(e, ECT_COPY_LOAD, m.b, runs, 2, dst, payload);
     CHECK(memcmp(dst, src, payload) == 0);
     ect_copy_engine_destroy(e);
@@ -219,8 +189,8 @@ test_split_batches_copy_every_byte_across_piece_boundaries(void)
         lens[i] = i % 50 == 0 ? (size_t)(1 << 20) + (x >> 50) : 1 + (size_t)(x >> 51);
         total += lens[i];
     }
-    unsigned char *src = xmalloc(total), *dst = xmalloc(total + N_OPS);
-    fill_random(src, total, 7);
+    unsigned char *src = ts_xmalloc(total), *dst = ts_xmalloc(total + N_OPS);
+    ts_fill_nonzero(src, total, 7);
     memset(dst, POISON, total + N_OPS);
     /* Destination ops are spaced one poison byte apart. */
     ect_copy_op_t ops[N_OPS];
@@ -251,13 +221,13 @@ static void
 test_batches_in_flight_land_in_any_order(void)
 {
     enum { N = 12, LEN = 300 * 1000 };
-    unsigned char *src = xmalloc(LEN), *dst[N];
-    fill_random(src, LEN, 3);
+    unsigned char *src = ts_xmalloc(LEN), *dst[N];
+    ts_fill_nonzero(src, LEN, 3);
     ect_copy_engine_t *e = make_engine(2, 64 * 1024);
     CHECK_OK(ect__copy_cpu_hold(e, true));
     uint64_t tickets[N];
     for (int i = 0; i < N; i++) {
-        dst[i] = xmalloc(LEN);
+        dst[i] = ts_xmalloc(LEN);
         memset(dst[i], 0, LEN);
         ect_copy_op_t op = {.dst = dst[i], .src = src, .len = LEN};
         ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &op, .n_ops = 1};
@@ -294,8 +264,8 @@ static void
 test_query_reports_busy_until_landed_then_retires(void)
 {
     enum { LEN = 1 << 20 };
-    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN);
-    fill_random(src, LEN, 5);
+    unsigned char *src = ts_xmalloc(LEN), *dst = ts_xmalloc(LEN);
+    ts_fill_nonzero(src, LEN, 5);
     memset(dst, 0, LEN);
     ect_copy_engine_t *e = make_engine(1, 0);
     CHECK_OK(ect__copy_cpu_hold(e, true));
@@ -305,7 +275,7 @@ test_query_reports_busy_until_landed_then_retires(void)
     CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
     CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
     CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
-    CHECK(all_bytes_are(dst, LEN, 0)); /* queries never copy */
+    CHECK(ts_all_bytes_are(dst, LEN, 0)); /* queries never copy */
     CHECK_OK(ect__copy_cpu_hold(e, false));
     ect_status_t s;
     while ((s = ect_copy_engine_query(e, t)) == ECT_ERR_BUSY)
@@ -349,8 +319,8 @@ static void
 test_landed_bytes_are_visible_to_other_threads(void)
 {
     enum { LEN = 3 << 20 };
-    unsigned char *src = xmalloc(LEN), *d1 = xmalloc(LEN), *d2 = xmalloc(LEN);
-    fill_random(src, LEN, 11);
+    unsigned char *src = ts_xmalloc(LEN), *d1 = ts_xmalloc(LEN), *d2 = ts_xmalloc(LEN);
+    ts_fill_nonzero(src, LEN, 11);
     memset(d1, 0, LEN);
     memset(d2, 0, LEN);
     ect_copy_engine_t *e = make_engine(2, 256 * 1024);
@@ -400,7 +370,7 @@ submitter_main(void *arg)
     }
     for (int i = 0; i < PER_SUBMITTER; i++) {
         size_t len = LEN - (size_t)(i * 97 % 1000);
-        fill_random(src, 3 * LEN, (uint64_t)(s->id * 100000 + i));
+        ts_fill_nonzero(src, 3 * LEN, (uint64_t)(s->id * 100000 + i));
         memset(dst, 0, 3 * LEN);
         /* Three ops, submitted in reverse order of their addresses. */
         ect_copy_op_t ops[3];
@@ -493,7 +463,7 @@ static void
 test_retired_and_unknown_tickets_are_not_found(void)
 {
     unsigned char src[4096], dst[4096];
-    fill_random(src, sizeof(src), 1);
+    ts_fill_nonzero(src, sizeof(src), 1);
     ect_copy_engine_t *e = make_engine(2, 0);
     ect_copy_op_t op = {.dst = dst, .src = src, .len = sizeof(src)};
     ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
@@ -518,12 +488,12 @@ static void
 test_destroy_lands_batches_still_in_flight(void)
 {
     enum { N = 6, LEN = 2 << 20 };
-    unsigned char *src = xmalloc(LEN), *dst[N];
-    fill_random(src, LEN, 17);
+    unsigned char *src = ts_xmalloc(LEN), *dst[N];
+    ts_fill_nonzero(src, LEN, 17);
     ect_copy_engine_t *e = make_engine(2, 512 * 1024);
     CHECK_OK(ect__copy_cpu_hold(e, true));
     for (int i = 0; i < N; i++) {
-        dst[i] = xmalloc(LEN);
+        dst[i] = ts_xmalloc(LEN);
         memset(dst[i], 0, LEN);
         ect_copy_op_t op = {.dst = dst[i], .src = src, .len = LEN};
         ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
@@ -590,7 +560,7 @@ test_invalid_arguments_are_rejected(void)
     ect_copy_engine_destroy(NULL);
 
     /* The engine still works after all that. */
-    fill_random(b, sizeof(b), 2);
+    ts_fill_nonzero(b, sizeof(b), 2);
     CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
     CHECK_OK(ect_copy_engine_wait(e, t));
     CHECK(memcmp(a, b, sizeof(a)) == 0);
@@ -628,8 +598,8 @@ static void
 test_submit_after_shutdown_fails_but_old_tickets_answer_once(void)
 {
     enum { LEN = 1 << 20 };
-    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN);
-    fill_random(src, LEN, 23);
+    unsigned char *src = ts_xmalloc(LEN), *dst = ts_xmalloc(LEN);
+    ts_fill_nonzero(src, LEN, 23);
     memset(dst, 0, LEN);
     ect_copy_engine_t *e = make_engine(2, 0);
     CHECK_OK(ect__copy_cpu_hold(e, true));
@@ -673,7 +643,7 @@ test_warm_engine_does_not_allocate_per_submit(void)
     uint64_t warm = ect__copy_cpu_alloc_count(e);
     CHECK(warm > 0); /* the counter does count */
     for (int i = 0; i < 2000; i++) {
-        fill_random(src, sizeof(src), (uint64_t)i);
+        ts_fill_nonzero(src, sizeof(src), (uint64_t)i);
         size_t n = 1 + (size_t)(i * 7) % MAX_OPS;
         submit_and_wait(e, ops, n);
         CHECK(memcmp(dst, src, n * SEG) == 0);
@@ -696,7 +666,7 @@ test_old_unretired_ticket_stays_answerable(void)
      * it must stay findable, and the table must not grow with the distance
      * between the oldest and newest ticket. */
     unsigned char src[1024], dst[1024], old_dst[1024];
-    fill_random(src, sizeof(src), 31);
+    ts_fill_nonzero(src, sizeof(src), 31);
     memset(old_dst, 0, sizeof(old_dst));
     ect_copy_op_t op = {.dst = dst, .src = src, .len = sizeof(src)};
     ect_copy_op_t old_op = {.dst = old_dst, .src = src, .len = sizeof(src)};
@@ -743,7 +713,7 @@ test_tickets_sharing_a_table_slot_stay_answerable(void)
      * answers BUSY without retiring them); waits land batches themselves. */
     enum { KEPT = 8, STRIDE = 64 };
     unsigned char src[512], dst[512];
-    fill_random(src, sizeof(src), 41);
+    ts_fill_nonzero(src, sizeof(src), 41);
     ect_copy_op_t op = {.dst = dst, .src = src, .len = sizeof(src)};
     ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
     ect_copy_engine_t *e = make_engine(2, 0);
@@ -767,378 +737,6 @@ test_tickets_sharing_a_table_slot_stay_answerable(void)
     ect_copy_engine_destroy(e);
 }
 
-static void
-test_small_batch_lands_inside_submit_unless_held(void)
-{
-    enum { LEN = 48 * 1024 }; /* below the 64 KiB default */
-    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN + 1);
-    fill_random(src, LEN, 51);
-    memset(dst, 0, LEN + 1);
-    ect_copy_engine_t *e = make_engine(2, 0);
-    ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
-    ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
-    uint64_t t;
-    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
-    /* No wait, no sleep: the bytes are there and the first query retires. */
-    CHECK(memcmp(dst, src, LEN) == 0);
-    CHECK(dst[LEN] == 0);
-    CHECK_OK(ect_copy_engine_query(e, t));
-    struct ect__copy_cpu_stats st;
-    CHECK_OK(ect__copy_cpu_stats(e, &st));
-    CHECK_EQ_U64(st.batches, 1);
-    CHECK_EQ_U64(st.batches_inline, 1);
-    /* Held, the same batch stays in flight: tests rely on that. */
-    memset(dst, 0, LEN);
-    CHECK_OK(ect__copy_cpu_hold(e, true));
-    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
-    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
-    CHECK(all_bytes_are(dst, LEN, 0));
-    CHECK_OK(ect_copy_engine_wait(e, t));
-    CHECK(memcmp(dst, src, LEN) == 0);
-    CHECK_OK(ect__copy_cpu_stats(e, &st));
-    CHECK_EQ_U64(st.batches_inline, 1);
-    ect_copy_engine_destroy(e);
-
-    /* With inline copies turned off every batch goes to the threads. */
-    ect_copy_cpu_params_t params = {.inline_bytes = ECT_COPY_CPU_NO_INLINE};
-    CHECK_OK(ect_copy_engine_create_cpu(&params, &e));
-    CHECK_OK(ect__copy_cpu_hold(e, true));
-    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
-    CHECK_STATUS(ect_copy_engine_query(e, t), ECT_ERR_BUSY);
-    CHECK_OK(ect__copy_cpu_hold(e, false));
-    CHECK_OK(ect_copy_engine_wait(e, t));
-    CHECK_OK(ect__copy_cpu_stats(e, &st));
-    CHECK_EQ_U64(st.batches_inline, 0);
-    ect_copy_engine_destroy(e);
-    free(dst);
-    free(src);
-}
-
-/* Submit batch, poll it until it lands (never waiting in the engine, so
- * only copy threads copy it), check its bytes. */
-static void
-hand_off_and_poll(ect_copy_engine_t *e, const ect_copy_batch_t *batch)
-{
-    uint64_t t;
-    memset(batch->ops[0].dst, 0, batch->ops[0].len);
-    CHECK_OK(ect_copy_engine_submit(e, batch, &t));
-    ect_status_t s;
-    while ((s = ect_copy_engine_query(e, t)) == ECT_ERR_BUSY)
-        nanosleep(&(struct timespec){0, 100 * 1000}, NULL);
-    CHECK_OK(s);
-    CHECK(memcmp(batch->ops[0].dst, batch->ops[0].src, batch->ops[0].len) == 0);
-}
-
-static void
-test_copy_spin_setting_decides_whether_copy_threads_poll(void)
-{
-    ect_config_t cfg = {.copy_threads = 3, .copy_spin_us = 0};
-    ect_copy_cpu_params_t p = ect__copy_cpu_params_of(&cfg);
-    CHECK_EQ_INT(p.threads, 3);
-    CHECK_EQ_INT(p.spin_us, ECT_COPY_CPU_NO_SPIN); /* 0 in the config: never poll */
-    cfg.copy_spin_us = 100000;
-    CHECK_EQ_INT(ect__copy_cpu_params_of(&cfg).spin_us, 100000);
-
-    /* A thread that finished a batch polls for up to copy_spin_us: the next
-     * batch, 10 ms later, finds it polling; with 0 it sleeps at once. */
-    enum { LEN = 256 * 1024 };
-    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN);
-    fill_random(src, LEN, 57);
-    ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
-    ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &op, .n_ops = 1};
-    for (int spin = 0; spin < 2; spin++) {
-        cfg.copy_spin_us = spin ? 100000 : 0;
-        ect_copy_cpu_params_t params = ect__copy_cpu_params_of(&cfg);
-        params.inline_bytes = ECT_COPY_CPU_NO_INLINE;
-        ect_copy_engine_t *e;
-        CHECK_OK(ect_copy_engine_create_cpu(&params, &e));
-        hand_off_and_poll(e, &batch);
-        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-        hand_off_and_poll(e, &batch);
-        struct ect__copy_cpu_stats st;
-        CHECK_OK(ect__copy_cpu_stats(e, &st));
-        if (spin)
-            CHECK_MSG(st.polls_found_work >= 1, "%llu polls found work",
-                      (unsigned long long)st.polls_found_work);
-        else
-            CHECK_EQ_U64(st.polls_found_work + st.polls_timed_out, 0);
-        ect_copy_engine_destroy(e);
-    }
-    free(dst);
-    free(src);
-}
-
-static void
-test_waiter_shares_a_large_batch_in_pieces(void)
-{
-    /* 1 MiB is cut into pieces (at least four: two per copier that can run,
-     * each at most 256 KiB); with the threads held the waiter copies them
-     * all, in order, and every byte lands once. */
-    enum { LEN = 1 << 20 };
-    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN);
-    fill_random(src, LEN, 53);
-    memset(dst, 0, LEN);
-    ect_copy_engine_t *e = make_engine(2, 0);
-    CHECK_OK(ect__copy_cpu_hold(e, true));
-    ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
-    ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &op, .n_ops = 1};
-    uint64_t t;
-    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
-    CHECK_OK(ect_copy_engine_wait(e, t));
-    CHECK(memcmp(dst, src, LEN) == 0);
-    struct ect__copy_cpu_stats st;
-    CHECK_OK(ect__copy_cpu_stats(e, &st));
-    CHECK_MSG(st.pieces_by_waiters >= 4, "%llu pieces", (unsigned long long)st.pieces_by_waiters);
-    CHECK_EQ_U64(st.pieces_by_threads, 0);
-    /* Released, the copy threads take pieces of batches nobody waits for,
-     * and the hand-off is counted. */
-    CHECK_OK(ect__copy_cpu_hold(e, false));
-    memset(dst, 0, LEN);
-    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
-    ect_status_t s;
-    while ((s = ect_copy_engine_query(e, t)) == ECT_ERR_BUSY)
-        nanosleep(&(struct timespec){0, 100 * 1000}, NULL);
-    CHECK_OK(s);
-    CHECK(memcmp(dst, src, LEN) == 0);
-    CHECK_OK(ect__copy_cpu_stats(e, &st));
-    CHECK(st.pieces_by_threads >= 4);
-    CHECK(st.handoffs_woken + st.handoffs_polling >= 1);
-    ect_copy_engine_destroy(e);
-    free(dst);
-    free(src);
-}
-
-static void
-test_copy_kernels_write_exactly_their_bytes_at_any_alignment(void)
-{
-    /* The non-temporal kernel copies a 64-byte-aligned middle with vector
-     * stores and the ends with memcpy, the string-move kernel one rep movsb:
-     * every alignment of both sides and lengths around the step sizes must
-     * come out exact, with nothing written outside. */
-    enum { MAX = 3 * 4096 + 300 };
-    unsigned char *src = xmalloc(MAX + 128), *dst = xmalloc(MAX + 256);
-    fill_random(src, MAX + 128, 57);
-    static const size_t lens[] = {0, 1, 63, 64, 127, 128, 511, 512, 513, 1000, 4096, 4097, MAX};
-    for (size_t so = 0; so < 64; so += 7) {
-        for (size_t d0 = 0; d0 < 64; d0 += 5) {
-            for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
-                size_t n = lens[k];
-                for (int kernel = 0; kernel < 2; kernel++) {
-                    memset(dst, POISON, MAX + 256);
-                    if (kernel == 0) {
-                        ect__copy_nt(dst + 64 + d0, src + so, n);
-                        ect__copy_nt_fence();
-                    } else {
-                        ect__copy_movsb(dst + 64 + d0, src + so, n);
-                    }
-                    CHECK_MSG(memcmp(dst + 64 + d0, src + so, n) == 0,
-                              "%s: src+%zu -> dst+%zu, %zu bytes differ", kernel ? "movsb" : "nt",
-                              so, d0, n);
-                    CHECK_MSG(all_bytes_are(dst, 64 + d0, POISON) &&
-                                  all_bytes_are(dst + 64 + d0 + n, MAX + 256 - 64 - d0 - n, POISON),
-                              "%s: src+%zu -> dst+%zu, %zu bytes wrote outside",
-                              kernel ? "movsb" : "nt", so, d0, n);
-                }
-            }
-        }
-    }
-    free(dst);
-    free(src);
-}
-
-static void
-test_spin_and_inline_params_are_checked(void)
-{
-    ect_copy_engine_t *e = NULL;
-    ect_copy_cpu_params_t too_long = {.spin_us = 100001};
-    CHECK_STATUS(ect_copy_engine_create_cpu(&too_long, &e), ECT_ERR_INVALID_ARG);
-    CHECK_CONTAINS(ect_last_error(), "spin_us 100001");
-    CHECK(e == NULL);
-    /* Never polling is allowed, and batches still land. */
-    ect_copy_cpu_params_t never = {.spin_us = ECT_COPY_CPU_NO_SPIN,
-                                   .inline_bytes = ECT_COPY_CPU_NO_INLINE};
-    CHECK_OK(ect_copy_engine_create_cpu(&never, &e));
-    enum { LEN = 600 * 1000 };
-    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN);
-    fill_random(src, LEN, 59);
-    for (int i = 0; i < 20; i++) {
-        memset(dst, 0, LEN);
-        ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN - (size_t)i * 1000};
-        ect_copy_batch_t batch = {.dir = (ect_copy_dir_t)(i & 1), .ops = &op, .n_ops = 1};
-        uint64_t t;
-        CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
-        CHECK_OK(ect_copy_engine_wait(e, t));
-        CHECK(memcmp(dst, src, op.len) == 0);
-    }
-    struct ect__copy_cpu_stats st;
-    CHECK_OK(ect__copy_cpu_stats(e, &st));
-    CHECK_EQ_U64(st.polls_found_work + st.polls_timed_out + st.waiter_polls, 0);
-    CHECK_STATUS(ect__copy_cpu_stats(NULL, &st), ECT_ERR_INVALID_ARG);
-    ect_copy_engine_destroy(e);
-    free(dst);
-    free(src);
-}
-
-/* Submit one batch of len bytes (src -> dst) and wait for it; the bytes
- * must arrive. */
-static void
-copy_and_check(ect_copy_engine_t *e, ect_copy_dir_t dir, unsigned char *dst,
-               const unsigned char *src, size_t len)
-{
-    memset(dst, 0, len);
-    ect_copy_op_t op = {.dst = dst, .src = src, .len = len};
-    ect_copy_batch_t batch = {.dir = dir, .ops = &op, .n_ops = 1};
-    uint64_t t;
-    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
-    CHECK_OK(ect_copy_engine_wait(e, t));
-    CHECK(memcmp(dst, src, len) == 0);
-}
-
-static void
-test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured(void)
-{
-    /* Batches above inline_bytes that find every copy thread asleep: the
-     * engine first hands a few off, then copies a few itself, then keeps
-     * the faster way per direction and size class while still trying the
-     * other now and then.  So over many such batches of one size both ways
-     * are taken, every one counted once, and every byte lands (with either
-     * kernel). */
-    enum { LEN = 1 << 20, N = 48 };
-    unsigned char *src = xmalloc(LEN), *dst = xmalloc(LEN);
-    fill_random(src, LEN, 61);
-    ect_copy_cpu_params_t p = {.spin_us = ECT_COPY_CPU_NO_SPIN};
-    ect_copy_engine_t *e = NULL;
-    CHECK_OK(ect_copy_engine_create_cpu(&p, &e));
-    for (int i = 0; i < N; i++) {
-        copy_and_check(e, ECT_COPY_LOAD, dst, src, LEN);
-        nanosleep(&(struct timespec){0, 200 * 1000}, NULL); /* the threads go back to sleep */
-    }
-    struct ect__copy_cpu_stats st;
-    CHECK_OK(ect__copy_cpu_stats(e, &st));
-    CHECK_EQ_U64(st.learned_inline + st.learned_handoffs, N);
-    CHECK_MSG(st.learned_handoffs >= 3 && st.learned_inline >= 3,
-              "%llu copied in submit, %llu handed off", (unsigned long long)st.learned_inline,
-              (unsigned long long)st.learned_handoffs);
-    CHECK_EQ_U64(st.batches_inline, st.learned_inline);
-    /* A hand-off found every thread asleep, so it woke one: the signal took
-     * the submitter some time, and it is counted. */
-    CHECK(st.wakeups >= st.learned_handoffs);
-    CHECK(st.wake_signal_ns > 0);
-    /* The kernel is learned the same way, where there are two to choose
-     * from: each copied a few of the batches. */
-    if (ect__copy_nt_available())
-        CHECK_MSG(st.batches_nt >= 3 && st.batches - st.batches_nt >= 3,
-                  "%llu of %llu batches with non-temporal stores",
-                  (unsigned long long)st.batches_nt, (unsigned long long)st.batches);
-    else
-        CHECK_EQ_U64(st.batches_nt, 0);
-    CHECK_EQ_U64(st.saves, 0);
-    CHECK_EQ_U64(st.saves_nt, 0);
-    /* Every piece of a batch whose kernel is learned is timed, once. */
-    CHECK_EQ_U64(st.timed_piece_bytes[1], ect__copy_nt_available() ? (uint64_t)N * LEN : 0);
-    CHECK(st.timed_piece_ns[1] > 0 || !ect__copy_nt_available());
-    CHECK_EQ_U64(st.timed_piece_bytes[0] + st.timed_piece_ns[0], 0);
-    /* Saves learn their kernel apart from loads, and are counted apart. */
-    for (int i = 0; i < N; i++) {
-        copy_and_check(e, ECT_COPY_SAVE, dst, src, LEN);
-        nanosleep(&(struct timespec){0, 200 * 1000}, NULL);
-    }
-    struct ect__copy_cpu_stats st2;
-    CHECK_OK(ect__copy_cpu_stats(e, &st2));
-    CHECK_EQ_U64(st2.saves, N);
-    CHECK_EQ_U64(st2.timed_piece_bytes[0], ect__copy_nt_available() ? (uint64_t)N * LEN : 0);
-    CHECK_EQ_U64(st2.timed_piece_bytes[1], st.timed_piece_bytes[1]);
-    CHECK_EQ_U64(st2.batches_nt - st.batches_nt, st2.saves_nt);
-    if (ect__copy_nt_available())
-        CHECK_MSG(st2.saves_nt >= 3 && st2.saves - st2.saves_nt >= 3,
-                  "%llu of %llu saves with non-temporal stores", (unsigned long long)st2.saves_nt,
-                  (unsigned long long)st2.saves);
-    ect_copy_engine_destroy(e);
-
-    /* Turned off, no batch above inline_bytes is copied in submit. */
-    p.inline_max_bytes = ECT_COPY_CPU_NO_INLINE;
-    CHECK_OK(ect_copy_engine_create_cpu(&p, &e));
-    for (int i = 0; i < 8; i++)
-        copy_and_check(e, ECT_COPY_SAVE, dst, src, LEN);
-    CHECK_OK(ect__copy_cpu_stats(e, &st));
-    CHECK_EQ_U64(st.learned_inline + st.learned_handoffs + st.batches_inline, 0);
-    ect_copy_engine_destroy(e);
-    free(dst);
-    free(src);
-}
-
-static void
-test_a_batch_submitted_while_the_threads_have_work_is_handed_off(void)
-{
-    /* Copy threads already at work take a batch without a wake-up, so the
-     * engine hands it off whatever it measured: a 1 MiB batch submitted
-     * behind a 64 MiB one (above inline_max_bytes: always handed off) goes
-     * to the queue, and neither is a learned choice. */
-    enum { BIG = 64 << 20, SMALL = 1 << 20 };
-    unsigned char *src = xmalloc(BIG), *dst = xmalloc(BIG), *dst2 = xmalloc(SMALL);
-    fill_random(src, BIG, 63);
-    memset(dst, 0, BIG);
-    memset(dst2, 0, SMALL);
-    ect_copy_engine_t *e = make_engine(2, 0);
-    ect_copy_op_t big = {.dst = dst, .src = src, .len = BIG};
-    ect_copy_op_t small = {.dst = dst2, .src = src, .len = SMALL};
-    ect_copy_batch_t b1 = {.dir = ECT_COPY_SAVE, .ops = &big, .n_ops = 1};
-    ect_copy_batch_t b2 = {.dir = ECT_COPY_SAVE, .ops = &small, .n_ops = 1};
-    uint64_t t1, t2;
-    CHECK_OK(ect_copy_engine_submit(e, &b1, &t1));
-    CHECK_OK(ect_copy_engine_submit(e, &b2, &t2));
-    CHECK_OK(ect_copy_engine_wait(e, t2));
-    CHECK_OK(ect_copy_engine_wait(e, t1));
-    CHECK(memcmp(dst, src, BIG) == 0);
-    CHECK(memcmp(dst2, src, SMALL) == 0);
-    struct ect__copy_cpu_stats st;
-    CHECK_OK(ect__copy_cpu_stats(e, &st));
-    CHECK_EQ_U64(st.batches, 2);
-    CHECK_EQ_U64(st.batches_inline, 0);
-    CHECK_EQ_U64(st.learned_inline + st.learned_handoffs, 0);
-    ect_copy_engine_destroy(e);
-    free(dst2);
-    free(dst);
-    free(src);
-}
-
-static void
-test_learned_choice_tries_both_ways_then_keeps_the_faster(void)
-{
-    /* The rule itself (copy/learn.h): `first` until it has its samples,
-     * then the other, then the faster by its running average, and the slower
-     * once in every ECT__LEARN_EXPLORE_EVERY decisions; a change of speed
-     * moves the choice over. */
-    struct ect__learned l = {0};
-    const size_t kib = 1024;
-    for (int i = 0; i < ECT__LEARN_MIN; i++) {
-        CHECK_EQ_INT(ect__learn_pick(&l, 1), 1);
-        ect__learn_record(&l, 1, kib, 500); /* way 1: 500 ns a KiB */
-    }
-    for (int i = 0; i < ECT__LEARN_MIN; i++) {
-        CHECK_EQ_INT(ect__learn_pick(&l, 1), 0);
-        ect__learn_record(&l, 0, kib, 100); /* way 0: 100 ns a KiB */
-    }
-    unsigned slower = 0;
-    for (int i = 0; i < 4 * ECT__LEARN_EXPLORE_EVERY; i++)
-        slower += ect__learn_pick(&l, 1) == 1;
-    CHECK_EQ_INT(slower, 4);
-    /* Way 0 becomes slow: after a few samples the choice moves to way 1. */
-    for (int i = 0; i < 16; i++)
-        ect__learn_record(&l, 0, kib, 5000);
-    CHECK_EQ_INT(ect__learn_pick(&l, 1), 1); /* decision 71: not an exploring one */
-    unsigned zeros = 0;
-    for (int i = 0; i < 2 * ECT__LEARN_EXPLORE_EVERY; i++)
-        zeros += ect__learn_pick(&l, 1) == 0;
-    CHECK_EQ_INT(zeros, 2);
-    /* Size classes: below 2^17 is class 0, each power of two one more, and
-     * everything beyond the last class stays in it. */
-    CHECK_EQ_INT(ect__learn_class(1), 0);
-    CHECK_EQ_INT(ect__learn_class((size_t)1 << 17), 1);
-    CHECK_EQ_INT(ect__learn_class(((size_t)1 << 20) + 1), 4);
-    CHECK_EQ_INT(ect__learn_class(SIZE_MAX), ECT__LEARN_CLASSES - 1);
-}
-
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_exact_fit_round_trips_through_scattered_shm_blocks),
     ECT_CASE(test_partial_last_block_leaves_rest_of_block_untouched),
@@ -1158,14 +756,6 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_warm_engine_does_not_allocate_per_submit),
     ECT_CASE(test_old_unretired_ticket_stays_answerable),
     ECT_CASE(test_tickets_sharing_a_table_slot_stay_answerable),
-    ECT_CASE(test_small_batch_lands_inside_submit_unless_held),
-    ECT_CASE(test_waiter_shares_a_large_batch_in_pieces),
-    ECT_CASE(test_copy_kernels_write_exactly_their_bytes_at_any_alignment),
-    ECT_CASE(test_spin_and_inline_params_are_checked),
-    ECT_CASE(test_learned_choice_tries_both_ways_then_keeps_the_faster),
-    ECT_CASE(test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured),
-    ECT_CASE(test_a_batch_submitted_while_the_threads_have_work_is_handed_off),
-    ECT_CASE(test_copy_spin_setting_decides_whether_copy_threads_poll),
 };
 
 int
