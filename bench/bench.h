@@ -124,7 +124,9 @@ void ect_bench_ceiling_destroy(ect_bench_ceiling_t *c);
 void ect_bench_ceiling_reset(ect_bench_ceiling_t *c);
 
 /* One sample of every way: prepare(arg) (may be NULL) runs untimed before
- * each, to set the cache state; then the ops are copied and timed.  The
+ * each, to set the cache state; then the ops are copied and timed.  Each
+ * way reads the ops after its prepare, so prepare may also change them (the
+ * caller's array): to give each way a destination of its own, say.  The
  * order of the ways rotates from call to call.  Returns 0, or -1 when out of
  * memory (message printed). */
 int ect_bench_ceiling_sample(ect_bench_ceiling_t *c, const ect_copy_op_t *ops, size_t n_ops,

@@ -500,15 +500,16 @@ make_worker(struct step_bench *b)
  * way and reads the ops after it). */
 struct aged_areas {
     ect_copy_op_t *op;
-    unsigned char *const *area;
-    unsigned next;
+    unsigned char *const *area; /* n_areas of them, one per way */
+    unsigned n_areas, next;
 };
 
 static void
 next_area(void *arg)
 {
     struct aged_areas *a = arg;
-    a->op->dst = a->area[a->next++];
+    if (a->next < a->n_areas)
+        a->op->dst = a->area[a->next++];
 }
 
 /* How a write into region pages costs more the longer ago they were last
@@ -556,7 +557,7 @@ page_age_probe(struct step_bench *b)
         ect_bench_warm(b->src, mib);
         for (int a = 0; a < AGES; a++) {
             ect_copy_op_t op = {area[a][0], b->src, mib};
-            struct aged_areas aa = {.op = &op, .area = area[a]};
+            struct aged_areas aa = {.op = &op, .area = area[a], .n_areas = MAX_AREAS};
             if (ect_bench_ceiling_sample(ceiling[a], &op, 1, next_area, &aa) != 0)
                 goto destroy;
         }
