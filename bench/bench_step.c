@@ -516,23 +516,28 @@ next_area(void *arg)
  * written (on the project's VMs; see copy/ntcopy.h).  The same 1 MiB copy
  * into region pages written and flushed just before, as long before as a
  * 1 MiB save step's blocks were (their median age, tracked block by block
- * during that figure) and 1 s before, by every way of the ceiling, each way
- * into an area of its own of that age: the best way is the ceiling for
- * pages of that age.  The ceilings beside the step figures copy right after
- * the step, into pages it has just written; a save step meets blocks last
- * written when an entry since evicted was saved, so this line tells how
- * much of a save's gap is the pages' age.  Returns 0, or 1 when out of
- * memory (message printed). */
+ * during that figure) and 1 s before (or twice the saves' age, if longer),
+ * by every way of the ceiling, each way into an area of its own of that
+ * age: the best way is the ceiling for pages of that age.  The ceilings
+ * beside the step figures copy right after the step, into pages it has just
+ * written; a save step meets blocks last written when an entry since
+ * evicted was saved, so this line tells how much of a save's gap is the
+ * pages' age.  Returns 0, or 1 when out of memory (message printed). */
 static int
 page_age_probe(struct step_bench *b)
 {
     enum { REPS = 5, AGES = 3, MAX_AREAS = ECT_BENCH_MAX_WAYS };
-    const double age_s[AGES] = {0, b->save_age_s, 1.0};
+    /* The longest age is 1 s, or twice the saves' where a slow machine
+     * left those blocks longer than half of that. */
+    const double age_s[AGES] = {0, b->save_age_s, b->save_age_s < 0.5 ? 1.0 : 2 * b->save_age_s};
     const size_t mib = (size_t)1 << 20;
     unsigned char *region = ect__worker_region_data(b->worker);
-    if ((size_t)(b->geom.num_blocks * BLOCK_BYTES) < (size_t)AGES * MAX_AREAS * mib ||
-        age_s[1] >= age_s[2])
+    if ((size_t)(b->geom.num_blocks * BLOCK_BYTES) < (size_t)AGES * MAX_AREAS * mib) {
+        printf("  machine: not measured, the region is smaller than the %d MiB the probe "
+               "needs\n",
+               AGES * MAX_AREAS);
         return 0;
+    }
     ect_bench_ceiling_t *ceiling[AGES] = {NULL};
     int rc = 1;
     for (int a = 0; a < AGES; a++)
@@ -568,8 +573,9 @@ page_age_probe(struct step_bench *b)
         best_us[a] = (double)mib / 1e3 / ect_bench_ceiling_gbps(ceiling[a], (double)mib, &way[a]);
     printf("  machine: the best copy of 1 MiB (every way of the ceiling) into region pages "
            "last written 0 / %.1f ms (as long before as a 1 MiB save step's blocks, median) / "
-           "1000 ms before, median of %d: %.1f / %.1f / %.1f us [%s / %s / %s]\n",
-           age_s[1] * 1e3, REPS, best_us[0], best_us[1], best_us[2], way[0], way[1], way[2]);
+           "%.0f ms before, median of %d: %.1f / %.1f / %.1f us [%s / %s / %s]\n",
+           age_s[1] * 1e3, age_s[2] * 1e3, REPS, best_us[0], best_us[1], best_us[2], way[0], way[1],
+           way[2]);
     rc = 0;
 destroy:
     for (int a = 0; a < AGES; a++)
