@@ -1,8 +1,8 @@
 /*
  * Small helpers every kind of test uses: clocks, pseudo-random bytes,
  * sleeping, whole reads and writes on pipes, a process's CPU time and a
- * path's existence.  Each fails
- * the current case through CHECK where it says so (harness.h).
+ * path's existence.  Each fails the current case through CHECK where it
+ * says so (harness.h).
  */
 #ifndef ECT_TESTS_SUPPORT_UTIL_H
 #define ECT_TESTS_SUPPORT_UTIL_H
