@@ -120,6 +120,25 @@ ect__strndup(const char *s, size_t n)
     return counted(noted(strndup(s, n)));
 }
 
+int
+ect__array_reserve(void **arr, size_t *cap, size_t used, size_t n, size_t elem_size)
+{
+    if (*cap - used >= n)
+        return 0;
+    size_t c = *cap ? *cap : 8;
+    while (c - used < n) {
+        if (c > SIZE_MAX / 2 / elem_size)
+            return -1;
+        c *= 2;
+    }
+    void *grown = ect__realloc(*arr, c * elem_size);
+    if (grown == NULL)
+        return -1;
+    *arr = grown;
+    *cap = c;
+    return 0;
+}
+
 void
 ect__free(void *ptr)
 {

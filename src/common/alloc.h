@@ -43,6 +43,14 @@ char *ect__strndup(const char *s, size_t n);
 /* NULL is a no-op. */
 void ect__free(void *ptr);
 
+/* Make *arr, an ect__realloc'able array of *cap elements of elem_size
+ * bytes of which `used` are in use (used <= *cap), hold at least n more,
+ * doubling its capacity (from 8) as often as needed.  Returns 0, or -1 when
+ * memory runs out or the size would overflow: then nothing changed and no
+ * message is set (the caller says what ran out).  Arrays kept across uses
+ * reach their peak size and stop allocating. */
+int ect__array_reserve(void **arr, size_t *cap, size_t used, size_t n, size_t elem_size);
+
 /* How many allocations have failed on the calling thread (real or
  * injected), ever.  A parser that cannot tell "out of memory" from "bad
  * input" (cJSON returns NULL for both) compares it before and after.

@@ -24,19 +24,94 @@ ect__strmap_init(ect_strmap_t *map)
     memset(map, 0, sizeof(*map));
 }
 
+#define CLASS_BYTES 64
+
+/* The class of a node with room for a key of len bytes, and that room. */
+static size_t
+class_of(size_t len)
+{
+    size_t c = len / CLASS_BYTES;
+    return c < ECT_STRMAP_CLASSES ? c : ECT_STRMAP_CLASSES - 1;
+}
+
+static size_t
+room_of(size_t len)
+{
+    size_t c = len / CLASS_BYTES;
+    return c < ECT_STRMAP_CLASSES - 1 ? (c + 1) * CLASS_BYTES : len + 1;
+}
+
+static void
+free_chain(ect_strmap_node_t *n)
+{
+    while (n != NULL) {
+        ect_strmap_node_t *next = n->next;
+        ect__free(n);
+        n = next;
+    }
+}
+
 void
 ect__strmap_cleanup(ect_strmap_t *map)
+{
+    for (size_t b = 0; b < map->n_buckets; b++)
+        free_chain(map->buckets[b]);
+    for (size_t c = 0; c < ECT_STRMAP_CLASSES; c++)
+        free_chain(map->spare[c]);
+    ect__free(map->buckets);
+    memset(map, 0, sizeof(*map));
+}
+
+/* n leaves the map: keep it for reuse, or free it when the map already
+ * keeps as many spare nodes of its class as it ever held keys of it. */
+static void
+keep_spare(ect_strmap_t *map, ect_strmap_node_t *n)
+{
+    size_t c = class_of(n->key_cap - 1);
+    map->live[c]--;
+    if (map->n_spare[c] >= map->peak[c]) {
+        ect__free(n);
+        return;
+    }
+    n->next = map->spare[c];
+    map->spare[c] = n;
+    map->n_spare[c]++;
+}
+
+void
+ect__strmap_clear(ect_strmap_t *map)
 {
     for (size_t b = 0; b < map->n_buckets; b++) {
         ect_strmap_node_t *n = map->buckets[b];
         while (n != NULL) {
             ect_strmap_node_t *next = n->next;
-            ect__free(n);
+            keep_spare(map, n);
             n = next;
         }
+        map->buckets[b] = NULL;
     }
-    ect__free(map->buckets);
-    memset(map, 0, sizeof(*map));
+    map->count = 0;
+}
+
+/* A node with room for a key of len bytes: a spare one of its class, else
+ * a new one (NULL when memory runs out). */
+static ect_strmap_node_t *
+node_for(ect_strmap_t *map, size_t len)
+{
+    size_t c = class_of(len);
+    ect_strmap_node_t *n = map->spare[c];
+    if (n != NULL && n->key_cap > len) {
+        map->spare[c] = n->next;
+        map->n_spare[c]--;
+    } else {
+        size_t room = room_of(len);
+        if ((n = ect__malloc(sizeof(*n) + room)) == NULL)
+            return NULL;
+        n->key_cap = room;
+    }
+    if (++map->live[c] > map->peak[c])
+        map->peak[c] = map->live[c];
+    return n;
 }
 
 ect_strmap_node_t *
@@ -84,7 +159,7 @@ ect__strmap_put(ect_strmap_t *map, const char *key, void *value, ect_strmap_node
             return st;
     }
     size_t len = strlen(key);
-    ect_strmap_node_t *n = ect__malloc(sizeof(*n) + len + 1);
+    ect_strmap_node_t *n = node_for(map, len);
     if (n == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "map: out of memory");
     n->hash = ect__strhash(key);
@@ -112,7 +187,7 @@ ect__strmap_remove(ect_strmap_t *map, const char *key, void **value_p)
             *link = n->next;
             if (value_p != NULL)
                 *value_p = n->value;
-            ect__free(n);
+            keep_spare(map, n);
             map->count--;
             return 1;
         }

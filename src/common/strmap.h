@@ -2,6 +2,11 @@
  * A small string-keyed hash map (separate chaining, power-of-two buckets,
  * grows at load factor 1).  Keys are copied; values are opaque pointers or
  * integers owned by the caller.  Not synchronised.
+ *
+ * Removed nodes are kept by the size class of their key room (64-byte
+ * steps), up to the most keys of that class the map held at once, and
+ * reused by later puts of that class, and a cleared map keeps its buckets: a map whose keys come
+ * and go at a steady rate stops allocating.
  */
 #ifndef ECT_COMMON_STRMAP_H
 #define ECT_COMMON_STRMAP_H
@@ -15,13 +20,24 @@ typedef struct ect_strmap_node {
     struct ect_strmap_node *next;
     uint64_t hash;
     void *value;
-    char key[]; /* NUL-terminated copy */
+    size_t key_cap; /* bytes of key[] */
+    char key[];     /* NUL-terminated copy */
 } ect_strmap_node_t;
+
+/* Key room classes of spare nodes: 64, 128, ... bytes; the last also
+ * holds every longer key's node. */
+#define ECT_STRMAP_CLASSES 17
 
 typedef struct ect_strmap {
     ect_strmap_node_t **buckets;
     size_t n_buckets; /* 0 or a power of two */
     size_t count;
+    /* Per class: removed nodes kept for reuse, never more than the most
+     * keys of that class held at once (peak), and the keys held now. */
+    ect_strmap_node_t *spare[ECT_STRMAP_CLASSES];
+    size_t n_spare[ECT_STRMAP_CLASSES];
+    size_t live[ECT_STRMAP_CLASSES];
+    size_t peak[ECT_STRMAP_CLASSES];
 } ect_strmap_t;
 
 /* An empty map (no allocation until the first put). */
@@ -29,6 +45,10 @@ void ect__strmap_init(ect_strmap_t *map);
 
 /* Free the nodes; values are not touched. */
 void ect__strmap_cleanup(ect_strmap_t *map);
+
+/* Remove every key, keeping the buckets and the nodes for reuse; values
+ * are not touched. */
+void ect__strmap_clear(ect_strmap_t *map);
 
 /* The node for key, or NULL. */
 ect_strmap_node_t *ect__strmap_find(const ect_strmap_t *map, const char *key);

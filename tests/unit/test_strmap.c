@@ -1,0 +1,138 @@
+/*
+ * The string map of the step bookkeeping (src/common/strmap.h): keys and
+ * values survive node reuse across key lengths, a cleared map works as a
+ * new one, the spare nodes it keeps never outnumber the most keys it held,
+ * and churn at a steady size allocates nothing (with the test hooks).
+ */
+#include "common/alloc.h"
+#include "common/strmap.h"
+#include "ectier_build_config.h"
+#include "harness.h"
+
+/* Key i: lengths 1 .. 200, so reused nodes meet longer and shorter keys. */
+static void
+key_of(unsigned i, char out[256])
+{
+    snprintf(out, 256, "%u%.*s", i, (int)(i * 37 % 200),
+             "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+             "kkkkkkk"
+             "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+             "kkkkkkk"
+             "kkkkkkkkkkkkkkkkkkkk");
+}
+
+/* Spare nodes never outnumber the most keys of their class held at once. */
+static void
+check_spares_bounded(const ect_strmap_t *m)
+{
+    for (size_t c = 0; c < ECT_STRMAP_CLASSES; c++)
+        CHECK_MSG(m->n_spare[c] <= m->peak[c], "class %zu: %zu spare nodes, peak %zu", c,
+                  m->n_spare[c], m->peak[c]);
+}
+
+static void
+count_node(ect_strmap_node_t *node, void *user)
+{
+    (void)node;
+    (*(size_t *)user)++;
+}
+
+static void
+test_keys_survive_node_reuse_and_clear(void)
+{
+    ect_strmap_t m;
+    ect__strmap_init(&m);
+    char key[256];
+    /* A sliding window of 50 live keys over 2000: every put after the first
+     * 50 may take a removed node. */
+    for (unsigned i = 0; i < 2000; i++) {
+        key_of(i, key);
+        CHECK_OK(ect__strmap_put(&m, key, (void *)(uintptr_t)(i + 1), NULL));
+        if (i >= 50) {
+            key_of(i - 50, key);
+            void *v = NULL;
+            CHECK(ect__strmap_remove(&m, key, &v));
+            CHECK_EQ_U64((uintptr_t)v, i - 50 + 1);
+        }
+        check_spares_bounded(&m);
+    }
+    CHECK_EQ_U64(m.count, 50);
+    for (unsigned i = 1950; i < 2000; i++) {
+        key_of(i, key);
+        ect_strmap_node_t *n = ect__strmap_find(&m, key);
+        CHECK_MSG(n != NULL, "key %u lost", i);
+        CHECK_STR_EQ(n->key, key);
+        CHECK_EQ_U64((uintptr_t)n->value, i + 1);
+    }
+    key_of(1949, key);
+    CHECK(ect__strmap_find(&m, key) == NULL);
+    CHECK_STATUS(ect__strmap_put(&m, "1950", NULL, NULL), ECT_OK);
+    CHECK_STATUS(ect__strmap_put(&m, "1950", NULL, NULL), ECT_ERR_EXISTS);
+
+    ect__strmap_clear(&m);
+    CHECK_EQ_U64(m.count, 0);
+    size_t n = 0;
+    ect__strmap_each(&m, count_node, &n);
+    CHECK_EQ_U64(n, 0);
+    key_of(1999, key);
+    CHECK(ect__strmap_find(&m, key) == NULL);
+    CHECK(!ect__strmap_remove(&m, key, NULL));
+    for (unsigned i = 0; i < 60; i++) {
+        key_of(i * 7, key);
+        CHECK_OK(ect__strmap_put(&m, key, NULL, NULL));
+    }
+    ect__strmap_each(&m, count_node, &n);
+    CHECK_EQ_U64(n, 60);
+    check_spares_bounded(&m);
+    ect__strmap_cleanup(&m);
+}
+
+static void
+test_steady_churn_allocates_nothing(void)
+{
+#if !ECT_TEST_HOOKS
+    SKIP("built without ECT_TEST_HOOKS: no allocation counter");
+#else
+    ect_strmap_t m;
+    ect__strmap_init(&m);
+    char key[256];
+    for (unsigned i = 0; i < 400; i++) {
+        key_of(i, key);
+        CHECK_OK(ect__strmap_put(&m, key, NULL, NULL));
+        if (i >= 20) {
+            key_of(i - 20, key);
+            CHECK(ect__strmap_remove(&m, key, NULL));
+        }
+    }
+    /* Keys of the lengths seen, at the size seen, and a clear. */
+    ect__alloc_reset();
+    for (unsigned round = 0; round < 10; round++) {
+        for (unsigned i = 0; i < 20; i++) {
+            key_of(380 + i, key);
+            CHECK(ect__strmap_remove(&m, key, NULL));
+        }
+        for (unsigned i = 0; i < 20; i++) {
+            key_of(380 + i, key);
+            CHECK_OK(ect__strmap_put(&m, key, NULL, NULL));
+        }
+        ect__strmap_clear(&m);
+        for (unsigned i = 0; i < 20; i++) {
+            key_of(380 + i, key);
+            CHECK_OK(ect__strmap_put(&m, key, NULL, NULL));
+        }
+    }
+    CHECK_EQ_U64(ect__alloc_count(), 0);
+    ect__strmap_cleanup(&m);
+#endif
+}
+
+static const struct ect_test_case cases[] = {
+    ECT_CASE(test_keys_survive_node_reuse_and_clear),
+    ECT_CASE(test_steady_churn_allocates_nothing),
+};
+
+int
+main(int argc, char **argv)
+{
+    return ECT_TEST_MAIN(argc, argv, cases);
+}
