@@ -211,6 +211,23 @@ emit_locked(struct ect_cache *c, ect_cache_event_type_t type, const struct ect__
 
 /* Give the entry's blocks back, take it out of the index and free it.  The
  * caller has already taken it off the FIFO and dropped its holds. */
+/* A run array for an entry of k > 1 runs (NULL when memory runs out), and
+ * its release. */
+static ect_run_t *
+runs_get(struct ect_cache *c, size_t k)
+{
+    return k <= POOLED_RUNS ? ect__pool_get(&c->runs_pool) : ect__malloc(k * sizeof(ect_run_t));
+}
+
+static void
+runs_put(struct ect_cache *c, ect_run_t *runs, size_t k)
+{
+    if (k <= POOLED_RUNS)
+        ect__pool_put(&c->runs_pool, runs);
+    else
+        ect__free(runs);
+}
+
 static void
 free_entry_locked(struct ect_cache *c, struct ect__entry *e)
 {
@@ -221,7 +238,7 @@ free_entry_locked(struct ect_cache *c, struct ect__entry *e)
     ect__index_remove(&c->index, e);
     c->entries--;
     if (e->runs != &e->run0)
-        ect__free(e->runs);
+        runs_put(c, e->runs, e->n_runs);
     if (e->pooled)
         ect__pool_put(&c->entry_pool, e);
     else
@@ -264,6 +281,7 @@ ect_cache_create(uint64_t num_blocks, ect_cache_t **cache_p)
     }
     ect__holds_init(c);
     ect__pool_init(&c->entry_pool, ENTRY_SLOT_BYTES);
+    ect__pool_init(&c->runs_pool, POOLED_RUNS * sizeof(ect_run_t));
     ect__pool_init(&c->hold_pool, sizeof(struct ect__hold));
     *cache_p = c;
     return ECT_OK;
@@ -277,12 +295,12 @@ free_cache:
     return s;
 }
 
-/* Pooled entries and all holds go with their pools. */
+/* Pooled entries and run arrays and all holds go with their pools. */
 static void
 free_entry_for_destroy(struct ect__entry *e, void *arg)
 {
     (void)arg;
-    if (e->runs != &e->run0)
+    if (e->n_runs > POOLED_RUNS)
         ect__free(e->runs);
     if (!e->pooled)
         ect__free(e);
@@ -296,6 +314,7 @@ ect_cache_destroy(ect_cache_t *cache)
     ect__index_each(&cache->index, free_entry_for_destroy, NULL);
     ect__index_cleanup(&cache->index);
     ect__pool_cleanup(&cache->entry_pool);
+    ect__pool_cleanup(&cache->runs_pool);
     ect__pool_cleanup(&cache->hold_pool);
     ect__extents_cleanup(&cache->extents);
     pthread_mutex_destroy(&cache->lock);
@@ -330,13 +349,14 @@ alloc_locked(struct ect_cache *c, struct ect__entry *big, const char *key, size_
     size_t k = n > 0 ? ect__extents_plan(&c->extents, n) : 0;
     ect_run_t *runs = NULL;
     if (k > 1) {
-        runs = ect__malloc(k * sizeof(*runs));
+        runs = runs_get(c, k);
         if (runs == NULL)
             return ect__error(ECT_ERR_NO_MEMORY,
                               "cache alloc: no memory for %zu runs of entry " KEY_FMT, k, key);
     }
     if (ect__extents_reserve(&c->extents, k) != ECT_OK) {
-        ect__free(runs);
+        if (runs != NULL)
+            runs_put(c, runs, k);
         return ECT_ERR_NO_MEMORY;
     }
     /* Nothing below can fail. */

@@ -46,7 +46,8 @@ struct ect__entry {
     uint8_t ready;
     uint8_t pooled; /* from entry_pool (short key) or ect__malloc (long key) */
     size_t n_runs;
-    ect_run_t *runs; /* &run0 when n_runs <= 1, else its own array */
+    ect_run_t *runs; /* &run0 when n_runs <= 1, else its own array: a runs_pool
+                      * slot up to POOLED_RUNS runs, else ect__malloc'd */
     ect_run_t run0;
     struct ect__entry *fifo_prev; /* stale while this entry is the FIFO head */
     struct ect__entry *fifo_next;
@@ -59,6 +60,9 @@ struct ect__entry {
  * in ENTRY_SLOT_BYTES pool slots; longer keys get their own allocation. */
 #define ENTRY_SLOT_BYTES   192
 #define ENTRY_POOL_KEY_MAX (ENTRY_SLOT_BYTES - offsetof(struct ect__entry, key) - 1)
+/* An entry of 2 .. POOLED_RUNS runs keeps them in a runs_pool slot: a
+ * fragmented region's entries allocate nothing once the pool has grown. */
+#define POOLED_RUNS 8
 
 /* One cache line of the key index (index.c): up to seven entries, a tag of
  * each one's hash (0: the slot is empty), and how many entries went past
@@ -98,6 +102,7 @@ struct ect_cache {
     struct ect__index index;
     struct ect__extents extents;
     struct ect__pool entry_pool; /* ENTRY_SLOT_BYTES slots */
+    struct ect__pool runs_pool;  /* run arrays of entries of 2 .. POOLED_RUNS runs */
     struct ect__pool hold_pool;
     struct ect__entry *fifo_head, *fifo_tail; /* oldest evictable first */
     struct ect__avl_tree holds_by_id;

@@ -3,11 +3,12 @@
  *
  * Shrinking a free run from its low end does not move it in the by-first
  * tree (runs are disjoint, so their order by first id cannot change); only
- * its by-size position is refreshed.  Spare nodes are kept on a singly linked
- * list and freed only at cleanup, so the node count is bounded by the peak of
- * free plus allocated runs.
+ * its by-size position is refreshed.  Spare nodes are the node pool's free
+ * objects, freed only at cleanup, so the node count is bounded by the peak
+ * of free plus allocated runs (rounded up to the pool's last chunk).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cache/extent.h"
 #include "common/alloc.h"
@@ -18,7 +19,6 @@ struct ect__free_run {
     struct ect__avl_node by_size;
     uint64_t first;
     uint64_t count;
-    struct ect__free_run *next_spare;
 };
 
 #define RUN_BY_FIRST(n) ect__avl_entry((n), struct ect__free_run, by_first)
@@ -44,21 +44,17 @@ cmp_by_size(const struct ect__avl_node *a, const struct ect__avl_node *b)
     return c != 0 ? c : cmp_u64(ra->first, rb->first);
 }
 
+/* A spare node: there is one (the reservation's invariant). */
 static struct ect__free_run *
 spare_pop(struct ect__extents *x)
 {
-    struct ect__free_run *r = x->spare;
-    x->spare = r->next_spare;
-    x->n_spare--;
-    return r;
+    return ect__pool_get(&x->nodes);
 }
 
 static void
 spare_push(struct ect__extents *x, struct ect__free_run *r)
 {
-    r->next_spare = x->spare;
-    x->spare = r;
-    x->n_spare++;
+    ect__pool_put(&x->nodes, r);
 }
 
 static void
@@ -83,11 +79,11 @@ ect__extents_init(struct ect__extents *x, uint64_t num_blocks)
     x->num_blocks = num_blocks;
     x->free_blocks = 0;
     x->allocated_runs = 0;
-    x->spare = NULL;
-    x->n_spare = 0;
-    struct ect__free_run *all = ect__calloc(1, sizeof(*all));
+    ect__pool_init(&x->nodes, sizeof(struct ect__free_run));
+    struct ect__free_run *all = ect__pool_get(&x->nodes);
     if (all == NULL)
         return ect__error(ECT_ERR_NO_MEMORY, "cache: no memory for the free-run index");
+    memset(all, 0, sizeof(*all));
     all->first = 0;
     all->count = num_blocks;
     run_insert(x, all);
@@ -98,14 +94,10 @@ ect__extents_init(struct ect__extents *x, uint64_t num_blocks)
 void
 ect__extents_cleanup(struct ect__extents *x)
 {
-    struct ect__avl_node *n;
-    while ((n = ect__avl_first(&x->by_first)) != NULL) {
-        struct ect__free_run *r = RUN_BY_FIRST(n);
-        run_remove(x, r);
-        ect__free(r);
-    }
-    while (x->spare != NULL)
-        ect__free(spare_pop(x));
+    /* Every node, in the trees or spare, goes with the pool. */
+    ect__pool_cleanup(&x->nodes);
+    ect__avl_init(&x->by_first, cmp_by_first);
+    ect__avl_init(&x->by_size, cmp_by_size);
     x->free_blocks = 0;
 }
 
@@ -139,12 +131,8 @@ ect__extents_plan(const struct ect__extents *x, uint64_t n)
 ect_status_t
 ect__extents_reserve(struct ect__extents *x, size_t k)
 {
-    while (x->n_spare < x->allocated_runs + k) {
-        struct ect__free_run *r = ect__calloc(1, sizeof(*r));
-        if (r == NULL)
-            return ect__error(ECT_ERR_NO_MEMORY, "cache: no memory for %zu more block runs", k);
-        spare_push(x, r);
-    }
+    if (ect__pool_reserve(&x->nodes, x->allocated_runs + k) != ECT_OK)
+        return ect__error(ECT_ERR_NO_MEMORY, "cache: no memory for %zu more block runs", k);
     return ECT_OK;
 }
 
@@ -293,9 +281,9 @@ ect__extents_check(const struct ect__extents *x)
                    (unsigned long long)sum, (unsigned long long)x->free_blocks);
         return -1;
     }
-    if (x->n_spare < x->allocated_runs) {
+    if (x->nodes.n_free < x->allocated_runs) {
         ect__error(ECT_ERR_INTERNAL, "extents: %llu spare nodes for %llu allocated runs",
-                   (unsigned long long)x->n_spare, (unsigned long long)x->allocated_runs);
+                   (unsigned long long)x->nodes.n_free, (unsigned long long)x->allocated_runs);
         return -1;
     }
     return ECT_OK;

@@ -20,6 +20,8 @@
  * (count, first) (best fit and largest).  Freeing a run needs at most one
  * new node, so the allocator keeps at least one spare node per allocated run:
  * ect__extents_give can then never fail, which lets eviction never fail.
+ * Nodes come from a pool (chunks that double in size), so a cache filling
+ * a large region allocates a few times, not once per entry.
  *
  * Locking: none; the cache's mutex serialises every call.
  */
@@ -32,6 +34,7 @@
 #include <ectier/cache.h>
 
 #include "common/avl.h"
+#include "common/pool.h"
 
 struct ect__free_run;
 
@@ -41,8 +44,7 @@ struct ect__extents {
     uint64_t num_blocks;
     uint64_t free_blocks;
     uint64_t allocated_runs; /* runs handed out and not given back */
-    struct ect__free_run *spare;
-    uint64_t n_spare;
+    struct ect__pool nodes;  /* every free-run node; its free objects are the spares */
 };
 
 /* All num_blocks (> 0) blocks free.  ECT_OK or ECT_ERR_NO_MEMORY. */
