@@ -59,9 +59,11 @@
 #include <ectier/ectier.h>
 
 #include "bench.h"
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "copy/cpu.h"
 #include "copy/ntcopy.h"
+#include "ectier_build_config.h"
 #include "step/report.h"
 
 #define HIDDEN      3584u
@@ -136,26 +138,25 @@ load_target(void *user, const char *key, uint64_t n_tokens, size_t nbytes, void 
 }
 
 /* Scheduler -> worker: build and encode the step (META), bind it on the
- * worker (BIND). */
+ * worker (BIND).  The step's value goes back to the scheduler once encoded
+ * and the report to the worker, as an engine in C does: steps then
+ * allocate nothing (the fixed-cost line counts). */
 static int
-ship_meta(struct step_bench *b, ect_step_meta_t **meta_p, struct stamps *s)
+ship_meta(struct step_bench *b, struct stamps *s)
 {
     ect_step_meta_t *m;
     size_t len;
     if (ect_scheduler_build_connector_meta(b->sched, &m) != ECT_OK)
         return fail("build_connector_meta");
-    if (grow(b, ect_step_meta_encoded_size(m)) != 0 ||
-        ect_step_meta_encode(m, b->buf, b->buf_cap, &len) != ECT_OK) {
-        ect_step_meta_destroy(m);
+    int rc = grow(b, ect_step_meta_encoded_size(m)) != 0 ||
+             ect_step_meta_encode(m, b->buf, b->buf_cap, &len) != ECT_OK;
+    ect_scheduler_recycle_connector_meta(b->sched, m);
+    if (rc)
         return fail("encode the step metadata");
-    }
     s->t[META + 1] = ect__now_ns();
-    if (ect_worker_bind_metadata(b->worker, b->buf, len) != ECT_OK) {
-        ect_step_meta_destroy(m);
+    if (ect_worker_bind_metadata(b->worker, b->buf, len) != ECT_OK)
         return fail("bind the step metadata");
-    }
     s->t[BIND + 1] = ect__now_ns();
-    *meta_p = m;
     return 0;
 }
 
@@ -174,10 +175,10 @@ ship_report(struct step_bench *b, struct stamps *s)
         return fail("take_report");
     int rc = grow(b, ect_step_report_encoded_size(r)) != 0 ||
              ect_step_report_encode(r, b->buf, b->buf_cap, &len) != ECT_OK;
+    ect_worker_recycle_report(b->worker, r);
     s->t[REPORT + 1] = ect__now_ns();
     rc = rc || ect_scheduler_update_connector_output(b->sched, b->buf, len) != ECT_OK;
     s->t[APPLY + 1] = ect__now_ns();
-    ect_step_report_destroy(r);
     return rc ? fail("apply the report") : 0;
 }
 
@@ -225,40 +226,32 @@ save_step(struct step_bench *b, const char *key, size_t payload, ect_run_t *runs
           struct stamps *s)
 {
     uint64_t tokens = (payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
-    ect_step_meta_t *m;
     s->t[0] = ect__now_ns();
     if (update(b, key, tokens) != 0)
         return 1;
     s->t[SCHEDULE + 1] = ect__now_ns();
-    if (ship_meta(b, &m, s) != 0)
+    if (ship_meta(b, s) != 0)
         return 1;
-    const ect_step_item_t *it = ect_step_meta_find_save(m, key);
-    int rc = 1;
+    const ect_step_item_t *it = ect_step_meta_find_save(ect_worker_metadata(b->worker), key);
     if (it == NULL || it->n_runs > MAX_RUNS) {
         fprintf(stderr, "bench step: no save of %s in the step (region too small?)\n", key);
-        goto destroy_meta;
+        return 1;
     }
     memcpy(runs, it->runs, it->n_runs * sizeof(*runs));
     *n_runs = it->n_runs;
     if (b->fresh_blocks)
         refresh_blocks(b, runs, it->n_runs, payload, s);
     if (ect_worker_save(b->worker, key, b->src, payload, NULL, NULL) != ECT_OK ||
-        ect_worker_get_finished(b->worker) != ECT_OK) {
-        fail("save");
-        goto destroy_meta;
-    }
+        ect_worker_get_finished(b->worker) != ECT_OK)
+        return fail("save");
     s->t[SUBMIT + 1] = ect__now_ns();
-    rc = ship_report(b, s);
-destroy_meta:
-    ect_step_meta_destroy(m);
-    return rc;
+    return ship_report(b, s);
 }
 
 static int
 load_step(struct step_bench *b, const char *key, size_t payload, struct stamps *s)
 {
     uint64_t tokens = (payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
-    ect_step_meta_t *m;
     s->t[0] = ect__now_ns();
     if (!ect_scheduler_has_cache_item(b->sched, key)) {
         fprintf(stderr, "bench step: %s is not in the CPU tier after its save\n", key);
@@ -267,12 +260,11 @@ load_step(struct step_bench *b, const char *key, size_t payload, struct stamps *
     if (update(b, key, tokens) != 0)
         return 1;
     s->t[SCHEDULE + 1] = ect__now_ns();
-    if (ship_meta(b, &m, s) != 0)
+    if (ship_meta(b, s) != 0)
         return 1;
-    int rc = ect_step_meta_n_loads(m) != 1 ||
+    int rc = ect_step_meta_n_loads(ect_worker_metadata(b->worker)) != 1 ||
              ect_worker_start_load(b->worker, load_target, b, NULL) != ECT_OK;
     s->t[SUBMIT + 1] = ect__now_ns();
-    ect_step_meta_destroy(m);
     if (rc)
         return fail("start_load");
     return ship_report(b, s);
@@ -362,6 +354,18 @@ written_age(struct step_bench *b, const ect_run_t *runs, size_t n_runs, uint64_t
     return (double)(now - oldest) / 1e9;
 }
 
+/* The library's allocations so far (common/alloc.h counts every one), or
+ * UINT64_MAX in a build without the counter. */
+static uint64_t
+library_allocations(void)
+{
+#if ECT_TEST_HOOKS
+    return ect__alloc_count();
+#else
+    return UINT64_MAX;
+#endif
+}
+
 static int
 measure(struct step_bench *b, size_t payload, unsigned reps)
 {
@@ -402,6 +406,7 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     }
     struct ect__copy_cpu_stats before, after;
     ect__copy_cpu_stats(b->engine, &before);
+    uint64_t allocs = library_allocations();
     for (unsigned i = 0; i < reps; i++) {
         snprintf(key, sizeof(key), "e-%zu%s-%u", payload, b->cold_state ? "c" : "", i);
         /* Every block is cold here (flushed after its last use), and the
@@ -432,15 +437,19 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
         prepare(&st); /* leaves the blocks cold for whichever entry reuses them */
     }
     ect__copy_cpu_stats(b->engine, &after);
+    if (allocs != UINT64_MAX)
+        allocs = library_allocations() - allocs;
     if (payload == ((size_t)1 << 20) && b->save_age_s == 0)
         b->save_age_s = ect_bench_median(age, reps);
     double ms = ect_bench_median(sm.save, reps), ml = ect_bench_median(sm.load, reps);
     double gb = (double)payload / 1e9;
     if (payload < BLOCK_BYTES) {
         /* No copy worth the name: what a step costs by itself. */
-        printf("  fixed cost of a step (one %zu-byte entry%s): save %.1f us, load %.1f us\n",
-               payload, b->cold_state ? ", 64 MiB of other data read before it" : "", ms * 1e6,
-               ml * 1e6);
+        printf("  fixed cost of a step (one %zu-byte entry%s): save %.1f us, load %.1f us", payload,
+               b->cold_state ? ", 64 MiB of other data read before it" : "", ms * 1e6, ml * 1e6);
+        if (allocs != UINT64_MAX)
+            printf("; library allocations per step %.2f", (double)allocs / (2.0 * reps));
+        printf("\n");
         print_breakdown(&sm, 0, reps, "save", 0);
         print_breakdown(&sm, 1, reps, "load", 0);
         rc = 0;

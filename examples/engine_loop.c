@@ -346,7 +346,8 @@ worker_main(unsigned rank, int fd_in, int fd_out, const struct ect_loop_workload
             msg_u32(&out, (uint32_t)rlen);
             msg_put(&out, rb, rlen);
             free(rb);
-            ect_step_report_destroy(report);
+            /* Its memory collects the next step's outcomes. */
+            ect_worker_recycle_report(worker, report);
         } else {
             msg_u32(&out, 0);
         }
@@ -579,7 +580,8 @@ ect_loop_run(const struct ect_loop_workload *wl, struct ect_loop_summary *summar
             ect_step_meta_destroy(meta);
             goto stop_workers;
         }
-        ect_step_meta_destroy(meta);
+        /* Its memory holds the next step's saves and loads. */
+        ect_scheduler_recycle_connector_meta(sched, meta);
         step_msg.len = 0;
         msg_u32(&step_msg, 0);
         msg_u32(&step_msg, (uint32_t)mlen);

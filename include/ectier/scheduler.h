@@ -117,11 +117,21 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_update_state_after_alloc(
     ect_scheduler_t *scheduler, const ect_request_t *request, size_t index);
 
 /* End of the step's scheduling: hand over the step's saves and loads (owned
- * by the caller, destroy with ect_step_meta_destroy; encode it for worker
- * processes) and start a new, empty step.  Also expires lapsed holds and
+ * by the caller, destroy with ect_step_meta_destroy or hand back with
+ * ect_scheduler_recycle_connector_meta; encode it for worker processes)
+ * and start a new, empty step.  Also expires lapsed holds and
  * drives P2P work.  Returns ECT_OK or ECT_ERR_NO_MEMORY. */
 ECT_API ECT_MUST_CHECK ect_status_t ect_scheduler_build_connector_meta(ect_scheduler_t *scheduler,
                                                                        ect_step_meta_t **meta_p);
+
+/* Hand back a value that ect_scheduler_build_connector_meta returned, once
+ * it is encoded: the scheduler empties it and builds a later step in its
+ * memory, so steps stop allocating once the largest has been built.  The
+ * scheduler keeps one such value; any other is destroyed, as is meta when
+ * scheduler is NULL.  meta must not be used afterwards.  NULL meta is a
+ * no-op.  Cannot fail. */
+ECT_API void ect_scheduler_recycle_connector_meta(ect_scheduler_t *scheduler,
+                                                  ect_step_meta_t *meta);
 
 /* Apply the workers' reports: bytes = the encoded reports of every rank,
  * concatenated (len 0 is fine).  A completed save marks its entry ready; a

@@ -53,6 +53,12 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_step_meta_create(ect_step_meta_t **meta_
 /* NULL is a no-op. */
 ECT_API void ect_step_meta_destroy(ect_step_meta_t *meta);
 
+/* Remove every item, keeping the value's memory for the next items (a
+ * value reused step after step allocates only while it grows past its
+ * largest step).  Items handed out before are invalid afterwards.  NULL is
+ * a no-op. */
+ECT_API void ect_step_meta_clear(ect_step_meta_t *meta);
+
 /* Append a save / load.  key and runs are copied.  Returns ECT_OK,
  * ECT_ERR_INVALID_ARG (empty or over-long key, a run of zero blocks, runs
  * not ascending or overlapping), ECT_ERR_EXISTS (key already saved / loaded
@@ -95,6 +101,14 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_step_meta_decode(const void *bytes, size
                                                          uint64_t num_blocks,
                                                          ect_step_meta_t **meta_p);
 
+/* The same into an existing value, which is cleared first (its memory
+ * reused): on ECT_OK it holds exactly the decoded step, on any error it is
+ * empty.  Returns what ect_step_meta_decode does, and ECT_ERR_INVALID_ARG
+ * for a NULL meta. */
+ECT_API ECT_MUST_CHECK ect_status_t ect_step_meta_decode_into(ect_step_meta_t *meta,
+                                                              const void *bytes, size_t len,
+                                                              uint64_t num_blocks);
+
 /* ---- worker -> scheduler ------------------------------------------------ */
 
 /* Copy statistics carried by a worker report (summed when reports merge). */
@@ -121,6 +135,11 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_step_report_create(ect_step_report_t **r
 
 /* Free a report and every key it holds.  NULL is a no-op. */
 ECT_API void ect_step_report_destroy(ect_step_report_t *report);
+
+/* Remove every entry and zero the stats, keeping the report's memory for
+ * what is added next.  Keys handed out before are invalid afterwards.
+ * NULL is a no-op. */
+ECT_API void ect_step_report_clear(ect_step_report_t *report);
 
 /* Record a completed save (key copied) / load / failed save (the copy did
  * not land: the scheduler discards the entry instead of marking it ready).
@@ -185,6 +204,13 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_step_report_encode(const ect_step_report
  * ECT_ERR_NO_MEMORY. */
 ECT_API ECT_MUST_CHECK ect_status_t ect_step_report_decode(const void *bytes, size_t len,
                                                            ect_step_report_t **report_p);
+
+/* The same into an existing report, which is cleared first (its memory
+ * reused): on ECT_OK it holds exactly the decoded reports, on any error it
+ * is empty.  Returns what ect_step_report_decode does (ECT_ERR_INVALID_ARG
+ * for a NULL report). */
+ECT_API ECT_MUST_CHECK ect_status_t ect_step_report_decode_into(ect_step_report_t *report,
+                                                                const void *bytes, size_t len);
 
 #ifdef __cplusplus
 }

@@ -127,8 +127,10 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_worker_save(ect_worker_t *worker, const 
  * failed). */
 ECT_API ECT_MUST_CHECK ect_status_t ect_worker_get_finished(ect_worker_t *worker);
 
-/* Collect the copies that have landed since the last call into a new report
- * (*report_p; NULL when nothing finished).  Encode it for the scheduler.
+/* Collect the copies that have landed since the last call into a report
+ * (*report_p, owned by the caller: destroy it, or hand it back with
+ * ect_worker_recycle_report; NULL when nothing finished).  Encode it for
+ * the scheduler.
  * Returns ECT_OK, ECT_ERR_NO_MEMORY (nothing taken: the completions wait for
  * the next call), or the error of a failed copy batch (its saves are in the
  * report as failed, its loads as done: the engine must not use those
@@ -136,6 +138,14 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_worker_get_finished(ect_worker_t *worker
  * for every outcome of a step is reserved when its metadata binds. */
 ECT_API ECT_MUST_CHECK ect_status_t ect_worker_take_report(ect_worker_t *worker,
                                                            ect_step_report_t **report_p);
+
+/* Hand back a report that ect_worker_take_report returned, once it is
+ * encoded: the worker empties it and collects later outcomes in its
+ * memory, so steps stop allocating once the largest has been reported.
+ * The worker keeps one such report; any other is destroyed, as is report
+ * when worker is NULL.  report must not be used afterwards.  NULL report is
+ * a no-op.  Cannot fail. */
+ECT_API void ect_worker_recycle_report(ect_worker_t *worker, ect_step_report_t *report);
 
 /* Block until every submitted copy has landed. */
 ECT_API ECT_MUST_CHECK ect_status_t ect_worker_wait(ect_worker_t *worker);

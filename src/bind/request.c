@@ -281,7 +281,7 @@ ect_scheduler_build_connector_meta_bytes(ect_scheduler_t *scheduler, void **byte
         s = ect__error(ECT_ERR_NO_MEMORY, "build_connector_meta: out of memory (%zu bytes)", cap);
     else if ((s = ect_step_meta_encode(meta, buf, cap, &len)) != ECT_OK)
         ect__free(buf);
-    ect_step_meta_destroy(meta);
+    ect_scheduler_recycle_connector_meta(scheduler, meta);
     if (s != ECT_OK)
         return s;
     *bytes_p = buf;

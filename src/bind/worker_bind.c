@@ -232,7 +232,7 @@ ect_worker_take_report_bytes(ect_worker_t *worker, void **bytes_p, size_t *len_p
             ect__worker_give_back_report(worker, r, copy);
             return s;
         }
-        ect_step_report_destroy(r);
+        ect_worker_recycle_report(worker, r);
     }
     *bytes_p = buf;
     *len_p = len;

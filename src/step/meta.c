@@ -35,16 +35,24 @@
 
 /* ---- a growable list of items with a key index -------------------------- */
 
+/* The items' runs and keys live in one arena per list, each item's runs
+ * (8-byte aligned) followed by its key; clearing a list keeps the arena,
+ * the item array and the index, so a value reused step after step stops
+ * allocating once it has held its largest step. */
 struct item_list {
     ect_step_item_t *items;
     size_t n, cap;
     size_t *index; /* open addressing over items, SIZE_MAX = empty */
     size_t index_cap;
+    unsigned char *arena;
+    size_t arena_used, arena_cap;
 };
 
 struct ect_step_meta {
     struct item_list saves;
     struct item_list loads;
+    ect_run_t *scratch; /* decoding: an item's runs, then the overlap check's */
+    size_t scratch_cap;
 };
 
 static ect_status_t
@@ -67,6 +75,34 @@ index_rebuild(struct item_list *l, size_t cap)
     return ECT_OK;
 }
 
+/* Room for `need` more arena bytes.  A grown arena is a new block: the
+ * items' pointers move to it before the old one is freed. */
+static ect_status_t
+arena_reserve(struct item_list *l, size_t need, const char *what)
+{
+    if (l->arena_cap - l->arena_used >= need)
+        return ECT_OK;
+    if (need > SIZE_MAX / 2 - l->arena_used)
+        return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
+    size_t cap = l->arena_cap ? l->arena_cap : 512;
+    while (cap - l->arena_used < need)
+        cap *= 2;
+    unsigned char *arena = ect__malloc(cap);
+    if (arena == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
+    if (l->arena_used > 0)
+        memcpy(arena, l->arena, l->arena_used);
+    for (size_t i = 0; i < l->n; i++) {
+        ect_step_item_t *it = &l->items[i];
+        it->runs = (const ect_run_t *)(arena + ((const unsigned char *)it->runs - l->arena));
+        it->key = (const char *)(arena + ((const unsigned char *)it->key - l->arena));
+    }
+    ect__free(l->arena);
+    l->arena = arena;
+    l->arena_cap = cap;
+    return ECT_OK;
+}
+
 static const ect_step_item_t *
 list_find(const struct item_list *l, const char *key)
 {
@@ -82,13 +118,28 @@ list_find(const struct item_list *l, const char *key)
     return NULL;
 }
 
+/* Empty the list, keeping its memory.  Each item's own index slot is
+ * emptied (the loop finds it even where an earlier item's slot on its probe
+ * path is empty already): O(items), however large the index grew. */
+static void
+list_clear(struct item_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        size_t slot = ect__strhash(l->items[i].key) & (l->index_cap - 1);
+        while (l->index[slot] != i)
+            slot = (slot + 1) & (l->index_cap - 1);
+        l->index[slot] = SIZE_MAX;
+    }
+    l->n = 0;
+    l->arena_used = 0;
+}
+
 static void
 list_free(struct item_list *l)
 {
-    for (size_t i = 0; i < l->n; i++)
-        ect__free((void *)l->items[i].runs); /* the key lives in the same block */
     ect__free(l->items);
     ect__free(l->index);
+    ect__free(l->arena);
     memset(l, 0, sizeof(*l));
 }
 
@@ -153,15 +204,18 @@ list_add(struct item_list *l, const char *what, const char *key, uint64_t tid,
         if ((st = index_rebuild(l, cap)) != ECT_OK)
             return st;
     }
-    /* One block per item: its runs, then its key (runs is an array of
+    /* The item's runs, then its key, in the arena (runs is an array of
      * n_runs in memory, so n_runs * sizeof(run) + a key cannot overflow). */
-    ect_run_t *runs_copy = ect__malloc(n_runs * sizeof(*runs_copy) + len + 1);
-    if (runs_copy == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
-    char *key_copy = (char *)(runs_copy + n_runs);
+    size_t runs_bytes = n_runs * sizeof(ect_run_t);
+    size_t need = (runs_bytes + len + 1 + 7) & ~(size_t)7;
+    if ((st = arena_reserve(l, need, what)) != ECT_OK)
+        return st;
+    ect_run_t *runs_copy = (ect_run_t *)(l->arena + l->arena_used);
+    char *key_copy = (char *)(l->arena + l->arena_used + runs_bytes);
+    l->arena_used += need;
     memcpy(key_copy, key, len + 1);
     if (n_runs > 0)
-        memcpy(runs_copy, runs, n_runs * sizeof(*runs_copy));
+        memcpy(runs_copy, runs, runs_bytes);
     ect_step_item_t *it = &l->items[l->n];
     it->key = key_copy;
     it->transfer_id = tid;
@@ -197,7 +251,35 @@ ect_step_meta_destroy(ect_step_meta_t *meta)
         return;
     list_free(&meta->saves);
     list_free(&meta->loads);
+    ect__free(meta->scratch);
     ect__free(meta);
+}
+
+void
+ect_step_meta_clear(ect_step_meta_t *meta)
+{
+    if (meta == NULL)
+        return;
+    list_clear(&meta->saves);
+    list_clear(&meta->loads);
+}
+
+/* Room for n runs in meta's scratch array. */
+static ect_status_t
+scratch_reserve(ect_step_meta_t *m, size_t n, const char *what)
+{
+    if (n <= m->scratch_cap)
+        return ECT_OK;
+    size_t cap = m->scratch_cap ? m->scratch_cap : 16;
+    while (cap < n)
+        cap *= 2;
+    /* The old contents are never needed: free, then allocate. */
+    ect__free(m->scratch);
+    m->scratch_cap = 0;
+    if ((m->scratch = ect__malloc(cap * sizeof(*m->scratch))) == NULL)
+        return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
+    m->scratch_cap = cap;
+    return ECT_OK;
 }
 
 ect_status_t
@@ -373,95 +455,75 @@ cmp_run(const void *a, const void *b)
 /* No two runs of the whole step may share a block: two saves into one block
  * would corrupt an entry. */
 static ect_status_t
-check_step_overlap(const ect_step_meta_t *m)
+check_step_overlap(ect_step_meta_t *m)
 {
     size_t total = 0;
     for (size_t i = 0; i < m->saves.n; i++)
         total += m->saves.items[i].n_runs;
     if (total < 2)
         return ECT_OK;
-    ect_run_t *all = ect__malloc(total * sizeof(*all));
-    if (all == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "step metadata decode: out of memory");
+    ect_status_t st = scratch_reserve(m, total, "step metadata decode");
+    if (st != ECT_OK)
+        return st;
+    ect_run_t *all = m->scratch;
     size_t k = 0;
     for (size_t i = 0; i < m->saves.n; i++)
         for (size_t r = 0; r < m->saves.items[i].n_runs; r++)
             all[k++] = m->saves.items[i].runs[r];
     qsort(all, total, sizeof(*all), cmp_run);
-    ect_status_t st = ECT_OK;
-    for (size_t i = 1; i < total; i++) {
-        if (all[i].first < all[i - 1].first + all[i - 1].count) {
-            st = ect__error(ECT_ERR_PARSE, "step metadata decode: saves overlap at block %llu",
-                            (unsigned long long)all[i].first);
-            break;
-        }
-    }
-    ect__free(all);
-    return st;
+    for (size_t i = 1; i < total; i++)
+        if (all[i].first < all[i - 1].first + all[i - 1].count)
+            return ect__error(ECT_ERR_PARSE, "step metadata decode: saves overlap at block %llu",
+                              (unsigned long long)all[i].first);
+    return ECT_OK;
 }
 
+/* Decode n items into m's list l; each item's runs pass through m's
+ * scratch array on their way into the list. */
 static ect_status_t
-decode_items(ect_bytes_reader_t *r, struct item_list *l, uint32_t n, int with_tid,
-             uint64_t num_blocks, const char *what)
+decode_items(ect_bytes_reader_t *r, ect_step_meta_t *m, struct item_list *l, uint32_t n,
+             int with_tid, uint64_t num_blocks, const char *what)
 {
     char key[ECT_KEY_MAX + 1];
-    /* Most items have a few runs: those decode into this buffer (list_add
-     * copies them), more into a heap one. */
-    ect_run_t small[16];
-    ect_run_t *runs = small;
-    size_t cap = sizeof(small) / sizeof(small[0]);
     ect_status_t st = ECT_OK;
     for (uint32_t i = 0; i < n && st == ECT_OK; i++) {
         if ((st = read_key(r, what, key)) != ECT_OK)
             break;
         uint64_t tid = with_tid ? ect__get_u64(r) : 0;
         uint32_t n_runs = ect__get_u32(r);
-        if (r->failed) {
-            st = ect__error(ECT_ERR_PARSE, "%s '%s': truncated", what, key);
-            break;
-        }
-        if ((uint64_t)n_runs * RUN_BYTES > ect__remaining(r)) {
-            st = ect__error(ECT_ERR_PARSE, "%s '%s': %u runs but only %zu bytes remain", what, key,
-                            n_runs, ect__remaining(r));
-            break;
-        }
-        if (n_runs > cap) {
-            ect_run_t *grown = ect__realloc(runs == small ? NULL : runs, n_runs * sizeof(*runs));
-            if (grown == NULL) {
-                st = ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
-                break;
-            }
-            runs = grown;
-            cap = n_runs;
-        }
+        if (r->failed)
+            return ect__error(ECT_ERR_PARSE, "%s '%s': truncated", what, key);
+        if ((uint64_t)n_runs * RUN_BYTES > ect__remaining(r))
+            return ect__error(ECT_ERR_PARSE, "%s '%s': %u runs but only %zu bytes remain", what,
+                              key, n_runs, ect__remaining(r));
+        if ((st = scratch_reserve(m, n_runs, what)) != ECT_OK)
+            return st;
+        ect_run_t *runs = m->scratch;
         for (uint32_t j = 0; j < n_runs; j++) {
             runs[j].first = ect__get_u64(r);
             runs[j].count = ect__get_u64(r);
-            if (runs[j].count > num_blocks || runs[j].first > num_blocks - runs[j].count) {
-                st = ect__error(ECT_ERR_OVERFLOW,
-                                "%s '%s': blocks %llu+%llu outside the region's %llu blocks", what,
-                                key, (unsigned long long)runs[j].first,
-                                (unsigned long long)runs[j].count, (unsigned long long)num_blocks);
-                break;
-            }
+            if (runs[j].count > num_blocks || runs[j].first > num_blocks - runs[j].count)
+                return ect__error(
+                    ECT_ERR_OVERFLOW, "%s '%s': blocks %llu+%llu outside the region's %llu blocks",
+                    what, key, (unsigned long long)runs[j].first, (unsigned long long)runs[j].count,
+                    (unsigned long long)num_blocks);
         }
-        if (st != ECT_OK)
-            break;
         st = list_add(l, what, key, tid, runs, n_runs);
         if (st == ECT_ERR_INVALID_ARG || st == ECT_ERR_EXISTS)
             st = ECT_ERR_PARSE; /* the message already says what was wrong */
     }
-    if (runs != small)
-        ect__free(runs);
     return st;
 }
 
 ect_status_t
-ect_step_meta_decode(const void *bytes, size_t len, uint64_t num_blocks, ect_step_meta_t **meta_p)
+ect_step_meta_decode_into(ect_step_meta_t *m, const void *bytes, size_t len, uint64_t num_blocks)
 {
     static const char what[] = "step metadata decode";
-    if ((bytes == NULL && len > 0) || meta_p == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL argument", what);
+    if (m == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL metadata", what);
+    ect_step_meta_clear(m);
+    if (bytes == NULL && len > 0)
+        return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL bytes", what);
     ect_bytes_reader_t r = {bytes, (const uint8_t *)bytes + len, 0}, body;
     ect_status_t st = read_frame(&r, META_MAGIC, what, &body);
     if (st != ECT_OK)
@@ -472,87 +534,106 @@ ect_step_meta_decode(const void *bytes, size_t len, uint64_t num_blocks, ect_ste
     uint32_t n_saves = ect__get_u32(&body), n_loads = ect__get_u32(&body);
     if (body.failed)
         return ect__error(ECT_ERR_PARSE, "%s: truncated counts", what);
-    ect_step_meta_t *m;
-    if ((st = ect_step_meta_create(&m)) != ECT_OK)
-        return st;
-    if ((st = decode_items(&body, &m->saves, n_saves, 0, num_blocks, "step metadata save")) !=
+    if ((st = decode_items(&body, m, &m->saves, n_saves, 0, num_blocks, "step metadata save")) !=
             ECT_OK ||
-        (st = decode_items(&body, &m->loads, n_loads, 1, num_blocks, "step metadata load")) !=
+        (st = decode_items(&body, m, &m->loads, n_loads, 1, num_blocks, "step metadata load")) !=
             ECT_OK)
-        goto err_destroy;
+        goto err_clear;
     if (ect__remaining(&body) != 0) {
         st = ect__error(ECT_ERR_PARSE, "%s: %zu unread bytes in the body", what,
                         ect__remaining(&body));
-        goto err_destroy;
+        goto err_clear;
     }
     if ((st = check_step_overlap(m)) != ECT_OK)
-        goto err_destroy;
-    *meta_p = m;
+        goto err_clear;
     return ECT_OK;
 
-err_destroy:
-    ect_step_meta_destroy(m);
+err_clear:
+    ect_step_meta_clear(m);
     return st;
+}
+
+ect_status_t
+ect_step_meta_decode(const void *bytes, size_t len, uint64_t num_blocks, ect_step_meta_t **meta_p)
+{
+    if ((bytes == NULL && len > 0) || meta_p == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "step metadata decode: NULL argument");
+    ect_step_meta_t *m;
+    ect_status_t st = ect_step_meta_create(&m);
+    if (st != ECT_OK)
+        return st;
+    if ((st = ect_step_meta_decode_into(m, bytes, len, num_blocks)) != ECT_OK) {
+        ect_step_meta_destroy(m);
+        return st;
+    }
+    *meta_p = m;
+    return ECT_OK;
 }
 
 /* ---- worker reports ----------------------------------------------------- */
 
+/* A list of keys: offsets into the report's key arena. */
 struct key_list {
-    char **keys;
+    size_t *off;
     size_t n, cap;
 };
 
+/* Every key (saves and failed saves alike) lives in one arena; clearing a
+ * report keeps its memory. */
 struct ect_step_report {
     struct key_list saves;
     struct key_list failed;
+    char *keys;
+    size_t keys_used, keys_cap;
     uint64_t *loads;
     size_t n_loads, cap_loads;
     ect_step_copy_stats_t stats;
 };
 
-static void
-key_list_free(struct key_list *l)
+static ect_status_t
+grow_array(void **arr, size_t *cap, size_t used, size_t n, size_t size)
 {
-    for (size_t i = 0; i < l->n; i++)
-        ect__free(l->keys[i]);
-    ect__free(l->keys);
+    return ect__array_reserve(arr, cap, used, n, size) == 0
+               ? ECT_OK
+               : ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
 }
 
-/* Capacity for n more keys than the list holds. */
 static ect_status_t
 key_list_reserve(struct key_list *l, size_t n)
 {
-    if (l->cap - l->n >= n)
-        return ECT_OK;
-    size_t cap = l->cap ? l->cap : 8;
-    while (cap - l->n < n)
-        cap *= 2;
-    char **grown = ect__realloc(l->keys, cap * sizeof(*grown));
-    if (grown == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
-    l->keys = grown;
-    l->cap = cap;
-    return ECT_OK;
+    return grow_array((void **)&l->off, &l->cap, l->n, n, sizeof(*l->off));
 }
 
 static ect_status_t
 loads_reserve(ect_step_report_t *r, size_t n)
 {
-    if (r->cap_loads - r->n_loads >= n)
-        return ECT_OK;
-    size_t cap = r->cap_loads ? r->cap_loads : 8;
-    while (cap - r->n_loads < n)
-        cap *= 2;
-    uint64_t *grown = ect__realloc(r->loads, cap * sizeof(*grown));
-    if (grown == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
-    r->loads = grown;
-    r->cap_loads = cap;
+    return grow_array((void **)&r->loads, &r->cap_loads, r->n_loads, n, sizeof(*r->loads));
+}
+
+static ect_status_t
+key_bytes_reserve(ect_step_report_t *r, size_t n)
+{
+    return grow_array((void **)&r->keys, &r->keys_cap, r->keys_used, n, 1);
+}
+
+/* Append key (len bytes, checked) to l: nothing changes on failure, and
+ * nothing allocates within a reservation. */
+static ect_status_t
+key_list_push(ect_step_report_t *r, struct key_list *l, const char *key, size_t len)
+{
+    ect_status_t st = key_list_reserve(l, 1);
+    if (st == ECT_OK)
+        st = key_bytes_reserve(r, len + 1);
+    if (st != ECT_OK)
+        return st;
+    memcpy(r->keys + r->keys_used, key, len + 1);
+    l->off[l->n++] = r->keys_used;
+    r->keys_used += len + 1;
     return ECT_OK;
 }
 
 static ect_status_t
-key_list_add(struct key_list *l, const char *what, const char *key)
+key_list_add(ect_step_report_t *r, struct key_list *l, const char *what, const char *key)
 {
     if (key == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL key", what);
@@ -560,37 +641,33 @@ key_list_add(struct key_list *l, const char *what, const char *key)
     ect_status_t st = check_key(what, key, len);
     if (st != ECT_OK)
         return st;
-    if ((st = key_list_reserve(l, 1)) != ECT_OK)
-        return st;
-    char *copy = ect__strdup(key);
-    if (copy == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
-    l->keys[l->n++] = copy;
-    return ECT_OK;
+    return key_list_push(r, l, key, len);
+}
+
+static const char *
+key_at(const ect_step_report_t *r, const struct key_list *l, size_t i)
+{
+    return r->keys + l->off[i];
 }
 
 ect_status_t
-ect__step_report_reserve(ect_step_report_t *report, size_t saves, size_t failed, size_t loads)
+ect__step_report_reserve(ect_step_report_t *report, size_t saves, size_t failed, size_t loads,
+                         size_t key_bytes)
 {
     ect_status_t st = key_list_reserve(&report->saves, saves);
     if (st == ECT_OK)
         st = key_list_reserve(&report->failed, failed);
     if (st == ECT_OK)
         st = loads_reserve(report, loads);
+    if (st == ECT_OK)
+        st = key_bytes_reserve(report, key_bytes);
     return st;
 }
 
 ect_status_t
-ect__step_report_adopt_save(ect_step_report_t *report, char *key, int failed)
+ect__step_report_put_save(ect_step_report_t *report, const char *key, int failed)
 {
-    struct key_list *l = failed ? &report->failed : &report->saves;
-    ect_status_t st = key_list_reserve(l, 1);
-    if (st != ECT_OK) {
-        ect__free(key);
-        return st;
-    }
-    l->keys[l->n++] = key;
-    return ECT_OK;
+    return key_list_push(report, failed ? &report->failed : &report->saves, key, strlen(key));
 }
 
 ect_status_t
@@ -619,10 +696,23 @@ ect_step_report_destroy(ect_step_report_t *report)
 {
     if (report == NULL)
         return;
-    key_list_free(&report->saves);
-    key_list_free(&report->failed);
+    ect__free(report->saves.off);
+    ect__free(report->failed.off);
+    ect__free(report->keys);
     ect__free(report->loads);
     ect__free(report);
+}
+
+void
+ect_step_report_clear(ect_step_report_t *report)
+{
+    if (report == NULL)
+        return;
+    report->saves.n = 0;
+    report->failed.n = 0;
+    report->keys_used = 0;
+    report->n_loads = 0;
+    memset(&report->stats, 0, sizeof(report->stats));
 }
 
 ect_status_t
@@ -630,7 +720,7 @@ ect_step_report_add_save(ect_step_report_t *report, const char *key)
 {
     if (report == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report save: NULL report");
-    return key_list_add(&report->saves, "worker report save", key);
+    return key_list_add(report, &report->saves, "worker report save", key);
 }
 
 ect_status_t
@@ -638,7 +728,7 @@ ect_step_report_add_failed_save(ect_step_report_t *report, const char *key)
 {
     if (report == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report failed save: NULL report");
-    return key_list_add(&report->failed, "worker report failed save", key);
+    return key_list_add(report, &report->failed, "worker report failed save", key);
 }
 
 ect_status_t
@@ -683,13 +773,13 @@ ect_step_report_n_loads(const ect_step_report_t *report)
 const char *
 ect_step_report_save(const ect_step_report_t *report, size_t i)
 {
-    return report != NULL && i < report->saves.n ? report->saves.keys[i] : NULL;
+    return report != NULL && i < report->saves.n ? key_at(report, &report->saves, i) : NULL;
 }
 
 const char *
 ect_step_report_failed_save(const ect_step_report_t *report, size_t i)
 {
-    return report != NULL && i < report->failed.n ? report->failed.keys[i] : NULL;
+    return report != NULL && i < report->failed.n ? key_at(report, &report->failed, i) : NULL;
 }
 
 uint64_t
@@ -704,40 +794,24 @@ ect_step_report_stats(const ect_step_report_t *report)
     return report != NULL ? &report->stats : NULL;
 }
 
-/* Drop everything added after the report held n_saves, n_failed and n_loads
- * (undoing a partial merge). */
-static void
-report_truncate(ect_step_report_t *r, size_t n_saves, size_t n_failed, size_t n_loads)
-{
-    for (size_t i = n_saves; i < r->saves.n; i++)
-        ect__free(r->saves.keys[i]);
-    for (size_t i = n_failed; i < r->failed.n; i++)
-        ect__free(r->failed.keys[i]);
-    r->saves.n = n_saves;
-    r->failed.n = n_failed;
-    r->n_loads = n_loads;
-}
-
 ect_status_t
 ect_step_report_merge(ect_step_report_t *dst, const ect_step_report_t *src)
 {
     if (dst == NULL || src == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "worker report merge: NULL argument");
-    /* The counts before: the undo point, and the bounds of src when src is
-     * dst (its lists grow as they are walked). */
-    size_t n_saves = dst->saves.n, n_failed = dst->failed.n, n_loads = dst->n_loads;
+    /* Room for all of src first (src may be dst: its counts are read before
+     * anything grows, and its keys by offset, which growth keeps). */
     size_t src_saves = src->saves.n, src_failed = src->failed.n, src_loads = src->n_loads;
-    ect_status_t st = ECT_OK;
-    for (size_t i = 0; st == ECT_OK && i < src_saves; i++)
-        st = ect_step_report_add_save(dst, src->saves.keys[i]);
-    for (size_t i = 0; st == ECT_OK && i < src_failed; i++)
-        st = ect_step_report_add_failed_save(dst, src->failed.keys[i]);
-    for (size_t i = 0; st == ECT_OK && i < src_loads; i++)
-        st = ect_step_report_add_load(dst, src->loads[i]);
-    if (st != ECT_OK) {
-        report_truncate(dst, n_saves, n_failed, n_loads);
+    ect_status_t st =
+        ect__step_report_reserve(dst, src_saves, src_failed, src_loads, src->keys_used);
+    if (st != ECT_OK)
         return st;
-    }
+    for (size_t i = 0; i < src_saves; i++)
+        (void)ect__step_report_put_save(dst, key_at(src, &src->saves, i), 0);
+    for (size_t i = 0; i < src_failed; i++)
+        (void)ect__step_report_put_save(dst, key_at(src, &src->failed, i), 1);
+    for (size_t i = 0; i < src_loads; i++)
+        dst->loads[dst->n_loads++] = src->loads[i];
     ect_step_report_add_stats(dst, &src->stats);
     return ECT_OK;
 }
@@ -748,20 +822,19 @@ ect_step_report_encoded_size(const ect_step_report_t *report)
     if (report == NULL)
         return 0;
     size_t total = FRAME_HEADER_BYTES + 12 + 6 * 8 + report->n_loads * 8;
-    for (size_t i = 0; i < report->saves.n; i++)
-        total += 4 + strlen(report->saves.keys[i]);
-    for (size_t i = 0; i < report->failed.n; i++)
-        total += 4 + strlen(report->failed.keys[i]);
-    return total;
+    /* Each key's arena bytes are its length and a NUL: 4 + length on the
+     * wire. */
+    return total + report->keys_used + 3 * (report->saves.n + report->failed.n);
 }
 
 static void
-put_keys(ect_bytes_writer_t *w, const struct key_list *l)
+put_keys(ect_bytes_writer_t *w, const ect_step_report_t *r, const struct key_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {
-        size_t klen = strlen(l->keys[i]);
+        const char *key = key_at(r, l, i);
+        size_t klen = strlen(key);
         ect__put_u32(w, (uint32_t)klen);
-        ect__put_bytes(w, l->keys[i], klen);
+        ect__put_bytes(w, key, klen);
     }
 }
 
@@ -786,10 +859,10 @@ ect_step_report_encode(const ect_step_report_t *report, void *buf, size_t cap, s
     ect__put_u64(&w, s->load_bytes);
     ect__put_u64(&w, s->load_ns);
     ect__put_u64(&w, s->load_batches);
-    put_keys(&w, &report->saves);
+    put_keys(&w, report, &report->saves);
     for (size_t i = 0; i < report->n_loads; i++)
         ect__put_u64(&w, report->loads[i]);
-    put_keys(&w, &report->failed);
+    put_keys(&w, report, &report->failed);
     *len_p = need;
     return ECT_OK;
 }
@@ -844,6 +917,25 @@ decode_one_report(ect_bytes_reader_t *body, ect_step_report_t *rep)
 }
 
 ect_status_t
+ect_step_report_decode_into(ect_step_report_t *report, const void *bytes, size_t len)
+{
+    static const char what[] = "worker report decode";
+    if (report == NULL)
+        return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL report", what);
+    ect_step_report_clear(report);
+    if (bytes == NULL && len > 0)
+        return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL bytes", what);
+    ect_bytes_reader_t r = {bytes, (const uint8_t *)bytes + len, 0}, body;
+    ect_status_t st = ECT_OK;
+    while (st == ECT_OK && ect__remaining(&r) > 0)
+        if ((st = read_frame(&r, REPORT_MAGIC, what, &body)) == ECT_OK)
+            st = decode_one_report(&body, report);
+    if (st != ECT_OK)
+        ect_step_report_clear(report);
+    return st;
+}
+
+ect_status_t
 ect_step_report_decode(const void *bytes, size_t len, ect_step_report_t **report_p)
 {
     if ((bytes == NULL && len > 0) || report_p == NULL)
@@ -852,17 +944,10 @@ ect_step_report_decode(const void *bytes, size_t len, ect_step_report_t **report
     ect_status_t st = ect_step_report_create(&rep);
     if (st != ECT_OK)
         return st;
-    ect_bytes_reader_t r = {bytes, (const uint8_t *)bytes + len, 0}, body;
-    while (ect__remaining(&r) > 0) {
-        if ((st = read_frame(&r, REPORT_MAGIC, "worker report decode", &body)) != ECT_OK)
-            goto err_destroy;
-        if ((st = decode_one_report(&body, rep)) != ECT_OK)
-            goto err_destroy;
+    if ((st = ect_step_report_decode_into(rep, bytes, len)) != ECT_OK) {
+        ect_step_report_destroy(rep);
+        return st;
     }
     *report_p = rep;
     return ECT_OK;
-
-err_destroy:
-    ect_step_report_destroy(rep);
-    return st;
 }

@@ -15,16 +15,18 @@
 #include <ectier/worker.h>
 
 /* Make room in report for `saves` more completed saves, `failed` more
- * failed saves and `loads` more loads than it holds now.  Returns ECT_OK or
- * ECT_ERR_NO_MEMORY (the contents are unchanged either way). */
+ * failed saves, `loads` more loads and `key_bytes` more bytes of keys
+ * (each key's length + 1, whichever list it goes to) than it holds now.
+ * Returns ECT_OK or ECT_ERR_NO_MEMORY (the contents are unchanged either
+ * way). */
 ect_status_t ect__step_report_reserve(ect_step_report_t *report, size_t saves, size_t failed,
-                                      size_t loads);
+                                      size_t loads, size_t key_bytes);
 
-/* Add key (owned: the report takes it, an ect__malloc'd copy of a key that
- * was checked where it entered) as a completed save, or a failed one when
- * failed is non-zero.  Does not allocate within a reservation; beyond one
- * it may fail with ECT_ERR_NO_MEMORY, and then frees key. */
-ect_status_t ect__step_report_adopt_save(ect_step_report_t *report, char *key, int failed);
+/* Add a copy of key (borrowed; a key that was checked where it entered) as
+ * a completed save, or a failed one when failed is non-zero.  Does not
+ * allocate within a reservation; beyond one it may fail with
+ * ECT_ERR_NO_MEMORY (nothing added). */
+ect_status_t ect__step_report_put_save(ect_step_report_t *report, const char *key, int failed);
 
 /* Add a landed load; does not allocate within a reservation. */
 ect_status_t ect__step_report_push_load(ect_step_report_t *report, uint64_t transfer_id);

@@ -2,7 +2,10 @@
  * The scheduler side of the step protocol (include/ectier/scheduler.h).
  *
  * Per step the engine's calls fill `step` (this step's saves and loads);
- * build_connector_meta hands it to the caller and starts a new one.  Until
+ * build_connector_meta hands it to the caller and starts a new one, in the
+ * value the caller recycled when there is one (spare_step).  Reports are
+ * decoded into one kept value, load records come from a pool and the maps
+ * reuse their nodes: in steady state a step allocates nothing.  Until
  * the workers report, a save is remembered in `saves_in_flight` (key) and a
  * load in `loads_in_flight` (transfer id -> key and the reports still
  * expected).  Invariants:
@@ -29,6 +32,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/pool.h"
 #include "common/strmap.h"
 #include "common/utf8.h"
 #include "metrics/http.h"
@@ -37,9 +41,12 @@
 #include "step/p2p_hooks.h"
 #include "step/scheduler_hooks.h"
 
+/* A load in flight: the entry it pinned and the reports still expected.
+ * From a pool (the longest key fits): queueing a load allocates nothing
+ * once the pool has held the most loads in flight at once. */
 struct load_rec {
-    char *key;
     unsigned remaining;
+    char key[ECT_KEY_MAX + 1];
 };
 
 /*
@@ -70,6 +77,11 @@ struct ect_scheduler {
     ect_region_t *region;
     ect_cache_t *cache;
     ect_step_meta_t *step;
+    ect_step_meta_t *spare_step; /* recycled by the engine: the next step's, emptied */
+    ect_step_report_t *report;   /* update_connector_output decodes into it */
+    ect_run_t *runs;             /* an entry's runs on their way into the step */
+    size_t cap_runs;
+    struct ect__pool load_recs; /* struct load_rec */
     uint64_t next_tid;
     ect_strmap_t saves_in_flight; /* key -> NULL */
     ect_strmap_t loads_in_flight; /* transfer id (hex) -> struct load_rec */
@@ -121,6 +133,7 @@ ect_scheduler_create(const ect_scheduler_params_t *params, ect_scheduler_t **sch
     ect__strmap_init(&s->saves_in_flight);
     ect__strmap_init(&s->loads_in_flight);
     ect__strmap_init(&s->hit_pins);
+    ect__pool_init(&s->load_recs, sizeof(struct load_rec));
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
         st = ect__error(ECT_ERR_INTERNAL, "scheduler: cannot create its mutex");
         goto err_free;
@@ -172,15 +185,6 @@ err_free:
 }
 
 static void
-free_load_rec(ect_strmap_node_t *node, void *user)
-{
-    (void)user;
-    struct load_rec *rec = node->value;
-    ect__free(rec->key);
-    ect__free(rec);
-}
-
-static void
 shutdown_locked(ect_scheduler_t *s)
 {
     if (s->shut_down)
@@ -203,8 +207,8 @@ shutdown_locked(ect_scheduler_t *s)
     ect_step_meta_destroy(s->step);
     s->step = NULL;
     ect__strmap_cleanup(&s->saves_in_flight);
-    ect__strmap_each(&s->loads_in_flight, free_load_rec, NULL);
     ect__strmap_cleanup(&s->loads_in_flight);
+    ect__pool_cleanup(&s->load_recs);
     ect__strmap_cleanup(&s->hit_pins);
     /* Keep the final counters readable after shutdown. */
     ect__log_failure(ect_cache_stats(s->cache, &s->m.cache), "scheduler");
@@ -238,6 +242,11 @@ ect_scheduler_destroy(ect_scheduler_t *scheduler)
     if (scheduler == NULL)
         return;
     ect_scheduler_shutdown(scheduler);
+    /* Kept for reuse, and still used after a shutdown (a report decoded, a
+     * step recycled): freed only here. */
+    ect_step_meta_destroy(scheduler->spare_step);
+    ect_step_report_destroy(scheduler->report);
+    ect__free(scheduler->runs);
     pthread_mutex_destroy(&scheduler->lock);
     ect__free(scheduler);
 }
@@ -342,44 +351,34 @@ ect_scheduler_ensure_cache_available(ect_scheduler_t *s, const ect_request_t *re
     return st;
 }
 
-/* Small run counts fit a caller's buffer; an entry's runs go there when they
- * fit, else into a new array (release either with runs_release). */
-#define SMALL_RUNS 16
-
-/* An entry's runs into small[0 .. SMALL_RUNS) or a new array: *runs_p and
- * *n_p. */
+/* The runs of key's entry, into the scheduler's runs array (valid until
+ * the next call): *n_p of them. */
 static ect_status_t
-entry_runs(ect_cache_t *cache, const char *key, ect_run_t small[SMALL_RUNS], ect_run_t **runs_p,
-           size_t *n_p)
+entry_runs(ect_scheduler_t *s, const char *key, size_t *n_p)
 {
     size_t n = 0;
-    ect_status_t st = ect_cache_get_runs(cache, key, NULL, 0, &n);
+    ect_status_t st = ect_cache_get_runs(s->cache, key, NULL, 0, &n);
     if (st != ECT_OK)
         return st;
-    ect_run_t *runs = n <= SMALL_RUNS ? small : ect__malloc(n * sizeof(*runs));
-    if (runs == NULL)
+    if (ect__array_reserve((void **)&s->runs, &s->cap_runs, 0, n, sizeof(*s->runs)) != 0)
         return ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory for %zu runs", n);
-    if (n > 0 && (st = ect_cache_get_runs(cache, key, runs, n, &n)) != ECT_OK) {
-        if (runs != small)
-            ect__free(runs);
+    if (n > 0 && (st = ect_cache_get_runs(s->cache, key, s->runs, n, &n)) != ECT_OK)
         return st;
-    }
-    *runs_p = runs;
     *n_p = n;
     return ECT_OK;
-}
-
-static void
-runs_release(ect_run_t *runs, const ect_run_t *small)
-{
-    if (runs != small)
-        ect__free(runs);
 }
 
 static ect_status_t
 ensure_step(ect_scheduler_t *s)
 {
-    return s->step != NULL ? ECT_OK : ect_step_meta_create(&s->step);
+    if (s->step != NULL)
+        return ECT_OK;
+    if (s->spare_step != NULL) {
+        s->step = s->spare_step;
+        s->spare_step = NULL;
+        return ECT_OK;
+    }
+    return ect_step_meta_create(&s->step);
 }
 
 static ect_status_t
@@ -399,25 +398,20 @@ queue_save_locked(ect_scheduler_t *s, const char *key, uint64_t n_blocks)
     }
     if (st != ECT_OK)
         return st;
-    ect_run_t small[SMALL_RUNS], *runs = small;
     size_t n_runs = 0;
-    if ((st = ensure_step(s)) != ECT_OK ||
-        (st = entry_runs(s->cache, key, small, &runs, &n_runs)) != ECT_OK)
+    if ((st = ensure_step(s)) != ECT_OK || (st = entry_runs(s, key, &n_runs)) != ECT_OK)
         goto err_discard;
     /* Track the save before the step names it: once it is in the step a
      * worker will write into its blocks, so they must not be freed. */
     if ((st = ect__strmap_put(&s->saves_in_flight, key, NULL, NULL)) != ECT_OK)
-        goto err_runs;
-    if ((st = ect_step_meta_add_save(s->step, key, runs, n_runs)) != ECT_OK)
+        goto err_discard;
+    if ((st = ect_step_meta_add_save(s->step, key, s->runs, n_runs)) != ECT_OK)
         goto err_untrack;
-    runs_release(runs, small);
     s->m.saves_queued++;
     return ECT_OK;
 
 err_untrack:
     ect__strmap_remove(&s->saves_in_flight, key, NULL);
-err_runs:
-    runs_release(runs, small);
 err_discard:
     ect__log_failure(ect_cache_discard(s->cache, key), "scheduler");
     return st;
@@ -435,38 +429,35 @@ queue_load_locked(ect_scheduler_t *s, const char *key)
     ect_pin_result_t pinned;
     if (ect_cache_pin_if_ready(s->cache, key, &pinned) != ECT_OK || pinned != ECT_PIN_PINNED)
         return ECT_OK; /* absent or not ready: nothing to load */
-    ect_run_t small[SMALL_RUNS], *runs = small;
     size_t n_runs = 0;
-    struct load_rec *rec = ect__calloc(1, sizeof(*rec));
+    struct load_rec *rec = ect__pool_get(&s->load_recs);
     char tk[17];
     uint64_t tid = s->next_tid;
     tid_key(tid, tk);
-    if (rec == NULL || (rec->key = ect__strdup(key)) == NULL) {
+    if (rec == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory queueing a load");
-        goto err_rec;
+        goto err_unpin;
     }
+    /* The cache checked the key's length where it entered. */
+    snprintf(rec->key, sizeof(rec->key), "%s", key);
     rec->remaining = s->load_reports;
-    if ((st = entry_runs(s->cache, key, small, &runs, &n_runs)) != ECT_OK)
+    if ((st = entry_runs(s, key, &n_runs)) != ECT_OK)
         goto err_rec;
     /* Track the load (and so keep its pin) before the step names it: once
      * it is in the step, workers read its blocks. */
     if ((st = ect__strmap_put(&s->loads_in_flight, tk, rec, NULL)) != ECT_OK)
-        goto err_runs;
-    if ((st = ect_step_meta_add_load(s->step, key, tid, runs, n_runs)) != ECT_OK)
+        goto err_rec;
+    if ((st = ect_step_meta_add_load(s->step, key, tid, s->runs, n_runs)) != ECT_OK)
         goto err_untrack;
-    runs_release(runs, small);
     s->next_tid++;
     s->m.loads_queued++;
     return ECT_OK;
 
 err_untrack:
     ect__strmap_remove(&s->loads_in_flight, tk, NULL);
-err_runs:
-    runs_release(runs, small);
 err_rec:
-    if (rec != NULL)
-        ect__free(rec->key);
-    ect__free(rec);
+    ect__pool_put(&s->load_recs, rec);
+err_unpin:
     ect__log_failure(ect_cache_unpin(s->cache, key), "scheduler");
     return st;
 }
@@ -513,9 +504,11 @@ ect_scheduler_build_connector_meta(ect_scheduler_t *s, ect_step_meta_t **meta_p)
         /* The step's hits are loading now (their loads hold their own pins)
          * or were not scheduled after all: either way the step is over. */
         ect__strmap_each(&s->hit_pins, release_hit_pin, s);
-        ect__strmap_cleanup(&s->hit_pins);
+        ect__strmap_clear(&s->hit_pins);
         st = ect_cache_expire_holds(s->cache, ect__now_ns(), NULL);
     }
+    if (st == ECT_OK)
+        st = ensure_step(s); /* an empty step is handed out too */
     ect_step_meta_t *meta = s->step;
     s->step = NULL;
     pthread_mutex_unlock(&s->lock);
@@ -523,10 +516,25 @@ ect_scheduler_build_connector_meta(ect_scheduler_t *s, ect_step_meta_t **meta_p)
         ect_step_meta_destroy(meta);
         return st;
     }
-    if (meta == NULL && (st = ect_step_meta_create(&meta)) != ECT_OK)
-        return st;
     *meta_p = meta;
     return ECT_OK;
+}
+
+void
+ect_scheduler_recycle_connector_meta(ect_scheduler_t *s, ect_step_meta_t *meta)
+{
+    if (meta == NULL)
+        return;
+    ect_step_meta_clear(meta);
+    if (s != NULL) {
+        pthread_mutex_lock(&s->lock);
+        if (s->spare_step == NULL) {
+            s->spare_step = meta;
+            meta = NULL;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    ect_step_meta_destroy(meta);
 }
 
 static void
@@ -570,8 +578,7 @@ apply_report_locked(ect_scheduler_t *s, const ect_step_report_t *r)
         if (ect_cache_unpin(s->cache, rec->key) != ECT_OK)
             ect__log_last_error(ECT_LOG_WARN, "scheduler: load report");
         s->m.loads_completed++;
-        ect__free(rec->key);
-        ect__free(rec);
+        ect__pool_put(&s->load_recs, rec);
     }
     const ect_step_copy_stats_t *cs = ect_step_report_stats(r);
     s->m.save_bytes += cs->save_bytes;
@@ -597,16 +604,18 @@ ect_scheduler_update_connector_output(ect_scheduler_t *s, const void *bytes, siz
 {
     if (s == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "update_connector_output: NULL scheduler");
-    ect_step_report_t *r;
-    ect_status_t st = ect_step_report_decode(bytes, len, &r);
-    if (st != ECT_OK) {
-        pthread_mutex_lock(&s->lock);
+    /* Decoded into the scheduler's own report, under the lock that guards
+     * it (decoding is a pass over the bytes; the reports are small). */
+    pthread_mutex_lock(&s->lock);
+    ect_status_t st = ECT_OK;
+    if (s->report == NULL)
+        st = ect_step_report_create(&s->report);
+    if (st == ECT_OK && (st = ect_step_report_decode_into(s->report, bytes, len)) != ECT_OK &&
+        st != ECT_ERR_NO_MEMORY)
         s->m.reports_malformed++;
-        pthread_mutex_unlock(&s->lock);
-        return st;
-    }
-    st = ect_scheduler_apply_report(s, r);
-    ect_step_report_destroy(r);
+    if (st == ECT_OK && !s->shut_down)
+        apply_report_locked(s, s->report);
+    pthread_mutex_unlock(&s->lock);
     return st;
 }
 

@@ -139,6 +139,64 @@ test_meta_many_items_find_each(void)
     ect_step_meta_destroy(m);
 }
 
+/* A value cleared and filled again, many times and with keys long enough
+ * that its arena moves while it fills: every item's key and runs stay
+ * right (they point into the arena), a cleared value finds none of its old
+ * keys, and decode_into leaves exactly the decoded step, or nothing on bad
+ * bytes. */
+static void
+test_meta_clear_and_decode_into_reuse_the_value(void)
+{
+    ect_step_meta_t *m, *d;
+    CHECK_OK(ect_step_meta_create(&m));
+    CHECK_OK(ect_step_meta_create(&d));
+    char key[300];
+    for (int round = 0; round < 3; round++) {
+        size_t n = 50 + 100 * (size_t)round;
+        for (size_t i = 0; i < n; i++) {
+            snprintf(key, sizeof(key), "r%d-%zu-%0*d", round, i, (int)(i % 250), 0);
+            ect_run_t runs[2] = {{i * 8, 1}, {i * 8 + 2, 1 + (uint64_t)round}};
+            CHECK_OK(i % 3 ? ect_step_meta_add_save(m, key, runs, 2)
+                           : ect_step_meta_add_load(m, key, i, runs, 1));
+        }
+        for (size_t i = 0; i < n; i++) {
+            snprintf(key, sizeof(key), "r%d-%zu-%0*d", round, i, (int)(i % 250), 0);
+            const ect_step_item_t *it =
+                i % 3 ? ect_step_meta_find_save(m, key) : ect_step_meta_find_load(m, key);
+            CHECK_MSG(it != NULL, "round %d: '%s' lost", round, key);
+            CHECK_STR_EQ(it->key, key);
+            CHECK_EQ_U64(it->runs[0].first, i * 8);
+            CHECK_EQ_U64(it->n_blocks, i % 3 ? 2 + (uint64_t)round : 1);
+        }
+        /* Decoded into a value holding the previous round: only this one. */
+        size_t len;
+        void *buf = encode_meta(m, &len);
+        CHECK_OK(ect_step_meta_decode_into(d, buf, len, 1 << 20));
+        CHECK_EQ_U64(ect_step_meta_n_saves(d) + ect_step_meta_n_loads(d), n);
+        CHECK_EQ_U64(ect_step_meta_n_saves(d), ect_step_meta_n_saves(m));
+        snprintf(key, sizeof(key), "r%d-%zu-%0*d", round, (size_t)1, 1, 0);
+        CHECK(ect_step_meta_find_save(d, key) != NULL);
+        snprintf(key, sizeof(key), "r%d-%zu-%0*d", round - 1, (size_t)1, 1, 0);
+        CHECK(ect_step_meta_find_save(d, key) == NULL);
+        /* Bad bytes: an error, and the value is empty, not half-filled. */
+        CHECK_STATUS(ect_step_meta_decode_into(d, buf, len - 1, 1 << 20), ECT_ERR_PARSE);
+        CHECK_EQ_U64(ect_step_meta_n_saves(d) + ect_step_meta_n_loads(d), 0);
+        CHECK_STATUS(ect_step_meta_decode_into(d, buf, len, 10), ECT_ERR_OVERFLOW);
+        CHECK_EQ_U64(ect_step_meta_n_saves(d) + ect_step_meta_n_loads(d), 0);
+        free(buf);
+        ect_step_meta_clear(m);
+        CHECK_EQ_U64(ect_step_meta_n_saves(m) + ect_step_meta_n_loads(m), 0);
+        snprintf(key, sizeof(key), "r%d-%zu-%0*d", round, (size_t)1, 1, 0);
+        CHECK(ect_step_meta_find_save(m, key) == NULL);
+        CHECK(ect_step_meta_save(m, 0) == NULL);
+    }
+    CHECK_STATUS(ect_step_meta_decode_into(NULL, "x", 1, 1), ECT_ERR_INVALID_ARG);
+    CHECK_STATUS(ect_step_meta_decode_into(d, NULL, 1, 1), ECT_ERR_INVALID_ARG);
+    ect_step_meta_clear(NULL);
+    ect_step_meta_destroy(m);
+    ect_step_meta_destroy(d);
+}
+
 static void
 test_meta_add_rejects_caller_errors(void)
 {
@@ -334,6 +392,52 @@ test_report_decode_rejects_truncation_and_absurd_counts(void)
     ect_step_report_destroy(r);
 }
 
+/* A report cleared and refilled keeps nothing of before (keys, loads,
+ * stats); decode_into leaves exactly the decoded reports, or nothing. */
+static void
+test_report_clear_and_decode_into_reuse_the_report(void)
+{
+    ect_step_report_t *r, *d;
+    CHECK_OK(ect_step_report_create(&r));
+    CHECK_OK(ect_step_report_create(&d));
+    ect_step_copy_stats_t s = {.save_bytes = 10, .load_ns = 3};
+    char key[200];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 40 * (round + 1); i++) {
+            snprintf(key, sizeof(key), "r%d-%d-%0*d", round, i, i * 3 % 150, 0);
+            CHECK_OK(i % 4 ? ect_step_report_add_save(r, key)
+                           : ect_step_report_add_failed_save(r, key));
+            CHECK_OK(ect_step_report_add_load(r, (uint64_t)(round * 1000 + i)));
+        }
+        ect_step_report_add_stats(r, &s);
+        size_t len;
+        uint8_t *buf = encode_report(r, &len);
+        CHECK_OK(ect_step_report_decode_into(d, buf, len));
+        CHECK_EQ_U64(ect_step_report_n_loads(d), 40 * (round + 1));
+        CHECK_EQ_U64(ect_step_report_load(d, 0), round * 1000);
+        CHECK_EQ_U64(ect_step_report_n_saves(d), 30 * (round + 1));
+        snprintf(key, sizeof(key), "r%d-%d-%0*d", round, 1, 3, 0);
+        CHECK_STR_EQ(ect_step_report_save(d, 0), key);
+        CHECK_EQ_U64(ect_step_report_stats(d)->save_bytes, 10);
+        CHECK_STATUS(ect_step_report_decode_into(d, buf, len - 1), ECT_ERR_PARSE);
+        CHECK_EQ_U64(ect_step_report_n_saves(d) + ect_step_report_n_loads(d) +
+                         ect_step_report_n_failed_saves(d),
+                     0);
+        CHECK_EQ_U64(ect_step_report_stats(d)->save_bytes, 0);
+        free(buf);
+        ect_step_report_clear(r);
+        CHECK_EQ_U64(ect_step_report_n_saves(r) + ect_step_report_n_loads(r) +
+                         ect_step_report_n_failed_saves(r),
+                     0);
+        CHECK_EQ_U64(ect_step_report_stats(r)->save_bytes, 0);
+        CHECK(ect_step_report_save(r, 0) == NULL);
+    }
+    CHECK_STATUS(ect_step_report_decode_into(NULL, NULL, 0), ECT_ERR_INVALID_ARG);
+    ect_step_report_clear(NULL);
+    ect_step_report_destroy(r);
+    ect_step_report_destroy(d);
+}
+
 /* What step.h promises for NULL reports, indexes out of range, refused
  * additions and a buffer too small. */
 static void
@@ -385,6 +489,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_meta_round_trip_of_short_and_long_run_lists),
     ECT_CASE(test_meta_empty_round_trip),
     ECT_CASE(test_meta_many_items_find_each),
+    ECT_CASE(test_meta_clear_and_decode_into_reuse_the_value),
     ECT_CASE(test_meta_add_rejects_caller_errors),
     ECT_CASE(test_meta_decode_rejects_blocks_outside_region),
     ECT_CASE(test_meta_decode_rejects_every_truncation),
@@ -392,6 +497,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_meta_decode_rejects_overlapping_saves_across_keys),
     ECT_CASE(test_report_round_trip_and_concatenation_of_ranks),
     ECT_CASE(test_report_decode_rejects_truncation_and_absurd_counts),
+    ECT_CASE(test_report_clear_and_decode_into_reuse_the_report),
     ECT_CASE(test_report_contracts_at_the_edges),
 };
 
