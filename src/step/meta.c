@@ -1,20 +1,12 @@
 /*
- * Step metadata (scheduler -> worker) and worker reports (worker ->
- * scheduler): in-memory values and their framed little-endian encoding.
- *
- * Frame: magic (4 bytes), layout version u32, body length u64, body.
- *   meta body:   n_saves u32, n_loads u32, then per item:
- *                key_len u32, key bytes, [transfer_id u64: loads only],
- *                n_runs u32, n_runs x (first u64, count u64)
- *   report body: n_saves u32, n_loads u32, n_failed u32, six u64 stats,
- *                then n_saves x (key_len u32, key bytes), n_loads x
- *                transfer_id u64, n_failed x (key_len u32, key bytes)
+ * Step metadata (scheduler -> worker): the in-memory value and its framed
+ * little-endian encoding (the frame and the body layout: step/frame.h).
  *
  * Invariants of a value: keys are 1..ECT_KEY_MAX bytes without NUL; runs of
  * one item are ascending and non-overlapping with count >= 1; a key appears
  * at most once among the saves and once among the loads.  Decoding
- * re-establishes all of them and, for metadata, checks that no two runs of
- * the whole step overlap and every run lies inside the region.
+ * re-establishes all of them and checks that no two runs of the whole
+ * step's saves overlap and every run lies inside the region.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +17,9 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/strmap.h"
-#include "step/report.h"
+#include "step/frame.h"
 
-#define META_MAGIC         "ECTM"
-#define REPORT_MAGIC       "ECTR"
-#define LAYOUT_VERSION     1u
-#define FRAME_HEADER_BYTES 16u
-#define RUN_BYTES          16u
+#define RUN_BYTES 16u
 
 /* ---- a growable list of items with a key index -------------------------- */
 
@@ -144,17 +132,6 @@ list_free(struct item_list *l)
 }
 
 static ect_status_t
-check_key(const char *what, const char *key, size_t len)
-{
-    if (len == 0 || len > ECT_KEY_MAX)
-        return ect__error(ECT_ERR_INVALID_ARG, "%s: key of %zu bytes (allowed 1..%d)", what, len,
-                          ECT_KEY_MAX);
-    if (memchr(key, '\0', len) != NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "%s: key contains a NUL byte", what);
-    return ECT_OK;
-}
-
-static ect_status_t
 check_runs(const char *what, const char *key, const ect_run_t *runs, size_t n_runs,
            uint64_t *n_blocks_p)
 {
@@ -183,7 +160,7 @@ list_add(struct item_list *l, const char *what, const char *key, uint64_t tid,
     if (key == NULL || (n_runs > 0 && runs == NULL))
         return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL key or runs", what);
     size_t len = strnlen(key, ECT_KEY_MAX + 1);
-    ect_status_t st = check_key(what, key, len);
+    ect_status_t st = ect__step_check_key(what, key, len);
     if (st != ECT_OK)
         return st;
     uint64_t n_blocks = 0;
@@ -352,15 +329,7 @@ items_size(const struct item_list *l, int with_tid)
 size_t
 ect_step_meta_encoded_size(const ect_step_meta_t *meta)
 {
-    return FRAME_HEADER_BYTES + 8 + items_size(&meta->saves, 0) + items_size(&meta->loads, 1);
-}
-
-static void
-put_frame_header(ect_bytes_writer_t *w, const char *magic, uint64_t body_len)
-{
-    ect__put_bytes(w, magic, 4);
-    ect__put_u32(w, LAYOUT_VERSION);
-    ect__put_u64(w, body_len);
+    return ECT__STEP_FRAME_HEADER + 8 + items_size(&meta->saves, 0) + items_size(&meta->loads, 1);
 }
 
 static void
@@ -391,57 +360,12 @@ ect_step_meta_encode(const ect_step_meta_t *meta, void *buf, size_t cap, size_t 
         return ect__error(ECT_ERR_OVERFLOW, "step metadata encode: need %zu bytes, have %zu", need,
                           cap);
     ect_bytes_writer_t w = {buf, (uint8_t *)buf + cap};
-    put_frame_header(&w, META_MAGIC, need - FRAME_HEADER_BYTES);
+    ect__step_put_frame_header(&w, ECT__STEP_META_MAGIC, need - ECT__STEP_FRAME_HEADER);
     ect__put_u32(&w, (uint32_t)meta->saves.n);
     ect__put_u32(&w, (uint32_t)meta->loads.n);
     put_items(&w, &meta->saves, 0);
     put_items(&w, &meta->loads, 1);
     *len_p = need;
-    return ECT_OK;
-}
-
-/* Read a frame header; on success *body_p covers the body and r has moved
- * past it, to where a following frame would start. */
-static ect_status_t
-read_frame(ect_bytes_reader_t *r, const char *magic, const char *what, ect_bytes_reader_t *body_p)
-{
-    const uint8_t *m = ect__get_bytes(r, 4);
-    uint32_t version = ect__get_u32(r);
-    uint64_t body_len = ect__get_u64(r);
-    if (r->failed)
-        return ect__error(ECT_ERR_PARSE, "%s: truncated frame header", what);
-    if (memcmp(m, magic, 4) != 0)
-        return ect__error(ECT_ERR_PARSE, "%s: bad magic (not %s bytes)", what, magic);
-    if (version != LAYOUT_VERSION)
-        return ect__error(ECT_ERR_PARSE, "%s: layout version %u, this build reads %u", what,
-                          version, LAYOUT_VERSION);
-    if (body_len > ect__remaining(r))
-        return ect__error(ECT_ERR_PARSE, "%s: body of %llu bytes but only %zu remain", what,
-                          (unsigned long long)body_len, ect__remaining(r));
-    body_p->p = r->p;
-    body_p->end = r->p + body_len;
-    body_p->failed = 0;
-    r->p += body_len;
-    return ECT_OK;
-}
-
-/* Read a key into buf (ECT_KEY_MAX + 1 bytes). */
-static ect_status_t
-read_key(ect_bytes_reader_t *r, const char *what, char *buf)
-{
-    uint32_t klen = ect__get_u32(r);
-    if (r->failed)
-        return ect__error(ECT_ERR_PARSE, "%s: truncated key length", what);
-    if (klen == 0 || klen > ECT_KEY_MAX)
-        return ect__error(ECT_ERR_PARSE, "%s: key length %u (allowed 1..%d)", what, klen,
-                          ECT_KEY_MAX);
-    const uint8_t *k = ect__get_bytes(r, klen);
-    if (k == NULL)
-        return ect__error(ECT_ERR_PARSE, "%s: truncated key", what);
-    if (memchr(k, '\0', klen) != NULL)
-        return ect__error(ECT_ERR_PARSE, "%s: key contains a NUL byte", what);
-    memcpy(buf, k, klen);
-    buf[klen] = '\0';
     return ECT_OK;
 }
 
@@ -487,7 +411,7 @@ decode_items(ect_bytes_reader_t *r, ect_step_meta_t *m, struct item_list *l, uin
     char key[ECT_KEY_MAX + 1];
     ect_status_t st = ECT_OK;
     for (uint32_t i = 0; i < n && st == ECT_OK; i++) {
-        if ((st = read_key(r, what, key)) != ECT_OK)
+        if ((st = ect__step_read_key(r, what, key)) != ECT_OK)
             break;
         uint64_t tid = with_tid ? ect__get_u64(r) : 0;
         uint32_t n_runs = ect__get_u32(r);
@@ -525,7 +449,7 @@ ect_step_meta_decode_into(ect_step_meta_t *m, const void *bytes, size_t len, uin
     if (bytes == NULL && len > 0)
         return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL bytes", what);
     ect_bytes_reader_t r = {bytes, (const uint8_t *)bytes + len, 0}, body;
-    ect_status_t st = read_frame(&r, META_MAGIC, what, &body);
+    ect_status_t st = ect__step_read_frame(&r, ECT__STEP_META_MAGIC, what, &body);
     if (st != ECT_OK)
         return st;
     if (ect__remaining(&r) != 0)
@@ -567,387 +491,5 @@ ect_step_meta_decode(const void *bytes, size_t len, uint64_t num_blocks, ect_ste
         return st;
     }
     *meta_p = m;
-    return ECT_OK;
-}
-
-/* ---- worker reports ----------------------------------------------------- */
-
-/* A list of keys: offsets into the report's key arena. */
-struct key_list {
-    size_t *off;
-    size_t n, cap;
-};
-
-/* Every key (saves and failed saves alike) lives in one arena; clearing a
- * report keeps its memory. */
-struct ect_step_report {
-    struct key_list saves;
-    struct key_list failed;
-    char *keys;
-    size_t keys_used, keys_cap;
-    uint64_t *loads;
-    size_t n_loads, cap_loads;
-    ect_step_copy_stats_t stats;
-};
-
-static ect_status_t
-grow_array(void **arr, size_t *cap, size_t used, size_t n, size_t size)
-{
-    return ect__array_reserve(arr, cap, used, n, size) == 0
-               ? ECT_OK
-               : ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
-}
-
-static ect_status_t
-key_list_reserve(struct key_list *l, size_t n)
-{
-    return grow_array((void **)&l->off, &l->cap, l->n, n, sizeof(*l->off));
-}
-
-static ect_status_t
-loads_reserve(ect_step_report_t *r, size_t n)
-{
-    return grow_array((void **)&r->loads, &r->cap_loads, r->n_loads, n, sizeof(*r->loads));
-}
-
-static ect_status_t
-key_bytes_reserve(ect_step_report_t *r, size_t n)
-{
-    return grow_array((void **)&r->keys, &r->keys_cap, r->keys_used, n, 1);
-}
-
-/* Append key (len bytes, checked) to l: nothing changes on failure, and
- * nothing allocates within a reservation. */
-static ect_status_t
-key_list_push(ect_step_report_t *r, struct key_list *l, const char *key, size_t len)
-{
-    ect_status_t st = key_list_reserve(l, 1);
-    if (st == ECT_OK)
-        st = key_bytes_reserve(r, len + 1);
-    if (st != ECT_OK)
-        return st;
-    memcpy(r->keys + r->keys_used, key, len + 1);
-    l->off[l->n++] = r->keys_used;
-    r->keys_used += len + 1;
-    return ECT_OK;
-}
-
-static ect_status_t
-key_list_add(ect_step_report_t *r, struct key_list *l, const char *what, const char *key)
-{
-    if (key == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL key", what);
-    size_t len = strnlen(key, ECT_KEY_MAX + 1);
-    ect_status_t st = check_key(what, key, len);
-    if (st != ECT_OK)
-        return st;
-    return key_list_push(r, l, key, len);
-}
-
-static const char *
-key_at(const ect_step_report_t *r, const struct key_list *l, size_t i)
-{
-    return r->keys + l->off[i];
-}
-
-ect_status_t
-ect__step_report_reserve(ect_step_report_t *report, size_t saves, size_t failed, size_t loads,
-                         size_t key_bytes)
-{
-    ect_status_t st = key_list_reserve(&report->saves, saves);
-    if (st == ECT_OK)
-        st = key_list_reserve(&report->failed, failed);
-    if (st == ECT_OK)
-        st = loads_reserve(report, loads);
-    if (st == ECT_OK)
-        st = key_bytes_reserve(report, key_bytes);
-    return st;
-}
-
-ect_status_t
-ect__step_report_put_save(ect_step_report_t *report, const char *key, int failed)
-{
-    return key_list_push(report, failed ? &report->failed : &report->saves, key, strlen(key));
-}
-
-ect_status_t
-ect__step_report_push_load(ect_step_report_t *report, uint64_t transfer_id)
-{
-    ect_status_t st = loads_reserve(report, 1);
-    if (st == ECT_OK)
-        report->loads[report->n_loads++] = transfer_id;
-    return st;
-}
-
-ect_status_t
-ect_step_report_create(ect_step_report_t **report_p)
-{
-    if (report_p == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "worker report: NULL output");
-    ect_step_report_t *rep = ect__calloc(1, sizeof(*rep));
-    if (rep == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "worker report: out of memory");
-    *report_p = rep;
-    return ECT_OK;
-}
-
-void
-ect_step_report_destroy(ect_step_report_t *report)
-{
-    if (report == NULL)
-        return;
-    ect__free(report->saves.off);
-    ect__free(report->failed.off);
-    ect__free(report->keys);
-    ect__free(report->loads);
-    ect__free(report);
-}
-
-void
-ect_step_report_clear(ect_step_report_t *report)
-{
-    if (report == NULL)
-        return;
-    report->saves.n = 0;
-    report->failed.n = 0;
-    report->keys_used = 0;
-    report->n_loads = 0;
-    memset(&report->stats, 0, sizeof(report->stats));
-}
-
-ect_status_t
-ect_step_report_add_save(ect_step_report_t *report, const char *key)
-{
-    if (report == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "worker report save: NULL report");
-    return key_list_add(report, &report->saves, "worker report save", key);
-}
-
-ect_status_t
-ect_step_report_add_failed_save(ect_step_report_t *report, const char *key)
-{
-    if (report == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "worker report failed save: NULL report");
-    return key_list_add(report, &report->failed, "worker report failed save", key);
-}
-
-ect_status_t
-ect_step_report_add_load(ect_step_report_t *report, uint64_t transfer_id)
-{
-    if (report == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "worker report load: NULL report");
-    return ect__step_report_push_load(report, transfer_id);
-}
-
-void
-ect_step_report_add_stats(ect_step_report_t *report, const ect_step_copy_stats_t *stats)
-{
-    if (report == NULL || stats == NULL)
-        return;
-    report->stats.save_bytes += stats->save_bytes;
-    report->stats.save_ns += stats->save_ns;
-    report->stats.save_batches += stats->save_batches;
-    report->stats.load_bytes += stats->load_bytes;
-    report->stats.load_ns += stats->load_ns;
-    report->stats.load_batches += stats->load_batches;
-}
-
-size_t
-ect_step_report_n_saves(const ect_step_report_t *report)
-{
-    return report != NULL ? report->saves.n : 0;
-}
-
-size_t
-ect_step_report_n_failed_saves(const ect_step_report_t *report)
-{
-    return report != NULL ? report->failed.n : 0;
-}
-
-size_t
-ect_step_report_n_loads(const ect_step_report_t *report)
-{
-    return report != NULL ? report->n_loads : 0;
-}
-
-const char *
-ect_step_report_save(const ect_step_report_t *report, size_t i)
-{
-    return report != NULL && i < report->saves.n ? key_at(report, &report->saves, i) : NULL;
-}
-
-const char *
-ect_step_report_failed_save(const ect_step_report_t *report, size_t i)
-{
-    return report != NULL && i < report->failed.n ? key_at(report, &report->failed, i) : NULL;
-}
-
-uint64_t
-ect_step_report_load(const ect_step_report_t *report, size_t i)
-{
-    return report != NULL && i < report->n_loads ? report->loads[i] : 0;
-}
-
-const ect_step_copy_stats_t *
-ect_step_report_stats(const ect_step_report_t *report)
-{
-    return report != NULL ? &report->stats : NULL;
-}
-
-ect_status_t
-ect_step_report_merge(ect_step_report_t *dst, const ect_step_report_t *src)
-{
-    if (dst == NULL || src == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "worker report merge: NULL argument");
-    /* Room for all of src first (src may be dst: its counts are read before
-     * anything grows, and its keys by offset, which growth keeps). */
-    size_t src_saves = src->saves.n, src_failed = src->failed.n, src_loads = src->n_loads;
-    ect_status_t st =
-        ect__step_report_reserve(dst, src_saves, src_failed, src_loads, src->keys_used);
-    if (st != ECT_OK)
-        return st;
-    for (size_t i = 0; i < src_saves; i++)
-        (void)ect__step_report_put_save(dst, key_at(src, &src->saves, i), 0);
-    for (size_t i = 0; i < src_failed; i++)
-        (void)ect__step_report_put_save(dst, key_at(src, &src->failed, i), 1);
-    for (size_t i = 0; i < src_loads; i++)
-        dst->loads[dst->n_loads++] = src->loads[i];
-    ect_step_report_add_stats(dst, &src->stats);
-    return ECT_OK;
-}
-
-size_t
-ect_step_report_encoded_size(const ect_step_report_t *report)
-{
-    if (report == NULL)
-        return 0;
-    size_t total = FRAME_HEADER_BYTES + 12 + 6 * 8 + report->n_loads * 8;
-    /* Each key's arena bytes are its length and a NUL: 4 + length on the
-     * wire. */
-    return total + report->keys_used + 3 * (report->saves.n + report->failed.n);
-}
-
-static void
-put_keys(ect_bytes_writer_t *w, const ect_step_report_t *r, const struct key_list *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        const char *key = key_at(r, l, i);
-        size_t klen = strlen(key);
-        ect__put_u32(w, (uint32_t)klen);
-        ect__put_bytes(w, key, klen);
-    }
-}
-
-ect_status_t
-ect_step_report_encode(const ect_step_report_t *report, void *buf, size_t cap, size_t *len_p)
-{
-    if (report == NULL || buf == NULL || len_p == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "worker report encode: NULL argument");
-    size_t need = ect_step_report_encoded_size(report);
-    if (cap < need)
-        return ect__error(ECT_ERR_OVERFLOW, "worker report encode: need %zu bytes, have %zu", need,
-                          cap);
-    ect_bytes_writer_t w = {buf, (uint8_t *)buf + cap};
-    put_frame_header(&w, REPORT_MAGIC, need - FRAME_HEADER_BYTES);
-    ect__put_u32(&w, (uint32_t)report->saves.n);
-    ect__put_u32(&w, (uint32_t)report->n_loads);
-    ect__put_u32(&w, (uint32_t)report->failed.n);
-    const ect_step_copy_stats_t *s = &report->stats;
-    ect__put_u64(&w, s->save_bytes);
-    ect__put_u64(&w, s->save_ns);
-    ect__put_u64(&w, s->save_batches);
-    ect__put_u64(&w, s->load_bytes);
-    ect__put_u64(&w, s->load_ns);
-    ect__put_u64(&w, s->load_batches);
-    put_keys(&w, report, &report->saves);
-    for (size_t i = 0; i < report->n_loads; i++)
-        ect__put_u64(&w, report->loads[i]);
-    put_keys(&w, report, &report->failed);
-    *len_p = need;
-    return ECT_OK;
-}
-
-static ect_status_t
-decode_one_report(ect_bytes_reader_t *body, ect_step_report_t *rep)
-{
-    static const char what[] = "worker report decode";
-    char key[ECT_KEY_MAX + 1];
-    uint32_t n_saves = ect__get_u32(body), n_loads = ect__get_u32(body);
-    uint32_t n_failed = ect__get_u32(body);
-    ect_step_copy_stats_t s;
-    s.save_bytes = ect__get_u64(body);
-    s.save_ns = ect__get_u64(body);
-    s.save_batches = ect__get_u64(body);
-    s.load_bytes = ect__get_u64(body);
-    s.load_ns = ect__get_u64(body);
-    s.load_batches = ect__get_u64(body);
-    if (body->failed)
-        return ect__error(ECT_ERR_PARSE, "%s: truncated header", what);
-    /* Each save needs at least 5 bytes and each load 8: reject absurd counts
-     * before looping over them. */
-    if (((uint64_t)n_saves + n_failed) * 5 + (uint64_t)n_loads * 8 > ect__remaining(body))
-        return ect__error(ECT_ERR_PARSE,
-                          "%s: %u saves, %u loads and %u failed saves cannot fit in %zu bytes",
-                          what, n_saves, n_loads, n_failed, ect__remaining(body));
-    ect_status_t st;
-    for (uint32_t i = 0; i < n_saves; i++) {
-        if ((st = read_key(body, what, key)) != ECT_OK)
-            return st;
-        if ((st = ect_step_report_add_save(rep, key)) != ECT_OK)
-            return st;
-    }
-    for (uint32_t i = 0; i < n_loads; i++) {
-        uint64_t tid = ect__get_u64(body);
-        if (body->failed)
-            return ect__error(ECT_ERR_PARSE, "%s: truncated load list", what);
-        if ((st = ect_step_report_add_load(rep, tid)) != ECT_OK)
-            return st;
-    }
-    for (uint32_t i = 0; i < n_failed; i++) {
-        if ((st = read_key(body, what, key)) != ECT_OK)
-            return st;
-        if ((st = ect_step_report_add_failed_save(rep, key)) != ECT_OK)
-            return st;
-    }
-    if (ect__remaining(body) != 0)
-        return ect__error(ECT_ERR_PARSE, "%s: %zu unread bytes in the body", what,
-                          ect__remaining(body));
-    ect_step_report_add_stats(rep, &s);
-    return ECT_OK;
-}
-
-ect_status_t
-ect_step_report_decode_into(ect_step_report_t *report, const void *bytes, size_t len)
-{
-    static const char what[] = "worker report decode";
-    if (report == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL report", what);
-    ect_step_report_clear(report);
-    if (bytes == NULL && len > 0)
-        return ect__error(ECT_ERR_INVALID_ARG, "%s: NULL bytes", what);
-    ect_bytes_reader_t r = {bytes, (const uint8_t *)bytes + len, 0}, body;
-    ect_status_t st = ECT_OK;
-    while (st == ECT_OK && ect__remaining(&r) > 0)
-        if ((st = read_frame(&r, REPORT_MAGIC, what, &body)) == ECT_OK)
-            st = decode_one_report(&body, report);
-    if (st != ECT_OK)
-        ect_step_report_clear(report);
-    return st;
-}
-
-ect_status_t
-ect_step_report_decode(const void *bytes, size_t len, ect_step_report_t **report_p)
-{
-    if ((bytes == NULL && len > 0) || report_p == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "worker report decode: NULL argument");
-    ect_step_report_t *rep;
-    ect_status_t st = ect_step_report_create(&rep);
-    if (st != ECT_OK)
-        return st;
-    if ((st = ect_step_report_decode_into(rep, bytes, len)) != ECT_OK) {
-        ect_step_report_destroy(rep);
-        return st;
-    }
-    *report_p = rep;
     return ECT_OK;
 }
