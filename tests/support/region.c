@@ -232,3 +232,40 @@ ts_region_make_orphan(const char *dir, const char *name, uint64_t num_blocks)
     ts_region_path(path, sizeof(path), dir, name);
     CHECK_MSG(ts_exists(path), "orphan %s was not left behind", path);
 }
+
+static int
+find_cb(const ect_region_info_t *info, void *user)
+{
+    struct ts_found_region *f = user;
+    if (strcmp(info->name, f->name) == 0) {
+        f->info = *info;
+        f->seen = 1;
+    }
+    return 0;
+}
+
+struct ts_found_region
+ts_region_find(const char *dir, const char *name)
+{
+    struct ts_found_region f;
+    memset(&f, 0, sizeof(f));
+    snprintf(f.name, sizeof(f.name), "%s", name);
+    CHECK_OK(ect_region_list(dir, find_cb, &f));
+    return f;
+}
+
+struct ts_found_region
+ts_region_find_with_reaper(const char *dir, const char *name)
+{
+    struct ts_found_region f;
+    for (int waited = 0; waited < 5000; waited += 2) {
+        f = ts_region_find(dir, name);
+        if (f.seen && f.info.n_waiters > 0)
+            break;
+        nanosleep(&(struct timespec){0, 2 * 1000 * 1000}, NULL);
+    }
+    CHECK(f.seen);
+    CHECK_MSG(f.info.n_waiters == 1, "%u processes wait for %s (expected the reaper)",
+              f.info.n_waiters, name);
+    return f;
+}

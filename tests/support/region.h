@@ -100,4 +100,19 @@ void ts_holder_kill(struct ts_holder *h);
  * exited without closing and without a reaper). */
 void ts_region_make_orphan(const char *dir, const char *name, uint64_t num_blocks);
 
+/* What ect_region_list says of one region (seen = 0: not listed). */
+struct ts_found_region {
+    char name[256];
+    ect_region_info_t info;
+    int seen;
+};
+
+/* The listing of region name in dir. */
+struct ts_found_region ts_region_find(const char *dir, const char *name);
+
+/* The same once its reaper waits in the lock queue: the creator forks the
+ * reaper and returns, and the reaper queues a moment later (waits up to
+ * 5 s; fails the case unless exactly one process waits). */
+struct ts_found_region ts_region_find_with_reaper(const char *dir, const char *name);
+
 #endif /* ECT_TESTS_SUPPORT_REGION_H */
