@@ -34,10 +34,15 @@
  * after a large entry's copy: the small parts of the 8 and 32 MiB
  * breakdowns grow by that much).
  *
- * Then three references that tell the machine's share from ours.  A line
- * times 1 MiB copied into region pages last written 0 s, as long before
- * as the 1 MiB save steps' blocks were (their median age, tracked block by
- * block) and 1 s before, by every way of the ceiling.  The 1, 8 and 32 MiB
+ * Then references that tell the machine's share from ours.  After each
+ * size's figures, a line times the ceiling's winning way copying the save's
+ * bytes into the blocks of the oldest entry the region holds (the blocks
+ * the next save gets, last written as many steps before as the region
+ * holds entries) and into blocks a step has just written (what the
+ * ceiling beside the figure meets), and gives the save step's ratio to the
+ * first.  A line times 1 MiB copied into region pages last written 0 s, as
+ * long before as the 1 MiB save steps' blocks were (their median age,
+ * tracked block by block) and 1 s before, by every way of the ceiling.  The 1, 8 and 32 MiB
  * rows run again with each save's blocks written (and evicted) just before
  * the step, untimed ("fresh blocks"): the ceilings beside the figures copy
  * right after the step, into pages it has just written, while a save step
@@ -65,6 +70,7 @@
 #include "copy/ntcopy.h"
 #include "ectier_build_config.h"
 #include "step/report.h"
+#include "step/scheduler_hooks.h"
 
 #define HIDDEN      3584u
 #define BLOCK_BYTES (HIDDEN * 2u)
@@ -366,6 +372,87 @@ library_allocations(void)
 #endif
 }
 
+/* The blocks a save writes are those of the oldest entry, evicted to make
+ * room: last written as many steps before as the region holds entries, so
+ * neither their lines nor (for large entries) the page-table entries that
+ * translate them are in any cache, while the ceiling beside a figure copies
+ * right after the step into the blocks it has just written.  So after the
+ * figure, steps go on untimed, and after each the ceiling's winning way
+ * copies the save's bytes into the blocks of the oldest entry still held
+ * (the next save's; it holds the same bytes, so nothing changes) and into
+ * the blocks the step has just written, both evicted from the caches, the
+ * source warm.  Prints the save step against the first: its ratio to a
+ * ceiling that meets the blocks as the step does.  Returns 0, or 1 on a
+ * failed step or out of memory (message printed). */
+static int
+oldest_blocks_line(struct step_bench *b, size_t payload, double save_s)
+{
+    enum { REPS = 7 };
+    uint64_t entry_blocks = (payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
+    uint64_t held = b->geom.num_blocks / entry_blocks; /* entries of this size the region holds */
+    if (held < 3)
+        return 0;
+    size_t depth = (size_t)held - 1, ring = depth + 1;
+    struct held_runs {
+        ect_run_t runs[MAX_RUNS];
+        size_t n;
+        char key[64];
+    } *h = calloc(ring, sizeof(*h));
+    if (h == NULL) {
+        fprintf(stderr, "bench step: out of memory\n");
+        return 1;
+    }
+    double aged[REPS], fresh[REPS];
+    unsigned n = 0, gone = 0;
+    int rc = 1;
+    for (size_t i = 0; n < REPS && i < depth + 2 * REPS; i++) {
+        struct held_runs *cur = &h[i % ring];
+        struct stamps s;
+        snprintf(cur->key, sizeof(cur->key), "o-%zu-%zu", payload, i);
+        ect_bench_warm(b->src, payload);
+        if (save_step(b, cur->key, payload, cur->runs, &cur->n, &s) != 0)
+            goto out;
+        if (i < depth)
+            continue;
+        const struct held_runs *old = &h[(i - depth) % ring];
+        ect_cache_entry_t e;
+        bool found = false;
+        if (ect_cache_find(ect__scheduler_cache(b->sched), old->key, &e, &found) != ECT_OK ||
+            !found) {
+            gone++; /* evicted already (the region held one fewer): no sample */
+            continue;
+        }
+        ect_copy_op_t ops[MAX_RUNS];
+        struct state st = {.b = b, .ops = ops, .dir = ECT_COPY_SAVE};
+        st.n_ops = entry_ops(b, ECT_COPY_SAVE, old->runs, old->n, payload, ops);
+        prepare(&st);
+        aged[n] = ect_bench_ceiling_copy_best(b->ceiling, ops, st.n_ops);
+        (void)written_age(b, old->runs, old->n, ect__now_ns());
+        st.n_ops = entry_ops(b, ECT_COPY_SAVE, cur->runs, cur->n, payload, ops);
+        prepare(&st);
+        fresh[n] = ect_bench_ceiling_copy_best(b->ceiling, ops, st.n_ops);
+        (void)written_age(b, cur->runs, cur->n, ect__now_ns());
+        n++;
+    }
+    if (n == 0) {
+        printf("    the best copy into the oldest entry's blocks: not measured (%u of them "
+               "evicted first)\n",
+               gone);
+        rc = 0;
+        goto out;
+    }
+    double a = ect_bench_median(aged, n), f = ect_bench_median(fresh, n);
+    printf("    the best copy of the save's bytes into the blocks of the oldest entry held (the "
+           "next save's, last written %zu steps before) %.1f us, into blocks a step has just "
+           "written (as the ceiling beside the figure) %.1f us, median of %u: the save step "
+           "against the first, ratio %.2f\n",
+           depth, a * 1e6, f * 1e6, n, a / save_s);
+    rc = 0;
+out:
+    free(h);
+    return rc;
+}
+
 static int
 measure(struct step_bench *b, size_t payload, unsigned reps)
 {
@@ -475,6 +562,9 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     print_breakdown(&sm, 0, reps, "save", gb / ceil_s);
     print_breakdown(&sm, 1, reps, "load", gb / ceil_l);
     ect_bench_copy_engine_line("    ", &before, &after);
+    /* Once per size: the other rows change the blocks or the threads. */
+    if (b->label[0] == '\0' && oldest_blocks_line(b, payload, ms) != 0)
+        goto free_ceiling;
     fflush(stdout);
     rc = 0;
 free_ceiling:
