@@ -15,14 +15,20 @@
 
 #if defined(__GNUC__)
 #define ECT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+/* A function called only on failure or to log: the compiler takes every
+ * branch that leads to a call of it as unlikely and moves that code out of
+ * the function's hot part, so the lines a step runs stay few and dense (a
+ * step's own state and code are out of the CPU caches after a large copy). */
+#define ECT_COLD __attribute__((cold))
 #else
 #define ECT_PRINTF(a, b)
+#define ECT_COLD
 #endif
 
 /* Set the thread's last-error message; through the macros below. */
-void ect__error_set(const char *fmt, ...) ECT_PRINTF(1, 2);
+void ect__error_set(const char *fmt, ...) ECT_PRINTF(1, 2) ECT_COLD;
 /* The same with ": <strerror(errno)>" appended (errno read on entry). */
-void ect__error_set_errno(const char *fmt, ...) ECT_PRINTF(1, 2);
+void ect__error_set_errno(const char *fmt, ...) ECT_PRINTF(1, 2) ECT_COLD;
 
 /* Set the thread's last-error message and evaluate to status (once).  The
  * status is the call site's own expression, not a function's return value,
@@ -46,7 +52,7 @@ void ect__error_set_errno(const char *fmt, ...) ECT_PRINTF(1, 2);
     })
 
 /* Format and send one line to the sink; call through the macros below. */
-void ect__log(ect_log_level_t level, const char *fmt, ...) ECT_PRINTF(2, 3);
+void ect__log(ect_log_level_t level, const char *fmt, ...) ECT_PRINTF(2, 3) ECT_COLD;
 
 /* The threshold as a plain load, for the macros' fast check. */
 extern int ect__log_threshold;
@@ -66,7 +72,7 @@ void ect__log_init_once(void);
 #define ECT_LOG_T(...) ECT__LOG(ECT_LOG_TRACE, __VA_ARGS__)
 
 /* Log the current last-error message at level with a prefix ("region: ..."). */
-void ect__log_last_error(ect_log_level_t level, const char *what);
+void ect__log_last_error(ect_log_level_t level, const char *what) ECT_COLD;
 
 /* For a call on a path that cannot report a failure to its caller (cleanup,
  * giving back what a failed operation took): if status is not ECT_OK, log

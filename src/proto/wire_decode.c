@@ -90,8 +90,10 @@ truncated(const reader_t *r, const char *what_item)
 static ect_status_t
 read_be(reader_t *r, size_t n, uint64_t *v_p)
 {
-    if (left(r) < n)
+    if (left(r) < n) {
+        *v_p = 0; /* truncated() is cold and not inlined: say what *v_p is */
         return truncated(r, "header");
+    }
     uint64_t v = 0;
     for (size_t i = 0; i < n; i++)
         v = (v << 8) | r->p[i];
