@@ -386,9 +386,9 @@ library_allocations(void)
  * alone (submit to wait, no step around it) copies the same bytes into the
  * next-oldest entry's blocks, as old and evicted: the first against it
  * says how much of the gap is the engine's copy and how much the step
- * around it (on the GPU host at 32 MiB the engine alone reached 0.63-0.95
- * of the first while the save step was 0.49-0.58).  Returns 0, or 1 on a
- * failed step or out of memory (message printed). */
+ * around it (on the GPU host at 32 MiB the engine alone reached 0.89-1.06
+ * of the first in 8 runs of 9 while the save step was 0.46-0.57).  Returns
+ * 0, or 1 on a failed step or out of memory (message printed). */
 static int
 oldest_blocks_line(struct step_bench *b, size_t payload, double save_s)
 {
