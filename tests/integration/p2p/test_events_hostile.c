@@ -50,7 +50,7 @@ test_replay_endpoint_refuses_hostile_requests_and_still_serves(void)
 {
     struct ts_ev_fx fx;
     ts_ev_fx_open(&fx, 400, "30", "");
-    /* A history of large batches, one per ts_ev_save (waiting for each, so that
+    /* A history of large batches, one per save (waiting for each, so that
      * none coalesce): more than a slow peer's queues hold. */
     for (unsigned i = 0; i < 1500; i++) {
         char key[1000];
