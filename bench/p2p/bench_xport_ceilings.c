@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,60 +40,108 @@ server_main(int lfd, const uint8_t *data, size_t size)
 }
 
 int
-ect_bench_tcp_ceiling_start(struct ect_bench_tcp_ceiling *t, const uint8_t *data, size_t size)
+ect_bench_tcp_ceiling_start(struct ect_bench_tcp_ceiling *t, const uint8_t *data, size_t size,
+                            unsigned n_conns)
 {
-    t->pid = -1;
-    t->fd = -1;
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof(a);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 1) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&a, &alen) != 0) {
-        perror("bench xport: tcp ceiling: listen");
-        if (lfd >= 0)
-            close(lfd);
+    t->n = 0;
+    if (n_conns == 0 || n_conns > ECT_BENCH_TCP_MAX_CONNS) {
+        fprintf(stderr, "bench xport: tcp ceiling: %u connections (1 .. %d)\n", n_conns,
+                ECT_BENCH_TCP_MAX_CONNS);
         return 1;
     }
-    fflush(stdout);
-    fflush(stderr);
-    t->pid = fork();
-    if (t->pid == 0)
-        server_main(lfd, data, size);
-    close(lfd);
-    if (t->pid < 0 || (t->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-        connect(t->fd, (struct sockaddr *)&a, alen) != 0) {
-        perror("bench xport: tcp ceiling: connect");
-        return 1;
+    for (unsigned i = 0; i < n_conns; i++) {
+        int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t alen = sizeof(a);
+        if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 1) != 0 ||
+            getsockname(lfd, (struct sockaddr *)&a, &alen) != 0) {
+            perror("bench xport: tcp ceiling: listen");
+            if (lfd >= 0)
+                close(lfd);
+            return 1;
+        }
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0)
+            server_main(lfd, data, size);
+        close(lfd);
+        if (pid < 0) {
+            perror("bench xport: tcp ceiling: fork");
+            return 1;
+        }
+        t->pid[i] = pid;
+        t->fd[i] = -1;
+        t->n = i + 1; /* stop reaps it from here on */
+        if ((t->fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+            connect(t->fd[i], (struct sockaddr *)&a, alen) != 0) {
+            perror("bench xport: tcp ceiling: connect");
+            return 1;
+        }
+        int one = 1;
+        setsockopt(t->fd[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    int one = 1;
-    setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return 0;
 }
 
 void
 ect_bench_tcp_ceiling_stop(struct ect_bench_tcp_ceiling *t)
 {
-    if (t->fd >= 0)
-        close(t->fd);
-    if (t->pid > 0) {
-        kill(t->pid, SIGKILL);
-        waitpid(t->pid, NULL, 0);
+    for (unsigned i = 0; i < t->n; i++) {
+        if (t->fd[i] >= 0)
+            close(t->fd[i]);
+        kill(t->pid[i], SIGKILL);
+        waitpid(t->pid[i], NULL, 0);
     }
-    t->fd = -1;
-    t->pid = -1;
+    t->n = 0;
+}
+
+/* One stripe: its request, then its bytes. */
+struct stripe {
+    int fd;
+    uint8_t *base;
+    size_t off, len;
+    int failed;
+};
+
+static void *
+stripe_main(void *arg)
+{
+    struct stripe *s = arg;
+    uint64_t req[2] = {s->off, s->len};
+    s->failed = ect_cli_write_full(s->fd, req, sizeof(req)) != 0 ||
+                recv(s->fd, s->base + s->off, s->len, MSG_WAITALL) != (ssize_t)s->len;
+    return NULL;
 }
 
 double
 ect_bench_tcp_ceiling_once(struct ect_bench_tcp_ceiling *t, uint8_t *base, size_t off, size_t len)
 {
-    uint64_t req[2] = {off, len};
+    struct stripe st[ECT_BENCH_TCP_MAX_CONNS];
+    pthread_t th[ECT_BENCH_TCP_MAX_CONNS];
+    unsigned n = t->n, started = 1;
+    size_t part = (len / n + 4095) & ~(size_t)4095, at = 0;
+    for (unsigned i = 0; i < n; i++) {
+        size_t l = i + 1 < n ? (part < len - at ? part : len - at) : len - at;
+        st[i] = (struct stripe){.fd = t->fd[i], .base = base, .off = off + at, .len = l};
+        at += l;
+    }
     uint64_t t0 = ect__now_ns();
-    if (ect_cli_write_full(t->fd, req, sizeof(req)) != 0 ||
-        recv(t->fd, base + off, len, MSG_WAITALL) != (ssize_t)len) {
+    for (; started < n; started++)
+        if (pthread_create(&th[started], NULL, stripe_main, &st[started]) != 0)
+            break;
+    stripe_main(&st[0]);
+    int failed = st[0].failed || started < n;
+    for (unsigned i = 1; i < started; i++) {
+        pthread_join(th[i], NULL);
+        failed |= st[i].failed;
+    }
+    double s = (double)(ect__now_ns() - t0) / 1e9;
+    if (failed) {
         fprintf(stderr, "bench xport: tcp ceiling: the transfer failed\n");
         return -1;
     }
-    return (double)(ect__now_ns() - t0) / 1e9;
+    return s;
 }
 
 /* ---- ucx_perftest ---------------------------------------------------------------------- */

@@ -9,29 +9,34 @@
 #include <sys/types.h>
 
 /* The bare TCP ceiling moves the same bytes between the same buffers as
- * the stream: a server process, forked by the consumer before it starts any
- * thread, sends [off, off + len) of the producer's region (its inherited
- * read-only view) with blocking send() for each 16-byte request; the
- * consumer receives them with one recv(MSG_WAITALL) into the same offset of
- * its own region.  One connection, reused like ours, TCP_NODELAY as ours. */
+ * the stream: a server process per connection, forked by the consumer
+ * before it starts any thread, sends [off, off + len) of the producer's
+ * region (its inherited read-only view) with blocking send() for each
+ * 16-byte request; the consumer receives them with recv(MSG_WAITALL) into
+ * the same offset of its own region.  Connections are reused like ours,
+ * TCP_NODELAY as ours.  Over one connection it is the most a stream like
+ * ours can carry; over several, each connection moves one stripe of the
+ * range at once, on a thread of its own at both ends: what the link carries
+ * when more than one connection shares a transfer. */
+#define ECT_BENCH_TCP_MAX_CONNS 4
 struct ect_bench_tcp_ceiling {
-    pid_t pid;
-    int fd;
+    unsigned n; /* connections made (0 after stop; a zeroed struct is stopped) */
+    pid_t pid[ECT_BENCH_TCP_MAX_CONNS];
+    int fd[ECT_BENCH_TCP_MAX_CONNS];
 };
-
-/* Fork the sender of [data, data + size) (call before this process starts
- * any thread) and connect to it.  0, or 1 with a message on stderr (t is
- * then safe to stop). */
-int ect_bench_tcp_ceiling_start(struct ect_bench_tcp_ceiling *t, const uint8_t *data, size_t size);
-
-/* Close the connection and reap the sender; safe twice. */
+/* Fork the senders of [data, data + size) (call before this process starts
+ * any thread) and make n_conns (1 .. ECT_BENCH_TCP_MAX_CONNS) connections
+ * to them.  0, or 1 with a message on stderr (t is then safe to stop). */
+int ect_bench_tcp_ceiling_start(struct ect_bench_tcp_ceiling *t, const uint8_t *data, size_t size,
+                                unsigned n_conns);
+/* Close the connections and reap the senders; safe twice. */
 void ect_bench_tcp_ceiling_stop(struct ect_bench_tcp_ceiling *t);
-
-/* One transfer of the sender's [off, off + len) into base + off: seconds,
- * or < 0 on failure. */
+/* One transfer of the senders' [off, off + len) into base + off, split into
+ * one stripe per connection (each a multiple of 4 KiB but the last), all
+ * at once: seconds, or < 0 on failure.  With more than one connection each
+ * call starts a thread per extra stripe, and that start is timed too. */
 double ect_bench_tcp_ceiling_once(struct ect_bench_tcp_ceiling *t, uint8_t *base, size_t off,
                                   size_t len);
-
 /* Look for ucx_perftest on PATH, /usr/bin and /usr/local/bin: 1 if found. */
 int ect_bench_perftest_find(void);
 
