@@ -32,9 +32,10 @@ int ect_bench_tcp_ceiling_start(struct ect_bench_tcp_ceiling *t, const uint8_t *
 /* Close the connections and reap the senders; safe twice. */
 void ect_bench_tcp_ceiling_stop(struct ect_bench_tcp_ceiling *t);
 /* One transfer of the senders' [off, off + len) into base + off, split into
- * one stripe per connection (each a multiple of 4 KiB but the last), all
- * at once: seconds, or < 0 on failure.  With more than one connection each
- * call starts a thread per extra stripe, and that start is timed too. */
+ * one stripe per connection (whole 4 KiB pages each, the last what is
+ * left; a short range leaves the last stripes empty), all at once: seconds,
+ * or < 0 on failure.  With more than one connection each call starts a
+ * thread per extra stripe, and that start is timed too. */
 double ect_bench_tcp_ceiling_once(struct ect_bench_tcp_ceiling *t, uint8_t *base, size_t off,
                                   size_t len);
 /* Look for ucx_perftest on PATH, /usr/bin and /usr/local/bin: 1 if found. */
