@@ -24,6 +24,20 @@
 # (libzmq5's other run-time needs, libbsd0 and libgssapi-krb5-2, are on the
 # GPU machine already.)
 #
+# `ectier bench xport` times the seed's way (its rows against one UCX get
+# per block) with ucx_perftest, which that machine lacks.  Debian's runs
+# there from a directory of its own (the build needs none of it): download
+#
+#     mkdir -p .device/ucx
+#     (cd .device/ucx && apt-get download ucx-utils libucx0 libibverbs1 \
+#         librdmacm1 libnuma1 ibverbs-providers)
+#
+# carry .device/ucx as well, and on the GPU machine, after a build:
+#
+#     p=/tmp/ucxp; for d in .device/ucx/*.deb; do dpkg -x "$d" $p; done
+#     PATH=$p/usr/bin:$PATH LD_LIBRARY_PATH=$p/usr/lib/x86_64-linux-gnu \
+#         build-gpu/ectier bench xport
+#
 #   scripts/device-build.sh               configure, build, run the GPU tests and bench
 #   scripts/device-build.sh --build-only  configure and build only (needs no GPU)
 #
@@ -38,7 +52,7 @@ case "${1:-}" in
 --build-only) build_only=1 ;;
 "") ;;
 -h | --help)
-    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
     exit 0
     ;;
 *)
@@ -110,7 +124,8 @@ multiarch_inc="$prefix/usr/include/$(basename "$libdir")"
 # CMakeLists.txt looks in /usr/local/cuda/bin; elsewhere, take nvcc from PATH.
 if [ -z "${CUDACXX:-}" ] && [ ! -x /usr/local/cuda/bin/nvcc ]; then
     if command -v nvcc >/dev/null; then
-        export CUDACXX=$(command -v nvcc)
+        CUDACXX=$(command -v nvcc)
+        export CUDACXX
     else
         echo "device-build: no nvcc in /usr/local/cuda/bin or on PATH (set CUDACXX)" >&2
         exit 2
