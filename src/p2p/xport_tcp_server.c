@@ -292,6 +292,13 @@ handle_request(ect_xport_stream_server_t *s, struct sconn *c)
         conn_close(s, c);
         return;
     }
+    if (req.stripes > 1) {
+        /* This producer's offer does not say it takes stripes. */
+        ECT_LOG_I("xport tcp server: dropping a connection: a striped request");
+        COUNT(s, bad_requests, 1);
+        conn_close(s, c);
+        return;
+    }
     memcpy(s->session, req.session_id, req.session_len);
     s->session[req.session_len] = '\0';
     memcpy(s->hash, req.mm_hash, req.hash_len);

@@ -29,10 +29,33 @@ ect__stream_status_str(uint32_t status)
     }
 }
 
+void
+ect__stream_stripe_blocks(uint64_t blocks, uint32_t stripe, uint32_t stripes, uint64_t *first_p,
+                          uint64_t *count_p)
+{
+    if (stripes == 0 || stripe >= stripes) {
+        *first_p = blocks;
+        *count_p = 0;
+        return;
+    }
+    /* The first blocks % stripes stripes take one block more; no product
+     * that could overflow. */
+    uint64_t q = blocks / stripes, r = blocks % stripes;
+    *first_p = stripe * q + (stripe < r ? stripe : r);
+    *count_p = q + (stripe < r ? 1 : 0);
+}
+
+static int
+striped(const ect_stream_req_t *req)
+{
+    return req->stripes > 1;
+}
+
 size_t
 ect__stream_req_size(const ect_stream_req_t *req)
 {
-    return ECT_STREAM_REQ_FIXED + req->session_len + req->hash_len;
+    return ECT_STREAM_REQ_FIXED + (striped(req) ? ECT_STREAM_REQ_STRIPE_FIELDS : 0) +
+           req->session_len + req->hash_len;
 }
 
 static int
@@ -56,23 +79,34 @@ ect__stream_req_encode(const ect_stream_req_t *req, uint8_t *out, size_t cap, si
         return ect__error(ECT_ERR_INVALID_ARG,
                           "stream request: session id and hash must be non-empty without NUL "
                           "bytes, and the expected size non-zero");
+    if (req->stripes > ECT_STREAM_MAX_STRIPES || (req->stripe != 0 && req->stripe >= req->stripes))
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "stream request: stripe %u of %u (at most %u stripes, each below their "
+                          "count)",
+                          req->stripe, req->stripes, ECT_STREAM_MAX_STRIPES);
     size_t len = ect__stream_req_size(req);
     if (cap < len)
         return ect__error(ECT_ERR_OVERFLOW, "stream request: %zu bytes do not fit %zu", len, cap);
     ect_bytes_writer_t w = {out, out + cap};
     ect__put_bytes(&w, REQ_MAGIC, MAGIC_LEN);
-    ect__put_u32(&w, ECT_STREAM_VERSION);
+    ect__put_u32(&w, striped(req) ? ECT_STREAM_VERSION_STRIPED : ECT_STREAM_VERSION);
     ect__put_u32(&w, (uint32_t)req->session_len);
     ect__put_u32(&w, (uint32_t)req->hash_len);
     ect__put_u64(&w, req->expect_bytes);
     ect__put_bytes(&w, req->token, ECT_STREAM_TOKEN_LEN);
+    if (striped(req)) {
+        ect__put_u32(&w, req->stripe);
+        ect__put_u32(&w, req->stripes);
+    }
     ect__put_bytes(&w, req->session_id, req->session_len);
     ect__put_bytes(&w, req->mm_hash, req->hash_len);
     *len_p = len;
     return ECT_OK;
 }
 
-/* The fixed fields, validated; r is left after the token. */
+/* The fixed fields, validated; r is left after the token.  A version 2
+ * request reads stripes 2 here (its stripe fields come after the fixed
+ * part: decode reads them), a version 1 request stripe 0 of 1. */
 static ect_status_t
 read_fixed(ect_bytes_reader_t *r, ect_stream_req_t *req)
 {
@@ -86,9 +120,9 @@ read_fixed(ect_bytes_reader_t *r, ect_stream_req_t *req)
     const uint8_t *token = ect__get_bytes(r, ECT_STREAM_TOKEN_LEN);
     if (r->failed)
         return ect__error(ECT_ERR_PARSE, "stream request: truncated fixed part");
-    if (version != ECT_STREAM_VERSION)
-        return ect__error(ECT_ERR_PARSE, "stream request: version %u; this build speaks %u",
-                          version, ECT_STREAM_VERSION);
+    if (version != ECT_STREAM_VERSION && version != ECT_STREAM_VERSION_STRIPED)
+        return ect__error(ECT_ERR_PARSE, "stream request: version %u; this build speaks %u and %u",
+                          version, ECT_STREAM_VERSION, ECT_STREAM_VERSION_STRIPED);
     if (session_len == 0 || session_len > ECT_WIRE_MAX_STR || hash_len == 0 ||
         hash_len > ECT_WIRE_MAX_STR)
         return ect__error(ECT_ERR_PARSE,
@@ -100,6 +134,8 @@ read_fixed(ect_bytes_reader_t *r, ect_stream_req_t *req)
     req->hash_len = hash_len;
     req->expect_bytes = expect;
     memcpy(req->token, token, ECT_STREAM_TOKEN_LEN);
+    req->stripe = 0;
+    req->stripes = version == ECT_STREAM_VERSION_STRIPED ? 2 : 1;
     return ECT_OK;
 }
 
@@ -128,6 +164,17 @@ ect__stream_req_decode(const uint8_t *buf, size_t len, ect_stream_req_t *req_p)
     ect_status_t st = read_fixed(&r, &req);
     if (st != ECT_OK)
         return st;
+    if (striped(&req)) {
+        req.stripe = ect__get_u32(&r);
+        req.stripes = ect__get_u32(&r);
+        if (r.failed)
+            return ect__error(ECT_ERR_PARSE, "stream request: truncated stripe fields");
+        if (req.stripes < 2 || req.stripes > ECT_STREAM_MAX_STRIPES || req.stripe >= req.stripes)
+            return ect__error(ECT_ERR_PARSE,
+                              "stream request: stripe %u of %u (2..%u stripes, each below their "
+                              "count)",
+                              req.stripe, req.stripes, ECT_STREAM_MAX_STRIPES);
+    }
     if (ect__remaining(&r) != req.session_len + req.hash_len)
         return ect__error(ECT_ERR_PARSE,
                           "stream request: %zu bytes of strings, its lengths say %zu",

@@ -7,26 +7,44 @@
  *
  * All integers little-endian.
  *
- *   request (consumer -> producer), ECT_STREAM_REQ_FIXED bytes, then the
- *   two strings:
+ *   request (consumer -> producer), ECT_STREAM_REQ_FIXED bytes, then (in
+ *   version 2 only) the stripe fields, then the two strings:
  *      0  "ECTR"
- *      4  u32 version (ECT_STREAM_VERSION)
+ *      4  u32 version       ECT_STREAM_VERSION (1): the whole grant;
+ *                           ECT_STREAM_VERSION_STRIPED (2): one stripe of it
  *      8  u32 session_len   1..ECT_WIRE_MAX_STR
  *     12  u32 hash_len      1..ECT_WIRE_MAX_STR
- *     16  u64 expect_bytes  the payload size the consumer expects (> 0)
+ *     16  u64 expect_bytes  the whole grant's size the consumer expects (> 0)
  *     24  token[ECT_STREAM_TOKEN_LEN]  the grant token of the XferAck
- *     40  session_id bytes, mm_hash bytes (no NUL byte in either)
+ *   version 2 only:
+ *     40  u32 stripe        0..stripes-1
+ *     44  u32 stripes       2..ECT_STREAM_MAX_STRIPES
+ *     40 (48 in version 2)  session_id bytes, mm_hash bytes (no NUL byte in
+ *                           either)
  *
  *   response (producer -> consumer), ECT_STREAM_RESP_LEN bytes:
  *      0  "ECTS"
  *      4  u32 status (ect_stream_status_t)
  *      8  u64 payload_len  (expect_bytes when OK, else 0)
  *   then, when OK, exactly payload_len bytes: the entry's blocks in entry
- *   order, whole blocks.
+ *   order, whole blocks (of a stripe: its blocks, ect__stream_stripe_blocks).
  *
- * One request per grant: a token is good for one stream.  After any answer
- * but OK the producer closes the connection; after OK and the payload the
- * connection may carry the next request.
+ * One stream per grant: a token is good for one stream, or for one stripe
+ * group.  After any answer but OK the producer closes the connection; after
+ * OK and the payload the connection may carry the next request.
+ *
+ * Stripes.  A producer whose offer says it takes stripes (xport_internal.h)
+ * lets a consumer fetch one grant over up to ECT_STREAM_MAX_STRIPES
+ * connections at once, each carrying a block-aligned share, so that one
+ * read is not held to what one TCP connection moves.  Every request of the
+ * group names the same session, hash, token, expect_bytes and stripes, and
+ * its own stripe.  The first one the producer accepts claims the grant; the
+ * others join it until the producer's send timeout, counted from that claim,
+ * has passed; each stripe is served once.  The grant is released when every
+ * stripe has been sent, or, once no stripe is being sent any more, when one
+ * failed or the deadline passed with stripes missing.  A request that
+ * disagrees with its group (another stripes or expect_bytes, a stripe
+ * already taken) is refused and leaves the group as it was.
  */
 #ifndef ECT_PROTO_STREAM_H
 #define ECT_PROTO_STREAM_H
@@ -38,11 +56,15 @@
 
 #include "proto/wire.h"
 
-#define ECT_STREAM_VERSION   1u
-#define ECT_STREAM_TOKEN_LEN 16u
-#define ECT_STREAM_REQ_FIXED 40u
-#define ECT_STREAM_REQ_MAX   (ECT_STREAM_REQ_FIXED + 2u * ECT_WIRE_MAX_STR)
-#define ECT_STREAM_RESP_LEN  16u
+#define ECT_STREAM_VERSION          1u
+#define ECT_STREAM_VERSION_STRIPED  2u
+#define ECT_STREAM_MAX_STRIPES      4u
+#define ECT_STREAM_TOKEN_LEN        16u
+#define ECT_STREAM_REQ_FIXED        40u
+#define ECT_STREAM_REQ_STRIPE_FIELDS 8u
+#define ECT_STREAM_REQ_MAX                                                                         \
+    (ECT_STREAM_REQ_FIXED + ECT_STREAM_REQ_STRIPE_FIELDS + 2u * ECT_WIRE_MAX_STR)
+#define ECT_STREAM_RESP_LEN 16u
 
 /* The producer's answer; values are the wire values. */
 typedef enum ect_stream_status {
@@ -67,15 +89,30 @@ typedef struct ect_stream_req {
     size_t hash_len;
     uint64_t expect_bytes;
     uint8_t token[ECT_STREAM_TOKEN_LEN];
+    /* 0 and 1 (or 0 and 0): the whole grant, encoded as version 1;
+     * stripes 2..ECT_STREAM_MAX_STRIPES: stripe `stripe` of them, version 2.
+     * A decoded version 1 request reads 0 and 1. */
+    uint32_t stripe;
+    uint32_t stripes;
 } ect_stream_req_t;
 
-/* Bytes the encoding of req takes (ECT_STREAM_REQ_FIXED + both lengths). */
+/* The blocks stripe `stripe` of `stripes` carries of a payload of `blocks`
+ * whole blocks: [*first_p, *first_p + *count_p), counted in the payload's
+ * (the entry's) order.  The stripes tile the payload in order and their
+ * counts differ by at most one; a stripe gets no block only when blocks <
+ * stripes.  stripe < stripes, stripes >= 1 (else *count_p is 0). */
+void ect__stream_stripe_blocks(uint64_t blocks, uint32_t stripe, uint32_t stripes,
+                               uint64_t *first_p, uint64_t *count_p);
+
+/* Bytes the encoding of req takes (ECT_STREAM_REQ_FIXED, the stripe fields
+ * when striped, both lengths). */
 size_t ect__stream_req_size(const ect_stream_req_t *req);
 
 /* Write req to out (cap bytes).  Returns ECT_OK with *len_p;
  * ECT_ERR_INVALID_ARG (a NULL argument, an empty string or one with a NUL
- * byte, expect_bytes 0); ECT_ERR_OVERFLOW (a string over ECT_WIRE_MAX_STR
- * bytes, or cap too small). */
+ * byte, expect_bytes 0, stripes over ECT_STREAM_MAX_STRIPES or stripe not
+ * below it); ECT_ERR_OVERFLOW (a string over ECT_WIRE_MAX_STR bytes, or cap
+ * too small). */
 ect_status_t ect__stream_req_encode(const ect_stream_req_t *req, uint8_t *out, size_t cap,
                                     size_t *len_p);
 
@@ -89,7 +126,7 @@ ect_status_t ect__stream_req_peek(const uint8_t *buf, size_t len, size_t *total_
 /* Decode one whole request of exactly len bytes.  *req_p borrows from buf
  * and is written only on success.  Returns ECT_OK or ECT_ERR_PARSE (what
  * req_peek refuses, a length that disagrees with len, a NUL byte in a
- * string). */
+ * string, stripe fields out of their bounds). */
 ect_status_t ect__stream_req_decode(const uint8_t *buf, size_t len, ect_stream_req_t *req_p);
 
 /* Write a response header. */
