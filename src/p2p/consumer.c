@@ -587,6 +587,21 @@ wake_session(void *ctl)
     ect__ctl_client_wake(ctl);
 }
 
+/* The config's `tcp_stripes`; 0: one per 4 online CPUs, 1 to
+ * ECT_STREAM_MAX_STRIPES (a stripe costs a receiving thread here and a
+ * sending one at the producer). */
+static unsigned
+tcp_stripes_of(const ect_config_t *cfg)
+{
+    if (cfg->tcp_stripes != 0)
+        return cfg->tcp_stripes;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = cpus / 4;
+    if (n < 1)
+        return 1;
+    return n > (long)ECT_STREAM_MAX_STRIPES ? ECT_STREAM_MAX_STRIPES : (unsigned)n;
+}
+
 ect_status_t
 ect__consumer_start(const ect_consumer_params_t *params, ect_consumer_t **consumer_p)
 {
@@ -626,7 +641,8 @@ ect__consumer_start(const ect_consumer_params_t *params, ect_consumer_t **consum
                                     .wake = wake_session,
                                     .wake_arg = c->ctl,
                                     .touch_pages = c->cfg.prefault,
-                                    .copy = ect__copy_cpu_params_of(&c->cfg)};
+                                    .copy = ect__copy_cpu_params_of(&c->cfg),
+                                    .tcp_stripes = tcp_stripes_of(&c->cfg)};
     if ((st = ect__xport_client_create(&xp, &c->xport)) != ECT_OK)
         goto err_ctl;
     if ((st = ect__thread_start(&c->thread, session_thread, c, "ect-consumer")) != ECT_OK)

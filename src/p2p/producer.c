@@ -172,16 +172,6 @@ grants_end_matching_locked(ect_producer_t *p, uint64_t now, const ect_ctl_peer_t
     }
 }
 
-/* Constant-time comparison: a prober learns nothing from timing. */
-static int
-token_equal(const uint8_t *a, const uint8_t *b)
-{
-    uint8_t diff = 0;
-    for (size_t i = 0; i < ECT_STREAM_TOKEN_LEN; i++)
-        diff |= (uint8_t)(a[i] ^ b[i]);
-    return diff == 0;
-}
-
 /* The stream server's view of the grant table (transport.h). */
 static ect_stream_status_t
 stream_claim(void *user, const char *session_id, const char *mm_hash,
@@ -195,7 +185,7 @@ stream_claim(void *user, const char *session_id, const char *mm_hash,
     struct grant *g = grant_find_locked(p, gkey);
     ect_stream_status_t st = ECT_STREAM_DENIED;
     if (g != NULL && !g->claimed && ect__now_ns() < g->deadline_ns &&
-        token_equal(g->token, token)) {
+        ect__stream_token_equal(g->token, token)) {
         g->claimed = 1; /* one stream per grant, whatever happens next */
         if (expect_bytes != g->bytes) {
             st = ECT_STREAM_SIZE_MISMATCH;

@@ -99,7 +99,8 @@ typedef struct ect_xport_grant_view {
 } ect_xport_grant_view_t;
 
 /* The producer's grant table, as the stream server sees it.  Both are
- * called on the server's thread. */
+ * called on the server's threads, several at once: they must be
+ * thread-safe. */
 typedef struct ect_xport_grant_ops {
     void *user;
     /* A peer names a grant (NUL-terminated strings, at most
@@ -211,6 +212,11 @@ typedef struct ect_xport_client_params {
     /* The CPU copy engine that same-host reads use, made on first use (the
      * config's copy settings: ect__copy_cpu_params_of; zero = defaults). */
     ect_copy_cpu_params_t copy;
+    /* The most connections one tcp read uses at once (the config's
+     * `tcp_stripes`; 1..ECT_STREAM_MAX_STRIPES, 0 = 1): a read is split in
+     * block-aligned stripes when the producer offers them and each stripe
+     * gets ECT_XPORT_STRIPE_MIN_BYTES or more. */
+    unsigned tcp_stripes;
 } ect_xport_client_params_t;
 
 ect_status_t ect__xport_client_create(const ect_xport_client_params_t *params,

@@ -145,7 +145,8 @@ struct ect_xport_read {
     ect_xport_read_state_t state;
     uint64_t bytes;
     char peer_key[PEER_KEY_MAX + 1];
-    ect_xport_stream_read_t *tcp;
+    ect_xport_stream_read_t *tcp[ECT_STREAM_MAX_STRIPES]; /* stripe k on stream client k */
+    unsigned n_tcp;
     uint64_t ticket; /* same-host copy batch, until copied */
     int copied;      /* nothing in flight: the bytes landed and the ticket is retired */
     /* A same-host batch has landed: set (atomic, release) by the thread that
@@ -171,8 +172,11 @@ struct ect_xport_client {
     struct peer *peers;   /* active, by key */
     struct peer *retired; /* replaced or forgotten, still busy */
     ect_xport_read_t *reads;
-    ect_xport_stream_client_t *tcp; /* created on first tcp use */
-    ect_copy_engine_t *copy;        /* created on first same-host read */
+    unsigned tcp_stripes; /* the params', 1..ECT_STREAM_MAX_STRIPES */
+    /* Stream client k (made on first use) receives stripe k of every
+     * striped read, on its own thread. */
+    ect_xport_stream_client_t *tcp[ECT_STREAM_MAX_STRIPES];
+    ect_copy_engine_t *copy; /* created on first same-host read */
     ect_xport_counters_t counters;
 };
 
@@ -190,6 +194,9 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
         return ect__error(ECT_ERR_INVALID_ARG,
                           "xport client: transport %d is not auto, tcp or same_host",
                           (int)params->prefer);
+    if (params->tcp_stripes > ECT_STREAM_MAX_STRIPES)
+        return ect__error(ECT_ERR_INVALID_ARG, "xport client: %u tcp stripes; at most %u",
+                          params->tcp_stripes, ECT_STREAM_MAX_STRIPES);
     const char *dir = params->region_dir != NULL ? params->region_dir : "/dev/shm";
     if (dir[0] != '/' || strlen(dir) > ECT_XPORT_MAX_PATH)
         return ect__error(ECT_ERR_INVALID_ARG,
@@ -210,6 +217,7 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
     c->wake_arg = params->wake_arg;
     c->touch_pages = params->touch_pages;
     c->copy_params = params->copy;
+    c->tcp_stripes = params->tcp_stripes == 0 ? 1 : params->tcp_stripes;
     snprintf(c->region_dir, sizeof(c->region_dir), "%s", dir);
     /* Without a boot id the same-host path is never usable; tcp still is. */
     if (params->prefer != ECT_TRANSPORT_TCP) {
@@ -533,10 +541,30 @@ read_update(ect_xport_client_t *c, ect_xport_read_t *r)
     if (r->copied) {
         st = ECT_OK;
     } else if (r->kind == ECT_XPORT_TCP) {
-        ect_xport_read_state_t rs = ect__xport_stream_read_state(c->tcp, r->tcp, why, sizeof(why));
-        if (rs == ECT_XPORT_READ_PENDING)
+        /* Done when every stripe is; failed as soon as one stripe is (the
+         * others are cut at once). */
+        unsigned done = 0;
+        int failed = -1;
+        for (unsigned k = 0; k < r->n_tcp && failed < 0; k++) {
+            ect_xport_read_state_t rs =
+                ect__xport_stream_read_state(c->tcp[k], r->tcp[k], why, sizeof(why));
+            done += rs == ECT_XPORT_READ_DONE;
+            if (rs == ECT_XPORT_READ_FAILED)
+                failed = (int)k;
+        }
+        if (failed < 0 && done < r->n_tcp)
             return;
-        st = rs == ECT_XPORT_READ_DONE ? ECT_OK : ECT_ERR_TRANSPORT;
+        if (failed >= 0) {
+            for (unsigned k = 0; k < r->n_tcp; k++)
+                ect__xport_stream_read_cancel(c->tcp[k], r->tcp[k]);
+            if (r->n_tcp > 1) {
+                char stripe_why[sizeof(why)];
+                snprintf(stripe_why, sizeof(stripe_why), "stripe %d of %u: %s", failed, r->n_tcp,
+                         why);
+                memcpy(why, stripe_why, sizeof(why));
+            }
+        }
+        st = failed < 0 ? ECT_OK : ECT_ERR_TRANSPORT;
     } else {
         if (!__atomic_load_n(&r->copy_landed, __ATOMIC_ACQUIRE))
             return;
@@ -567,7 +595,8 @@ static void
 read_free(ect_xport_client_t *c, ect_xport_read_t *r)
 {
     read_unlink(c, r);
-    ect__xport_stream_read_free(c->tcp, r->tcp);
+    for (unsigned k = 0; k < r->n_tcp; k++)
+        ect__xport_stream_read_free(c->tcp[k], r->tcp[k]);
     ect__free(r);
 }
 
@@ -585,8 +614,48 @@ reap_detached(ect_xport_client_t *c)
     }
 }
 
-/* Start the stream of one grant: its request names the grant; its
- * connection is pooled under the peer's address and instance. */
+/* How many stripes a tcp read of `bytes` takes from peer p: what both
+ * sides allow, and no stripe under ECT_XPORT_STRIPE_MIN_BYTES. */
+static unsigned
+stripes_for(const ect_xport_client_t *c, const struct peer *p, uint64_t bytes)
+{
+    uint64_t n = c->tcp_stripes;
+    if (p->offer.tcp_stripes < n)
+        n = p->offer.tcp_stripes < 2 ? 1 : p->offer.tcp_stripes;
+    if (bytes / ECT_XPORT_STRIPE_MIN_BYTES < n)
+        n = bytes / ECT_XPORT_STRIPE_MIN_BYTES;
+    if (bytes / c->block_size < n)
+        n = bytes / c->block_size;
+    return n < 1 ? 1 : (unsigned)n;
+}
+
+/* The segments of payload bytes [from, from + len) (block-aligned) into
+ * out (at most n_segs + 1 of them); returns how many. */
+static size_t
+segments_slice(const ect_xport_segment_t *segs, size_t n_segs, uint64_t from, uint64_t len,
+               ect_xport_segment_t *out)
+{
+    size_t n = 0;
+    uint64_t at = 0;
+    for (size_t i = 0; i < n_segs && len > 0; i++) {
+        uint64_t end = at + segs[i].len;
+        if (end > from) {
+            uint64_t skip = from > at ? from - at : 0;
+            uint64_t take = segs[i].len - skip < len ? segs[i].len - skip : len;
+            out[n++] = (ect_xport_segment_t){.remote_off = segs[i].remote_off + skip,
+                                             .local = (uint8_t *)segs[i].local + skip,
+                                             .len = (size_t)take};
+            from += take;
+            len -= take;
+        }
+        at = end;
+    }
+    return n;
+}
+
+/* Start the stream of one grant, in stripes where it pays: each request
+ * names the grant (and its stripe); stripe k goes over stream client k,
+ * whose connections are pooled under the peer's address and instance. */
 static ect_status_t
 start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *rp,
           const ect_xport_desc_t *desc, const ect_xport_segment_t *segs, size_t n_segs,
@@ -604,23 +673,47 @@ start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *
                  inst);
         p->tcp_resolved = 1;
     }
-    if (c->tcp == NULL &&
-        (st = ect__xport_stream_client_create(c->wake, c->wake_arg, &c->tcp)) != ECT_OK)
-        return st;
+    unsigned stripes = stripes_for(c, p, r->bytes);
+    for (unsigned k = 0; k < stripes; k++)
+        if (c->tcp[k] == NULL &&
+            (st = ect__xport_stream_client_create(c->wake, c->wake_arg, &c->tcp[k])) != ECT_OK)
+            return st;
     ect_stream_req_t req = {.session_id = rp->session_id,
                             .session_len = strlen(rp->session_id),
                             .mm_hash = rp->mm_hash,
                             .hash_len = strlen(rp->mm_hash),
-                            .expect_bytes = r->bytes};
+                            .expect_bytes = r->bytes,
+                            .stripes = stripes};
     memcpy(req.token, desc->token, ECT_STREAM_TOKEN_LEN);
-    size_t len = ect__stream_req_size(&req);
-    uint8_t *buf = ect__malloc(len);
-    if (buf == NULL)
+    size_t cap = ect__stream_req_size(&req);
+    uint8_t *buf = ect__malloc(cap);
+    ect_xport_segment_t *part = ect__malloc((n_segs + 1) * sizeof(*part));
+    if (buf == NULL || part == NULL) {
+        ect__free(buf);
+        ect__free(part);
         return ect__error(ECT_ERR_NO_MEMORY, "xport: out of memory");
-    if ((st = ect__stream_req_encode(&req, buf, len, &len)) == ECT_OK)
-        st = ect__xport_stream_read_start(c->tcp, &p->tcp_addr, p->tcp_addr_len, p->pool_key, buf,
-                                          len, segs, n_segs, r->bytes, &r->tcp);
+    }
+    st = ECT_OK;
+    for (unsigned k = 0; k < stripes && st == ECT_OK; k++) {
+        uint64_t first, count;
+        ect__stream_stripe_blocks(r->bytes / c->block_size, k, stripes, &first, &count);
+        size_t n_part =
+            segments_slice(segs, n_segs, first * c->block_size, count * c->block_size, part);
+        size_t len = 0;
+        req.stripe = k;
+        if ((st = ect__stream_req_encode(&req, buf, cap, &len)) == ECT_OK &&
+            (st = ect__xport_stream_read_start(c->tcp[k], &p->tcp_addr, p->tcp_addr_len,
+                                               p->pool_key, buf, len, part, n_part,
+                                               count * c->block_size, &r->tcp[k])) == ECT_OK)
+            r->n_tcp = k + 1;
+    }
+    ect__free(part);
     ect__free(buf);
+    if (st != ECT_OK) /* the stripes already started are cut: the grant fails with them */
+        for (unsigned k = 0; k < r->n_tcp; k++) {
+            ect__xport_stream_read_free(c->tcp[k], r->tcp[k]);
+            r->tcp[k] = NULL;
+        }
     return st;
 }
 
@@ -758,8 +851,8 @@ ect__xport_read_cancel(ect_xport_client_t *c, ect_xport_read_t *r)
 {
     if (c == NULL || r == NULL)
         return;
-    if (r->tcp != NULL)
-        ect__xport_stream_read_cancel(c->tcp, r->tcp);
+    for (unsigned k = 0; k < r->n_tcp; k++)
+        ect__xport_stream_read_cancel(c->tcp[k], r->tcp[k]);
     read_update(c, r);
 }
 
@@ -841,11 +934,13 @@ ect__xport_client_destroy(ect_xport_client_t *c)
     c->copy = NULL;
     for (ect_xport_read_t *r = c->reads, *next; r != NULL; r = next) {
         next = r->next;
-        ect__xport_stream_read_free(c->tcp, r->tcp);
+        for (unsigned k = 0; k < r->n_tcp; k++)
+            ect__xport_stream_read_free(c->tcp[k], r->tcp[k]);
         ect__free(r);
     }
     c->reads = NULL;
-    ect__xport_stream_client_destroy(c->tcp);
+    for (unsigned k = 0; k < ECT_STREAM_MAX_STRIPES; k++)
+        ect__xport_stream_client_destroy(c->tcp[k]);
     struct peer *lists[2] = {c->peers, c->retired};
     for (int i = 0; i < 2; i++)
         for (struct peer *p = lists[i], *next; p != NULL; p = next) {

@@ -16,9 +16,15 @@
  *                          control plane at
  *     kind 2 (same_host):  36-byte boot id text, u64 st_dev, u64 st_ino,
  *                          u64 data_offset, u32 path_len, path bytes
+ *     kind 3 (tcp_stripes): u32 max_stripes (>= 2): the tcp stream serves
+ *                          a grant in up to that many stripes
+ *                          (proto/stream.h); a consumer uses at most
+ *                          ECT_STREAM_MAX_STRIPES.  Absent: one stream per
+ *                          grant.  Not a transport of its own.
  *     instance is random per producer start: a restarted producer on the
  *     same port sends a different offer.  Unknown kinds are skipped (a newer
- *     producer may offer more); a kind that appears twice is refused.  The
+ *     producer may offer more; an ectier before kind 3 skips it and streams
+ *     unstriped); a kind that appears twice is refused.  The
  *     blob ends exactly after the last entry.  Version 1 (ectier 0.1, UCX
  *     worker addresses) is refused.
  *
@@ -62,6 +68,10 @@
  * 64 a 7 MiB entry of 1024 runs took 16 calls a side and ran 15-25 %
  * slower than one run). */
 #define ECT_XPORT_STREAM_IOV 1024u
+/* The least a stripe of a tcp read carries: a read is striped only where
+ * each stripe gets at least this much (smaller ones gain less from another
+ * connection than its request and wake-up cost). */
+#define ECT_XPORT_STRIPE_MIN_BYTES (1024u * 1024u)
 
 /* Our own region as a server or client is given it: whole blocks that fit
  * this process's address space (a peer's geometry is checked by the
@@ -76,11 +86,16 @@ ect__xport_check_own_region(const char *who, uint64_t block_size, uint64_t num_b
     return ECT_OK;
 }
 
-/* A decoded agent_metadata blob.  kinds has bit (1u << kind) per entry. */
+/* The offer entry that is not a transport: the stream takes stripes. */
+#define ECT_XPORT_OFFER_TCP_STRIPES 3u
+
+/* A decoded agent_metadata blob.  kinds has bit (1u << kind) per transport
+ * entry. */
 typedef struct ect_xport_offer {
     unsigned kinds;
     uint8_t instance[ECT_XPORT_INSTANCE_LEN];
     uint16_t tcp_port;
+    uint32_t tcp_stripes; /* the tcp_stripes entry's; 0 when absent (written when >= 2) */
     char boot_id[ECT_XPORT_BOOT_ID_LEN + 1];
     const char *path; /* borrowed, NOT NUL-terminated: path_len bytes */
     size_t path_len;

@@ -26,9 +26,10 @@
 #define MAGIC_LEN   4u
 
 /* Fixed part of a same-host entry: boot id, dev, ino, data_offset, path_len. */
-#define SAME_HOST_FIXED (ECT_XPORT_BOOT_ID_LEN + 8u + 8u + 8u + 4u)
-#define TCP_ENTRY_LEN   4u
-#define KNOWN_KINDS     ((1u << ECT_XPORT_TCP) | (1u << ECT_XPORT_SAME_HOST))
+#define SAME_HOST_FIXED   (ECT_XPORT_BOOT_ID_LEN + 8u + 8u + 8u + 4u)
+#define TCP_ENTRY_LEN     4u
+#define STRIPES_ENTRY_LEN 4u
+#define KNOWN_KINDS       ((1u << ECT_XPORT_TCP) | (1u << ECT_XPORT_SAME_HOST))
 
 static size_t
 offset_of(const ect_bytes_reader_t *r, const uint8_t *start)
@@ -77,9 +78,12 @@ ect__xport_offer_encode(const ect_xport_offer_t *offer, uint8_t **blob_p, size_t
                           ECT_XPORT_MAX_PATH);
     int has_tcp = (offer->kinds & (1u << ECT_XPORT_TCP)) != 0;
     int has_shm = (offer->kinds & (1u << ECT_XPORT_SAME_HOST)) != 0;
+    int has_stripes = has_tcp && offer->tcp_stripes >= 2;
     size_t len = MAGIC_LEN + 4 + ECT_XPORT_INSTANCE_LEN + 4;
     if (has_tcp)
         len += 8 + TCP_ENTRY_LEN;
+    if (has_stripes)
+        len += 8 + STRIPES_ENTRY_LEN;
     if (has_shm)
         len += 8 + SAME_HOST_FIXED + offer->path_len;
     uint8_t *blob = ect__malloc(len);
@@ -89,11 +93,16 @@ ect__xport_offer_encode(const ect_xport_offer_t *offer, uint8_t **blob_p, size_t
     ect__put_bytes(&w, AGENT_MAGIC, MAGIC_LEN);
     ect__put_u32(&w, ECT_XPORT_BLOB_VERSION);
     ect__put_bytes(&w, offer->instance, ECT_XPORT_INSTANCE_LEN);
-    ect__put_u32(&w, (uint32_t)(has_tcp + has_shm));
+    ect__put_u32(&w, (uint32_t)(has_tcp + has_stripes + has_shm));
     if (has_tcp) {
         ect__put_u32(&w, ECT_XPORT_TCP);
         ect__put_u32(&w, TCP_ENTRY_LEN);
         ect__put_u32(&w, offer->tcp_port);
+    }
+    if (has_stripes) {
+        ect__put_u32(&w, ECT_XPORT_OFFER_TCP_STRIPES);
+        ect__put_u32(&w, STRIPES_ENTRY_LEN);
+        ect__put_u32(&w, offer->tcp_stripes);
     }
     if (has_shm) {
         ect__put_u32(&w, ECT_XPORT_SAME_HOST);
@@ -192,9 +201,10 @@ ect__xport_offer_decode(const void *blob, size_t len, ect_xport_offer_t *offer_p
         if (elen > ect__remaining(&r))
             return peer_error("agent_metadata", "entry length runs past the end", at + 4);
         const uint8_t *payload = ect__get_bytes(&r, elen);
-        if (kind == ECT_XPORT_TCP || kind == ECT_XPORT_SAME_HOST) {
+        if (kind == ECT_XPORT_TCP || kind == ECT_XPORT_SAME_HOST ||
+            kind == ECT_XPORT_OFFER_TCP_STRIPES) {
             if (seen & (1u << kind))
-                return peer_error("agent_metadata", "a transport is offered twice", at);
+                return peer_error("agent_metadata", "an entry kind appears twice", at);
             seen |= 1u << kind;
         }
         if (kind == ECT_XPORT_TCP) {
@@ -208,14 +218,24 @@ ect__xport_offer_decode(const void *blob, size_t len, ect_xport_offer_t *offer_p
             ect_status_t st = decode_same_host(start, payload, elen, &o);
             if (st != ECT_OK)
                 return st;
+        } else if (kind == ECT_XPORT_OFFER_TCP_STRIPES) {
+            ect_bytes_reader_t e = {payload, payload + elen, 0};
+            uint32_t stripes = ect__get_u32(&e);
+            if (elen != STRIPES_ENTRY_LEN || stripes < 2)
+                return peer_error("agent_metadata", "tcp_stripes entry is not one count >= 2",
+                                  at + 8);
+            o.tcp_stripes = stripes;
         }
         /* Other kinds: a newer producer's transport; skipped. */
     }
     if (ect__remaining(&r) != 0)
         return peer_error("agent_metadata", "trailing bytes after the last entry",
                           offset_of(&r, start));
+    seen &= KNOWN_KINDS; /* the transports */
     if (seen == 0)
         return ect__error(ECT_ERR_PEER, "peer agent_metadata offers no transport this build knows");
+    if (!(seen & (1u << ECT_XPORT_TCP)))
+        o.tcp_stripes = 0; /* stripes of a stream not offered */
     o.kinds = seen;
     *offer_p = o;
     return ECT_OK;

@@ -46,6 +46,7 @@
 #include "p2p/xport_internal.h"
 
 #define MAX_CONNS       512
+#define N_WORKERS       ECT_STREAM_MAX_STRIPES
 #define REQUEST_NS      (5ull * 1000 * 1000 * 1000)
 #define IDLE_NS         (30ull * 1000 * 1000 * 1000)
 #define REFUSAL_NS      (1ull * 1000 * 1000 * 1000)
@@ -58,47 +59,91 @@ enum sconn_state {
     S_REFUSE,  /* sending a refusal, then closing */
 };
 
+struct worker;
+struct stripe_group;
+
 struct sconn {
     int fd;
-    size_t slot;
+    size_t slot;      /* in its worker's conns */
+    struct worker *w; /* the worker that owns it */
     enum sconn_state state;
     uint64_t deadline_ns;
     size_t req_len;  /* bytes of the request received */
     size_t req_need; /* ECT_STREAM_REQ_FIXED until the fixed part is in, then the total */
     uint8_t hdr[ECT_STREAM_RESP_LEN];
     size_t hdr_off;
-    void *grant; /* claimed; finished exactly once */
+    void *grant;                /* unstriped: claimed; finished exactly once */
+    struct stripe_group *group; /* striped: joined; left exactly once */
+    uint32_t stripe_bit;
     const ect_run_t *runs;
     size_t n_runs, run_i;
     uint64_t run_off; /* bytes of runs[run_i] already sent */
     uint64_t left;    /* payload bytes still to send */
     uint64_t total;
+    struct sconn *next_handoff;
     uint8_t req[ECT_STREAM_REQ_MAX];
+};
+
+/* One grant streamed in stripes (proto/stream.h).  Lives on the server's
+ * group list, under groups_lock, from the claim until its last reference
+ * goes: one per connection sending a stripe of it, one while stripes are
+ * still to come (dropped when the last stripe joins or at the deadline). */
+struct stripe_group {
+    uint8_t token[ECT_STREAM_TOKEN_LEN];
+    uint64_t expect;
+    uint32_t stripes;
+    uint32_t joined; /* stripe bits */
+    uint32_t sent;   /* stripe bits */
+    int failed;
+    int waiting; /* holds the reference of the stripes still to come */
+    unsigned refs;
+    uint64_t deadline_ns;
+    void *grant;
+    ect_xport_grant_view_t view;
+    struct stripe_group *next;
+    size_t session_len, hash_len;
+    char names[]; /* session bytes then hash bytes */
+};
+
+/* A server thread: its own epoll and connections.  Worker 0 also accepts
+ * and keeps the group deadlines.  A request for stripe i is served by
+ * worker i % N_WORKERS (the connection is handed over), so the stripes of
+ * one read are sent on as many threads; unstriped requests are served
+ * where they arrive. */
+struct worker {
+    ect_xport_stream_server_t *s;
+    unsigned index;
+    int epoll_fd;
+    int wake_fd; /* eventfd: a hand-over or stop */
+    pthread_t thread;
+    int started;
+    pthread_mutex_t handoff_lock;
+    struct sconn *handoff; /* connections handed to this worker */
+    struct sconn *conns[MAX_CONNS];
+    char session[ECT_WIRE_MAX_STR + 1]; /* this thread's scratch */
+    char hash[ECT_WIRE_MAX_STR + 1];
 };
 
 struct ect_xport_stream_server {
     int listen_fd;
-    int epoll_fd;
-    int stop_fd;
     uint16_t port;
     const uint8_t *data;
     uint64_t block_size;
     uint64_t num_blocks;
     uint64_t send_timeout_ns;
     ect_xport_grant_ops_t ops;
-    pthread_t thread;
-    int stop; /* atomic */
-    uint64_t accept_paused_until;
-    struct sconn *conns[MAX_CONNS];
-    size_t n_conns;
-    char session[ECT_WIRE_MAX_STR + 1]; /* server thread scratch */
-    char hash[ECT_WIRE_MAX_STR + 1];
+    int stop;                     /* atomic */
+    unsigned n_conns;             /* atomic; over all workers and hand-overs */
+    uint64_t accept_paused_until; /* worker 0's */
+    pthread_mutex_t groups_lock;  /* taken before the grant callbacks' locks */
+    struct stripe_group *groups;
     pthread_mutex_t counters_lock;
     ect_xport_server_counters_t counters;
+    struct worker workers[N_WORKERS];
 };
 
 /* epoll tags for the two non-connection descriptors. */
-static int listen_tag, stop_tag;
+static int listen_tag, wake_tag;
 
 #define COUNT(s, field, n)                                                                         \
     do {                                                                                           \
@@ -107,41 +152,148 @@ static int listen_tag, stop_tag;
         pthread_mutex_unlock(&(s)->counters_lock);                                                 \
     } while (0)
 
+/* ---- stripe groups ------------------------------------------------------------- */
+
+/* Drop one reference; the last one finishes the grant (sent only when
+ * every stripe was) and frees the group.  Called with groups_lock held. */
 static void
-conn_watch(ect_xport_stream_server_t *s, struct sconn *c, uint32_t events)
+group_put_locked(ect_xport_stream_server_t *s, struct stripe_group *g)
 {
-    struct epoll_event ev = {.events = events, .data.ptr = c};
-    epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
+    if (--g->refs > 0)
+        return;
+    for (struct stripe_group **gp = &s->groups; *gp != NULL; gp = &(*gp)->next)
+        if (*gp == g) {
+            *gp = g->next;
+            break;
+        }
+    uint32_t all = (g->stripes >= 32 ? 0u : (1u << g->stripes)) - 1u;
+    int sent = !g->failed && g->sent == all;
+    if (sent)
+        COUNT(s, streams_served, 1); /* before the grant ends, as unstriped streams */
+    s->ops.finish(s->ops.user, g->grant, sent);
+    ect__free(g);
 }
 
+/* A connection is done with its stripe: sent, or cut. */
 static void
-conn_close(ect_xport_stream_server_t *s, struct sconn *c)
+group_leave(ect_xport_stream_server_t *s, struct stripe_group *g, uint32_t stripe_bit, int sent)
+{
+    pthread_mutex_lock(&s->groups_lock);
+    if (sent) {
+        g->sent |= stripe_bit;
+    } else {
+        g->failed = 1;
+        if (g->waiting) { /* no stripe may join a failed group: stop waiting */
+            g->waiting = 0;
+            group_put_locked(s, g);
+        }
+    }
+    group_put_locked(s, g);
+    pthread_mutex_unlock(&s->groups_lock);
+}
+
+/* The live group of that name and token, or NULL.  groups_lock held. */
+static struct stripe_group *
+group_find_locked(ect_xport_stream_server_t *s, const ect_stream_req_t *req)
+{
+    for (struct stripe_group *g = s->groups; g != NULL; g = g->next)
+        if (g->session_len == req->session_len && g->hash_len == req->hash_len &&
+            memcmp(g->names, req->session_id, req->session_len) == 0 &&
+            memcmp(g->names + g->session_len, req->mm_hash, req->hash_len) == 0 &&
+            ect__stream_token_equal(g->token, req->token))
+            return g;
+    return NULL;
+}
+
+/* Groups whose missing stripes did not come in time give up waiting: the
+ * grant is released as soon as no stripe of it is being sent. */
+static void
+groups_sweep(ect_xport_stream_server_t *s, uint64_t now)
+{
+    pthread_mutex_lock(&s->groups_lock);
+    for (struct stripe_group *g = s->groups, *next; g != NULL; g = next) {
+        next = g->next;
+        if (g->waiting && now >= g->deadline_ns) {
+            ECT_LOG_W("xport tcp server: a striped stream got %u of its %u stripes in time; its "
+                      "grant is released",
+                      (unsigned)__builtin_popcount(g->joined), (unsigned)g->stripes);
+            COUNT(s, timeouts, 1);
+            g->waiting = 0;
+            g->failed = 1;
+            group_put_locked(s, g);
+        }
+    }
+    pthread_mutex_unlock(&s->groups_lock);
+}
+
+/* ---- connections --------------------------------------------------------------- */
+
+static void
+conn_watch(struct worker *w, struct sconn *c, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = c};
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* End what the connection holds and free it (it is in no epoll set). */
+static void
+conn_free(ect_xport_stream_server_t *s, struct sconn *c)
 {
     if (c->grant != NULL) {
         s->ops.finish(s->ops.user, c->grant, 0);
         c->grant = NULL;
     }
-    epoll_ctl(s->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    if (c->group != NULL) {
+        group_leave(s, c->group, c->stripe_bit, 0);
+        c->group = NULL;
+    }
     close(c->fd);
-    s->conns[c->slot] = NULL;
-    s->n_conns--;
+    __atomic_fetch_sub(&s->n_conns, 1, __ATOMIC_RELAXED);
     ect__free(c);
+}
+
+static void
+conn_close(struct worker *w, struct sconn *c)
+{
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    w->conns[c->slot] = NULL;
+    conn_free(w->s, c);
+}
+
+/* Put c in w's slots and epoll set.  Returns 0, or -1 (c is freed). */
+static int
+conn_adopt(struct worker *w, struct sconn *c, uint32_t events)
+{
+    size_t slot = 0;
+    while (w->conns[slot] != NULL) /* a free one exists: n_conns <= MAX_CONNS */
+        slot++;
+    c->slot = slot;
+    c->w = w;
+    struct epoll_event ev = {.events = events, .data.ptr = c};
+    if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+        ECT_LOG_W("xport tcp server: cannot watch a connection: %s", strerror(errno));
+        conn_free(w->s, c);
+        return -1;
+    }
+    w->conns[slot] = c;
+    return 0;
 }
 
 /* Ready for the next request: idle until its first byte. */
 static void
-conn_expect_request(ect_xport_stream_server_t *s, struct sconn *c, uint64_t deadline_ns)
+conn_expect_request(struct worker *w, struct sconn *c, uint64_t deadline_ns)
 {
     c->state = S_REQUEST;
     c->req_len = 0;
     c->req_need = ECT_STREAM_REQ_FIXED;
     c->deadline_ns = deadline_ns;
-    conn_watch(s, c, EPOLLIN);
+    conn_watch(w, c, EPOLLIN);
 }
 
 static void
-accept_all(ect_xport_stream_server_t *s)
+accept_all(struct worker *w)
 {
+    ect_xport_stream_server_t *s = w->s;
     for (;;) {
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -152,13 +304,13 @@ accept_all(ect_xport_stream_server_t *s)
                 ECT_LOG_W("xport tcp server: cannot accept: %s; pausing the listener for %llu ms",
                           strerror(errno), (unsigned long long)(ACCEPT_PAUSE_NS / 1000000));
                 struct epoll_event ev = {.events = 0, .data.ptr = &listen_tag};
-                epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, s->listen_fd, &ev);
+                epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, s->listen_fd, &ev);
                 s->accept_paused_until = ect__now_ns() + ACCEPT_PAUSE_NS;
                 COUNT(s, conns_refused, 1);
             }
             return; /* EAGAIN, or a connection that died in the backlog */
         }
-        if (s->n_conns >= MAX_CONNS) {
+        if (__atomic_load_n(&s->n_conns, __ATOMIC_RELAXED) >= MAX_CONNS) {
             close(fd);
             COUNT(s, conns_refused, 1);
             continue;
@@ -171,24 +323,16 @@ accept_all(ect_xport_stream_server_t *s)
         }
         memset(c, 0, offsetof(struct sconn, req));
         c->fd = fd;
-        size_t slot = 0;
-        while (s->conns[slot] != NULL)
-            slot++;
-        c->slot = slot;
-        ect__xport_set_nodelay(fd);
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-        if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            close(fd);
-            ect__free(c);
-            COUNT(s, conns_refused, 1);
-            continue;
-        }
-        s->conns[slot] = c;
-        s->n_conns++;
-        COUNT(s, connections, 1);
         c->state = S_REQUEST;
         c->req_need = ECT_STREAM_REQ_FIXED;
         c->deadline_ns = ect__now_ns() + REQUEST_NS;
+        ect__xport_set_nodelay(fd);
+        __atomic_fetch_add(&s->n_conns, 1, __ATOMIC_RELAXED);
+        if (conn_adopt(w, c, EPOLLIN) != 0) {
+            COUNT(s, conns_refused, 1);
+            continue;
+        }
+        COUNT(s, connections, 1);
     }
 }
 
@@ -202,11 +346,16 @@ send_some(ect_xport_stream_server_t *s, struct sconn *c)
         size_t n = 0;
         if (c->hdr_off < ECT_STREAM_RESP_LEN)
             iov[n++] = (struct iovec){c->hdr + c->hdr_off, ECT_STREAM_RESP_LEN - c->hdr_off};
-        uint64_t off = c->run_off;
-        for (size_t i = c->run_i; i < c->n_runs && n < ECT_XPORT_STREAM_IOV; i++, off = 0) {
+        uint64_t off = c->run_off, budget = c->left;
+        for (size_t i = c->run_i; i < c->n_runs && n < ECT_XPORT_STREAM_IOV && budget > 0;
+             i++, off = 0) {
             const ect_run_t *r = &c->runs[i];
-            iov[n++] = (struct iovec){(void *)(s->data + r->first * s->block_size + off),
-                                      (size_t)(r->count * s->block_size - off)};
+            uint64_t len = r->count * s->block_size - off;
+            if (len > budget)
+                len = budget; /* a stripe ends inside this run */
+            budget -= len;
+            iov[n++] =
+                (struct iovec){(void *)(s->data + r->first * s->block_size + off), (size_t)len};
         }
         if (n == 0)
             return 1;
@@ -242,30 +391,36 @@ send_some(ect_xport_stream_server_t *s, struct sconn *c)
 }
 
 static void
-conn_send(ect_xport_stream_server_t *s, struct sconn *c)
+conn_send(struct worker *w, struct sconn *c)
 {
+    ect_xport_stream_server_t *s = w->s;
     int rc = send_some(s, c);
     if (rc == 0)
         return;
     if (rc < 0) {
         if (c->state == S_SEND)
             COUNT(s, send_failures, 1);
-        conn_close(s, c);
+        conn_close(w, c);
         return;
     }
     if (c->state == S_REFUSE) {
-        conn_close(s, c);
+        conn_close(w, c);
         return;
     }
     /* Counted before the grant ends, so whoever sees the grant gone sees
      * the stream counted. */
     pthread_mutex_lock(&s->counters_lock);
-    s->counters.streams_served++;
+    s->counters.streams_served += c->group == NULL;
     s->counters.bytes_sent += c->total;
     pthread_mutex_unlock(&s->counters_lock);
-    s->ops.finish(s->ops.user, c->grant, 1);
-    c->grant = NULL;
-    conn_expect_request(s, c, ect__now_ns() + IDLE_NS);
+    if (c->group != NULL) {
+        group_leave(s, c->group, c->stripe_bit, 1);
+        c->group = NULL;
+    } else {
+        s->ops.finish(s->ops.user, c->grant, 1);
+        c->grant = NULL;
+    }
+    conn_expect_request(w, c, ect__now_ns() + IDLE_NS);
 }
 
 /* Every run lies in the region and they add up to view->bytes. */
@@ -282,35 +437,140 @@ view_ok(const ect_xport_stream_server_t *s, const ect_xport_grant_view_t *v)
     return blocks * s->block_size == v->bytes;
 }
 
-static void
-handle_request(ect_xport_stream_server_t *s, struct sconn *c)
+/* Claim a grant by name and token, its view checked.  The strings go
+ * through w's scratch (the callbacks take NUL-terminated names). */
+static ect_stream_status_t
+claim(struct worker *w, const ect_stream_req_t *req, ect_xport_grant_view_t *view_p, void **grant_p)
 {
+    ect_xport_stream_server_t *s = w->s;
+    memcpy(w->session, req->session_id, req->session_len);
+    w->session[req->session_len] = '\0';
+    memcpy(w->hash, req->mm_hash, req->hash_len);
+    w->hash[req->hash_len] = '\0';
+    ect_stream_status_t st = s->ops.claim(s->ops.user, w->session, w->hash, req->token,
+                                          req->expect_bytes, view_p, grant_p);
+    if (st == ECT_STREAM_OK && !view_ok(s, view_p)) {
+        ECT_LOG_E("xport tcp server: the grant for '%s' names blocks outside the region", w->hash);
+        s->ops.finish(s->ops.user, *grant_p, 0);
+        st = ECT_STREAM_DENIED;
+    }
+    return st;
+}
+
+/* Join (or, as its first stripe, claim and open) the stripe group the
+ * request names.  ECT_STREAM_OK: c->group, c->stripe_bit and the stripe's
+ * blocks (*first_p, *count_p, in the grant's order) are set. */
+static ect_stream_status_t
+stripe_join(struct worker *w, struct sconn *c, const ect_stream_req_t *req, uint64_t *first_p,
+            uint64_t *count_p)
+{
+    ect_xport_stream_server_t *s = w->s;
+    uint32_t bit = 1u << req->stripe;
+    uint64_t now = ect__now_ns();
+    ect_stream_status_t st = ECT_STREAM_OK;
+    pthread_mutex_lock(&s->groups_lock);
+    struct stripe_group *g = group_find_locked(s, req);
+    if (g != NULL) {
+        /* Refusals leave the group as it was. */
+        if (g->failed || !g->waiting || now >= g->deadline_ns || g->stripes != req->stripes ||
+            (g->joined & bit) != 0)
+            st = ECT_STREAM_DENIED;
+        else if (g->expect != req->expect_bytes)
+            st = ECT_STREAM_SIZE_MISMATCH;
+    } else {
+        /* Claimed under groups_lock, so two stripes arriving at once cannot
+         * both miss the group and the second find the grant used up. */
+        ect_xport_grant_view_t view = {0};
+        void *grant = NULL;
+        st = claim(w, req, &view, &grant);
+        if (st == ECT_STREAM_OK && view.bytes / s->block_size < req->stripes) {
+            s->ops.finish(s->ops.user, grant, 0); /* fewer blocks than stripes */
+            st = ECT_STREAM_SIZE_MISMATCH;
+        }
+        if (st == ECT_STREAM_OK) {
+            g = ect__malloc(sizeof(*g) + req->session_len + req->hash_len);
+            if (g == NULL) {
+                ECT_LOG_E("xport tcp server: out of memory for a stripe group");
+                s->ops.finish(s->ops.user, grant, 0);
+                st = ECT_STREAM_DENIED;
+            } else {
+                memset(g, 0, sizeof(*g));
+                memcpy(g->token, req->token, ECT_STREAM_TOKEN_LEN);
+                g->expect = req->expect_bytes;
+                g->stripes = req->stripes;
+                g->waiting = 1;
+                g->refs = 1;
+                g->deadline_ns = now + s->send_timeout_ns;
+                g->grant = grant;
+                g->view = view;
+                g->session_len = req->session_len;
+                g->hash_len = req->hash_len;
+                memcpy(g->names, req->session_id, req->session_len);
+                memcpy(g->names + req->session_len, req->mm_hash, req->hash_len);
+                g->next = s->groups;
+                s->groups = g;
+            }
+        }
+    }
+    if (st == ECT_STREAM_OK) {
+        g->joined |= bit;
+        g->refs++;
+        if (g->joined == (1u << g->stripes) - 1u) {
+            g->waiting = 0; /* every stripe is in: drop the waiting reference */
+            group_put_locked(s, g);
+        }
+        c->group = g;
+        c->stripe_bit = bit;
+        c->runs = g->view.runs;
+        c->n_runs = g->view.n_runs;
+        ect__stream_stripe_blocks(g->view.bytes / s->block_size, req->stripe, req->stripes, first_p,
+                                  count_p);
+    }
+    pthread_mutex_unlock(&s->groups_lock);
+    return st;
+}
+
+/* Hand c (out of w's epoll set and slots) to worker `to`. */
+static void
+hand_over(struct worker *w, struct sconn *c, struct worker *to)
+{
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    w->conns[c->slot] = NULL;
+    c->w = NULL;
+    pthread_mutex_lock(&to->handoff_lock);
+    c->next_handoff = to->handoff;
+    to->handoff = c;
+    pthread_mutex_unlock(&to->handoff_lock);
+    uint64_t one = 1;
+    if (write(to->wake_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+        ECT_LOG_W("xport tcp server: cannot wake a stream thread: %s", strerror(errno));
+}
+
+static void
+handle_request(struct worker *w, struct sconn *c)
+{
+    ect_xport_stream_server_t *s = w->s;
     ect_stream_req_t req;
     if (ect__stream_req_decode(c->req, c->req_len, &req) != ECT_OK) {
         ECT_LOG_I("xport tcp server: dropping a connection: %s", ect_last_error());
         COUNT(s, bad_requests, 1);
-        conn_close(s, c);
+        conn_close(w, c);
         return;
     }
+    if (req.stripes > 1 && req.stripe % N_WORKERS != w->index) {
+        hand_over(w, c, &s->workers[req.stripe % N_WORKERS]);
+        return;
+    }
+    ect_stream_status_t st;
+    uint64_t first = 0, count = 0;
     if (req.stripes > 1) {
-        /* This producer's offer does not say it takes stripes. */
-        ECT_LOG_I("xport tcp server: dropping a connection: a striped request");
-        COUNT(s, bad_requests, 1);
-        conn_close(s, c);
-        return;
-    }
-    memcpy(s->session, req.session_id, req.session_len);
-    s->session[req.session_len] = '\0';
-    memcpy(s->hash, req.mm_hash, req.hash_len);
-    s->hash[req.hash_len] = '\0';
-    ect_xport_grant_view_t view = {0};
-    void *grant = NULL;
-    ect_stream_status_t st =
-        s->ops.claim(s->ops.user, s->session, s->hash, req.token, req.expect_bytes, &view, &grant);
-    if (st == ECT_STREAM_OK && !view_ok(s, &view)) {
-        ECT_LOG_E("xport tcp server: the grant for '%s' names blocks outside the region", s->hash);
-        s->ops.finish(s->ops.user, grant, 0);
-        st = ECT_STREAM_DENIED;
+        st = stripe_join(w, c, &req, &first, &count);
+    } else {
+        ect_xport_grant_view_t view = {0};
+        st = claim(w, &req, &view, &c->grant);
+        c->runs = view.runs;
+        c->n_runs = view.n_runs;
+        count = view.bytes / s->block_size;
     }
     c->hdr_off = 0;
     if (st != ECT_STREAM_OK) {
@@ -318,34 +578,39 @@ handle_request(ect_xport_stream_server_t *s, struct sconn *c)
         ect__stream_resp_encode(st, 0, c->hdr);
         c->state = S_REFUSE;
         c->deadline_ns = ect__now_ns() + REFUSAL_NS;
+        c->grant = NULL;
         c->runs = NULL;
         c->n_runs = 0;
         c->left = 0;
     } else {
-        ect__stream_resp_encode(ECT_STREAM_OK, view.bytes, c->hdr);
+        /* Start at the payload's block `first`. */
+        size_t i = 0;
+        uint64_t skip = first;
+        while (skip >= c->runs[i].count) {
+            skip -= c->runs[i].count;
+            i++;
+        }
+        c->run_i = i;
+        c->run_off = skip * s->block_size;
+        c->left = c->total = count * s->block_size;
+        ect__stream_resp_encode(ECT_STREAM_OK, c->total, c->hdr);
         c->state = S_SEND;
         c->deadline_ns = ect__now_ns() + s->send_timeout_ns;
-        c->grant = grant;
-        c->runs = view.runs;
-        c->n_runs = view.n_runs;
-        c->run_i = 0;
-        c->run_off = 0;
-        c->left = view.bytes;
-        c->total = view.bytes;
     }
-    conn_watch(s, c, EPOLLOUT);
-    conn_send(s, c);
+    conn_watch(w, c, EPOLLOUT);
+    conn_send(w, c);
 }
 
 static void
-conn_read(ect_xport_stream_server_t *s, struct sconn *c)
+conn_read(struct worker *w, struct sconn *c)
 {
+    ect_xport_stream_server_t *s = w->s;
     for (;;) {
         ssize_t n = recv(c->fd, c->req + c->req_len, c->req_need - c->req_len, MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
             if (c->req_len != 0)
                 COUNT(s, bad_requests, 1); /* cut in the middle of a request */
-            conn_close(s, c);
+            conn_close(w, c);
             return;
         }
         if (n < 0) {
@@ -363,23 +628,42 @@ conn_read(ect_xport_stream_server_t *s, struct sconn *c)
             if (ect__stream_req_peek(c->req, c->req_len, &total) != ECT_OK) {
                 ECT_LOG_I("xport tcp server: dropping a connection: %s", ect_last_error());
                 COUNT(s, bad_requests, 1);
-                conn_close(s, c);
+                conn_close(w, c);
                 return;
             }
             c->req_need = total;
             if (c->req_len < total)
                 continue;
         }
-        handle_request(s, c);
+        handle_request(w, c);
         return;
     }
 }
 
+/* Take the connections handed to w: each has a whole request to serve. */
 static void
-sweep(ect_xport_stream_server_t *s, uint64_t now)
+adopt_handed(struct worker *w)
 {
+    uint64_t n;
+    if (read(w->wake_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+        ECT_LOG_W("xport tcp server: reading its wake-up: %s", strerror(errno));
+    pthread_mutex_lock(&w->handoff_lock);
+    struct sconn *list = w->handoff;
+    w->handoff = NULL;
+    pthread_mutex_unlock(&w->handoff_lock);
+    for (struct sconn *c = list, *next; c != NULL; c = next) {
+        next = c->next_handoff;
+        if (conn_adopt(w, c, EPOLLIN) == 0)
+            handle_request(w, c);
+    }
+}
+
+static void
+sweep(struct worker *w, uint64_t now)
+{
+    ect_xport_stream_server_t *s = w->s;
     for (size_t i = 0; i < MAX_CONNS; i++) {
-        struct sconn *c = s->conns[i];
+        struct sconn *c = w->conns[i];
         if (c != NULL && now >= c->deadline_ns) {
             if (c->state == S_SEND || c->req_len != 0)
                 COUNT(s, timeouts, 1);
@@ -387,24 +671,28 @@ sweep(ect_xport_stream_server_t *s, uint64_t now)
                 ECT_LOG_W("xport tcp server: a stream of %" PRIu64 " bytes did not finish in time; "
                           "cut",
                           c->total);
-            conn_close(s, c);
+            conn_close(w, c);
         }
     }
+    if (w->index != 0)
+        return;
+    groups_sweep(s, now);
     if (s->accept_paused_until != 0 && now >= s->accept_paused_until) {
         s->accept_paused_until = 0;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &listen_tag};
-        epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, s->listen_fd, &ev);
+        epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, s->listen_fd, &ev);
     }
 }
 
 static void *
-server_main(void *arg)
+worker_main(void *arg)
 {
-    ect_xport_stream_server_t *s = arg;
+    struct worker *w = arg;
+    ect_xport_stream_server_t *s = w->s;
     uint64_t next_sweep = 0;
     while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
         struct epoll_event evs[64];
-        int n = epoll_wait(s->epoll_fd, evs, 64, TICK_MS);
+        int n = epoll_wait(w->epoll_fd, evs, 64, TICK_MS);
         if (n < 0 && errno != EINTR) {
             ECT_LOG_E("xport tcp server: epoll_wait failed: %s", strerror(errno));
             break;
@@ -412,31 +700,110 @@ server_main(void *arg)
         for (int i = 0; i < n; i++) {
             void *tag = evs[i].data.ptr;
             if (tag == &listen_tag) {
-                accept_all(s);
-            } else if (tag == &stop_tag) {
-                continue;
+                accept_all(w);
+            } else if (tag == &wake_tag) {
+                adopt_handed(w);
             } else {
                 struct sconn *c = tag;
-                /* An earlier event of this round may have closed it. */
-                if (s->conns[c->slot] != c)
+                /* An earlier event of this round may have closed it or
+                 * handed it over. */
+                if (w->conns[c->slot] != c)
                     continue;
                 if (c->state == S_REQUEST && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
-                    conn_read(s, c);
+                    conn_read(w, c);
                 else if (c->state != S_REQUEST &&
                          (evs[i].events & (EPOLLOUT | EPOLLHUP | EPOLLERR)))
-                    conn_send(s, c);
+                    conn_send(w, c);
             }
         }
         uint64_t now = ect__now_ns();
         if (now >= next_sweep) {
-            sweep(s, now);
+            sweep(w, now);
             next_sweep = now + TICK_MS * 1000000ull;
         }
     }
-    for (size_t i = 0; i < MAX_CONNS; i++)
-        if (s->conns[i] != NULL)
-            conn_close(s, s->conns[i]);
     return NULL;
+}
+
+/* After every worker has stopped: cut every connection (handed-over ones
+ * too), then release the grants of groups still waiting for stripes. */
+static void
+close_everything(ect_xport_stream_server_t *s)
+{
+    for (unsigned k = 0; k < N_WORKERS; k++) {
+        struct worker *w = &s->workers[k];
+        for (size_t i = 0; i < MAX_CONNS; i++)
+            if (w->conns[i] != NULL)
+                conn_close(w, w->conns[i]);
+        for (struct sconn *c = w->handoff, *next; c != NULL; c = next) {
+            next = c->next_handoff;
+            conn_free(s, c);
+        }
+        w->handoff = NULL;
+    }
+    pthread_mutex_lock(&s->groups_lock);
+    while (s->groups != NULL) {
+        struct stripe_group *g = s->groups;
+        g->waiting = 0;
+        g->failed = 1;
+        group_put_locked(s, g); /* no connection holds it any more */
+    }
+    pthread_mutex_unlock(&s->groups_lock);
+}
+
+static ect_status_t
+worker_init(ect_xport_stream_server_t *s, unsigned index)
+{
+    struct worker *w = &s->workers[index];
+    w->epoll_fd = w->wake_fd = -1;
+    if (pthread_mutex_init(&w->handoff_lock, NULL) != 0)
+        return ect__error(ECT_ERR_INTERNAL, "xport tcp server: cannot create a mutex");
+    w->s = s; /* from here on server_free cleans it up */
+    w->index = index;
+    if ((w->epoll_fd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+        (w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+        return ect__error_errno(ECT_ERR_IO, "xport tcp server: epoll/eventfd");
+    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &wake_tag};
+    if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->wake_fd, &wev) != 0)
+        return ect__error_errno(ECT_ERR_IO, "xport tcp server: epoll_ctl");
+    if (index == 0) {
+        struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &listen_tag};
+        if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, s->listen_fd, &lev) != 0)
+            return ect__error_errno(ECT_ERR_IO, "xport tcp server: epoll_ctl");
+    }
+    return ECT_OK;
+}
+
+/* Stop and join the started workers, close everything, free s. */
+static void
+server_free(ect_xport_stream_server_t *s)
+{
+    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+    for (unsigned k = 0; k < N_WORKERS; k++) {
+        struct worker *w = &s->workers[k];
+        uint64_t one = 1;
+        if (w->started && write(w->wake_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+            ECT_LOG_W("xport tcp server: cannot wake its thread: %s", strerror(errno));
+    }
+    for (unsigned k = 0; k < N_WORKERS; k++)
+        if (s->workers[k].started)
+            pthread_join(s->workers[k].thread, NULL);
+    close_everything(s);
+    for (unsigned k = 0; k < N_WORKERS; k++) {
+        struct worker *w = &s->workers[k];
+        if (w->s == NULL)
+            continue; /* never initialised */
+        if (w->wake_fd >= 0)
+            close(w->wake_fd);
+        if (w->epoll_fd >= 0)
+            close(w->epoll_fd);
+        pthread_mutex_destroy(&w->handoff_lock);
+    }
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    pthread_mutex_destroy(&s->groups_lock);
+    pthread_mutex_destroy(&s->counters_lock);
+    ect__free(s);
 }
 
 ect_status_t
@@ -456,68 +823,62 @@ ect__xport_stream_server_start(const ect_xport_server_params_t *params,
     s->num_blocks = params->num_blocks;
     s->send_timeout_ns = params->send_timeout_ns;
     s->ops = *params->grants;
-    s->listen_fd = s->epoll_fd = s->stop_fd = -1;
-    ect_status_t st;
+    s->listen_fd = -1;
     if (pthread_mutex_init(&s->counters_lock, NULL) != 0) {
-        st = ect__error(ECT_ERR_INTERNAL, "%s: cannot create its mutex", who);
-        goto free_server;
+        ect__free(s);
+        return ect__error(ECT_ERR_INTERNAL, "%s: cannot create its mutex", who);
     }
+    if (pthread_mutex_init(&s->groups_lock, NULL) != 0) {
+        pthread_mutex_destroy(&s->counters_lock);
+        ect__free(s);
+        return ect__error(ECT_ERR_INTERNAL, "%s: cannot create its mutex", who);
+    }
+    ect_status_t st;
     struct sockaddr_storage addr;
     socklen_t alen;
     if ((st = ect__xport_resolve(params->bind_host, params->tcp_port, 1, &addr, &alen)) != ECT_OK)
-        goto destroy_mutex;
+        goto fail;
     s->listen_fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s->listen_fd < 0) {
         st = ect__error_errno(ECT_ERR_TRANSPORT, "%s: socket", who);
-        goto destroy_mutex;
+        goto fail;
     }
     int one = 1;
     setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(s->listen_fd, (struct sockaddr *)&addr, alen) != 0) {
         st = ect__error_errno(ECT_ERR_TRANSPORT, "%s: cannot bind %s:%u", who, params->bind_host,
                               (unsigned)params->tcp_port);
-        goto close_fds;
+        goto fail;
     }
     if (listen(s->listen_fd, 128) != 0) {
         st = ect__error_errno(ECT_ERR_TRANSPORT, "%s: listen", who);
-        goto close_fds;
+        goto fail;
     }
     struct sockaddr_storage bound;
     socklen_t blen = sizeof(bound);
     if (getsockname(s->listen_fd, (struct sockaddr *)&bound, &blen) != 0) {
         st = ect__error_errno(ECT_ERR_TRANSPORT, "%s: getsockname", who);
-        goto close_fds;
+        goto fail;
     }
     s->port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
                                                : ((struct sockaddr_in6 *)&bound)->sin6_port);
-    if ((s->epoll_fd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
-        (s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
-        st = ect__error_errno(ECT_ERR_IO, "%s: epoll/eventfd", who);
-        goto close_fds;
+    for (unsigned k = 0; k < N_WORKERS; k++)
+        if ((st = worker_init(s, k)) != ECT_OK)
+            goto fail;
+    for (unsigned k = 0; k < N_WORKERS; k++) {
+        char name[16];
+        snprintf(name, sizeof(name), "ect-stream-tx%u", k);
+        if ((st = ect__thread_start(&s->workers[k].thread, worker_main, &s->workers[k], name)) !=
+            ECT_OK)
+            goto fail;
+        s->workers[k].started = 1;
     }
-    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &listen_tag};
-    struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &stop_tag};
-    if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->listen_fd, &lev) != 0 ||
-        epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->stop_fd, &sev) != 0) {
-        st = ect__error_errno(ECT_ERR_IO, "%s: epoll_ctl", who);
-        goto close_fds;
-    }
-    if ((st = ect__thread_start(&s->thread, server_main, s, "ect-stream-tx")) != ECT_OK)
-        goto close_fds;
     ECT_LOG_I("%s: listening on %s port %u", who, params->bind_host, (unsigned)s->port);
     *server_p = s;
     return ECT_OK;
 
-close_fds:
-    if (s->stop_fd >= 0)
-        close(s->stop_fd);
-    if (s->epoll_fd >= 0)
-        close(s->epoll_fd);
-    close(s->listen_fd);
-destroy_mutex:
-    pthread_mutex_destroy(&s->counters_lock);
-free_server:
-    ect__free(s);
+fail:
+    server_free(s);
     return st;
 }
 
@@ -541,14 +902,5 @@ ect__xport_stream_server_stop(ect_xport_stream_server_t *s)
 {
     if (s == NULL)
         return;
-    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
-    uint64_t one = 1;
-    if (write(s->stop_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-        ECT_LOG_W("xport tcp server: cannot wake its thread: %s", strerror(errno));
-    pthread_join(s->thread, NULL);
-    close(s->stop_fd);
-    close(s->epoll_fd);
-    close(s->listen_fd);
-    pthread_mutex_destroy(&s->counters_lock);
-    ect__free(s);
+    server_free(s);
 }

@@ -187,6 +187,16 @@ ect__stream_req_decode(const uint8_t *buf, size_t len, ect_stream_req_t *req_p)
     return ECT_OK;
 }
 
+int
+ect__stream_token_equal(const uint8_t a[ECT_STREAM_TOKEN_LEN],
+                        const uint8_t b[ECT_STREAM_TOKEN_LEN])
+{
+    uint8_t diff = 0;
+    for (size_t i = 0; i < ECT_STREAM_TOKEN_LEN; i++)
+        diff |= (uint8_t)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
 void
 ect__stream_resp_encode(ect_stream_status_t status, uint64_t payload_len,
                         uint8_t out[ECT_STREAM_RESP_LEN])

@@ -42,7 +42,8 @@
  * others join it until the producer's send timeout, counted from that claim,
  * has passed; each stripe is served once.  The grant is released when every
  * stripe has been sent, or, once no stripe is being sent any more, when one
- * failed or the deadline passed with stripes missing.  A request that
+ * failed (the group takes no more stripes then) or the deadline passed with
+ * stripes missing.  A request that
  * disagrees with its group (another stripes or expect_bytes, a stripe
  * already taken) is refused and leaves the group as it was.
  */
@@ -56,11 +57,11 @@
 
 #include "proto/wire.h"
 
-#define ECT_STREAM_VERSION          1u
-#define ECT_STREAM_VERSION_STRIPED  2u
-#define ECT_STREAM_MAX_STRIPES      4u
-#define ECT_STREAM_TOKEN_LEN        16u
-#define ECT_STREAM_REQ_FIXED        40u
+#define ECT_STREAM_VERSION           1u
+#define ECT_STREAM_VERSION_STRIPED   2u
+#define ECT_STREAM_MAX_STRIPES       4u
+#define ECT_STREAM_TOKEN_LEN         16u
+#define ECT_STREAM_REQ_FIXED         40u
 #define ECT_STREAM_REQ_STRIPE_FIELDS 8u
 #define ECT_STREAM_REQ_MAX                                                                         \
     (ECT_STREAM_REQ_FIXED + ECT_STREAM_REQ_STRIPE_FIELDS + 2u * ECT_WIRE_MAX_STR)
@@ -100,7 +101,8 @@ typedef struct ect_stream_req {
  * whole blocks: [*first_p, *first_p + *count_p), counted in the payload's
  * (the entry's) order.  The stripes tile the payload in order and their
  * counts differ by at most one; a stripe gets no block only when blocks <
- * stripes.  stripe < stripes, stripes >= 1 (else *count_p is 0). */
+ * stripes.  For stripe >= stripes or stripes 0: *first_p = blocks and
+ * *count_p = 0. */
 void ect__stream_stripe_blocks(uint64_t blocks, uint32_t stripe, uint32_t stripes,
                                uint64_t *first_p, uint64_t *count_p);
 
@@ -110,9 +112,9 @@ size_t ect__stream_req_size(const ect_stream_req_t *req);
 
 /* Write req to out (cap bytes).  Returns ECT_OK with *len_p;
  * ECT_ERR_INVALID_ARG (a NULL argument, an empty string or one with a NUL
- * byte, expect_bytes 0, stripes over ECT_STREAM_MAX_STRIPES or stripe not
- * below it); ECT_ERR_OVERFLOW (a string over ECT_WIRE_MAX_STR bytes, or cap
- * too small). */
+ * byte, expect_bytes 0, stripes over ECT_STREAM_MAX_STRIPES, a stripe other
+ * than 0 that is not below stripes); ECT_ERR_OVERFLOW (a string over
+ * ECT_WIRE_MAX_STR bytes, or cap too small). */
 ect_status_t ect__stream_req_encode(const ect_stream_req_t *req, uint8_t *out, size_t cap,
                                     size_t *len_p);
 
@@ -128,6 +130,11 @@ ect_status_t ect__stream_req_peek(const uint8_t *buf, size_t len, size_t *total_
  * req_peek refuses, a length that disagrees with len, a NUL byte in a
  * string, stripe fields out of their bounds). */
 ect_status_t ect__stream_req_decode(const uint8_t *buf, size_t len, ect_stream_req_t *req_p);
+
+/* Whether two grant tokens are equal, in time that does not depend on
+ * where they differ (a prober learns nothing from timing). */
+int ect__stream_token_equal(const uint8_t a[ECT_STREAM_TOKEN_LEN],
+                            const uint8_t b[ECT_STREAM_TOKEN_LEN]);
 
 /* Write a response header. */
 void ect__stream_resp_encode(ect_stream_status_t status, uint64_t payload_len,

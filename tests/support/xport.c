@@ -385,6 +385,19 @@ ts_xport_consumer_open(struct ts_xport_consumer *c, const char *region_name, uin
 }
 
 void
+ts_xport_consumer_new_client(struct ts_xport_consumer *c, ect_transport_t prefer, unsigned stripes)
+{
+    ect__xport_client_destroy(c->client);
+    ect_xport_client_params_t cp = {.data = ect_region_data(c->region),
+                                    .block_size = c->block_size,
+                                    .num_blocks = c->num_blocks,
+                                    .prefer = prefer,
+                                    .touch_pages = 1,
+                                    .tcp_stripes = stripes};
+    CHECK_OK(ect__xport_client_create(&cp, &c->client));
+}
+
+void
 ts_xport_consumer_close(struct ts_xport_consumer *c)
 {
     ect__xport_client_destroy(c->client);

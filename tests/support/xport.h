@@ -114,6 +114,11 @@ struct ts_xport_consumer {
 void ts_xport_consumer_open(struct ts_xport_consumer *c, const char *region_name, uint64_t hidden,
                             uint64_t num_blocks, ect_transport_t prefer, const char *region_dir);
 
+/* Replace the consumer's client by a fresh one (no pooled connection)
+ * that uses up to `stripes` connections a tcp read (params.tcp_stripes). */
+void ts_xport_consumer_new_client(struct ts_xport_consumer *c, ect_transport_t prefer,
+                                  unsigned stripes);
+
 /* Destroy the client and close the region. */
 void ts_xport_consumer_close(struct ts_xport_consumer *c);
 

@@ -283,8 +283,9 @@ test_every_library_thread_is_named_and_blocks_the_applications_signals(void)
         if (!old)
             seen[n++] = all[i];
     }
-    const char *const expected[] = {"ect-producer", "ect-consumer",  "ect-zap",       "ect-events",
-                                    "ect-metrics",  "ect-stream-tx", "ect-stream-rx", "ect-copy-0"};
+    const char *const expected[] = {"ect-producer",   "ect-consumer",  "ect-zap",
+                                    "ect-events",     "ect-metrics",   "ect-stream-tx0",
+                                    "ect-stream-tx3", "ect-stream-rx", "ect-copy-0"};
     for (size_t e = 0; e < sizeof(expected) / sizeof(expected[0]); e++) {
         int found = 0;
         for (size_t i = 0; i < n; i++)

@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <sys/stat.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "support/xport.h"
 
@@ -283,7 +284,10 @@ TS_SHM_CASE(test_stream_serves_only_the_right_token_name_and_size_once)
 /* 64 KiB blocks (16384 x 4 bytes). */
 #define BIG_HIDDEN 16384u
 
-TS_SHM_CASE(test_cancelled_tcp_read_writes_nothing_afterwards)
+/* Cut a 64 MiB read (over `stripes` connections) once it runs: nothing of
+ * it lands afterwards, and the producer finishes its grant once. */
+static void
+cancelled_read_writes_nothing_afterwards(unsigned stripes)
 {
     char pname[64], cname[64];
     ect_test_unique_name(pname, sizeof(pname), "ectt_");
@@ -294,6 +298,7 @@ TS_SHM_CASE(test_cancelled_tcp_read_writes_nothing_afterwards)
     CHECK_OK(p.status);
     struct ts_xport_consumer c;
     ts_xport_consumer_open(&c, cname, BIG_HIDDEN, BIG, ECT_TRANSPORT_TCP, NULL);
+    ts_xport_consumer_new_client(&c, ECT_TRANSPORT_TCP, stripes);
     uint64_t *remote = malloc(BIG * sizeof(*remote));
     CHECK(remote != NULL);
     for (uint64_t i = 0; i < BIG; i++)
@@ -338,6 +343,105 @@ TS_SHM_CASE(test_cancelled_tcp_read_writes_nothing_afterwards)
         ts_xport_producer_counters(&p, &sk, fin);
     while (fin[1] == 0 && fin[0] == 0 && ect__now_ns() < deadline);
     CHECK_EQ_U64(fin[0] + fin[1], 1);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
+}
+
+TS_SHM_CASE(test_cancelled_tcp_read_writes_nothing_afterwards)
+{
+    cancelled_read_writes_nothing_afterwards(1);
+}
+
+TS_SHM_CASE(test_cancelled_striped_read_writes_nothing_afterwards)
+{
+    cancelled_read_writes_nothing_afterwards(ECT_STREAM_MAX_STRIPES);
+}
+
+/* ---- stripes ------------------------------------------------------------------------- */
+
+enum { STRIPED_NB = 256 }; /* 16 MiB of 64 KiB blocks */
+
+/* Read `n` of the producer's blocks, every one its own run there (a
+ * permutation), into three local runs, with a fresh client allowing
+ * `stripes`; returns how many connections the producer accepted for it. */
+static uint64_t
+striped_read(struct ts_xport_consumer *c, struct ts_xport_producer *p, const uint8_t *agent,
+             size_t agent_len, unsigned stripes, uint64_t n)
+{
+    ts_xport_consumer_new_client(c, ECT_TRANSPORT_TCP, stripes);
+    uint64_t remote[STRIPED_NB];
+    for (uint64_t i = 0; i < n; i++)
+        remote[i] = (i * 37 + 11) % STRIPED_NB;
+    uint64_t third = n / 3;
+    ect_run_t runs[3] = {{2 * third, n - 2 * third}, {0, third}, {third, third}};
+    ect_xport_server_counters_t before, after;
+    uint64_t fin[2];
+    ts_xport_producer_counters(p, &before, fin);
+    ect_xport_read_t *r;
+    CHECK_OK(ts_xport_read_start(c, p, 1, agent, agent_len, remote, n, runs, 3, &r, NULL));
+    CHECK_EQ_INT(ts_xport_wait(c, r, 20), ECT_XPORT_READ_DONE);
+    ect__xport_read_release(c->client, r);
+    ts_xport_check_landed(c, p, remote, n, runs, 3);
+    ts_xport_producer_counters_after(p, before.streams_served + 1, &after, fin);
+    CHECK_EQ_U64(after.streams_served, before.streams_served + 1);
+    CHECK_EQ_U64(after.bytes_sent, before.bytes_sent + n * c->block_size);
+    CHECK_EQ_U64(after.streams_denied + after.bad_requests + after.send_failures, 0);
+    return after.connections - before.connections;
+}
+
+/* A read split over 2, 3 and 4 connections (even and uneven shares, each
+ * stripe crossing local and remote runs) lands every byte where it
+ * belongs and nothing else; each stripe has a connection of its own. */
+TS_SHM_CASE(test_striped_tcp_reads_land_every_byte)
+{
+    char pname[64], cname[64];
+    ect_test_unique_name(pname, sizeof(pname), "ectt_");
+    ect_test_unique_name(cname, sizeof(cname), "ectt_");
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, BIG_HIDDEN, STRIPED_NB, 92, 1, 0);
+    CHECK_OK(p.status);
+    ect_xport_offer_t offer;
+    CHECK_OK(ect__xport_offer_decode(p.agent, p.agent_len, &offer));
+    CHECK_EQ_INT(offer.tcp_stripes, ECT_STREAM_MAX_STRIPES);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, BIG_HIDDEN, STRIPED_NB, ECT_TRANSPORT_TCP, NULL);
+    /* Uneven first: the last three blocks stay untouched for its check. */
+    CHECK_EQ_U64(striped_read(&c, &p, p.agent, p.agent_len, 4, STRIPED_NB - 3), 4);
+    CHECK_EQ_U64(striped_read(&c, &p, p.agent, p.agent_len, 2, STRIPED_NB), 2);
+    CHECK_EQ_U64(striped_read(&c, &p, p.agent, p.agent_len, 3, STRIPED_NB), 3);
+    CHECK_EQ_U64(striped_read(&c, &p, p.agent, p.agent_len, 4, STRIPED_NB), 4);
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
+}
+
+/* Not striped: a read too small for two stripes of at least
+ * ECT_XPORT_STRIPE_MIN_BYTES, a client allowing one stripe, and an offer
+ * without stripes (an older producer). */
+TS_SHM_CASE(test_tcp_reads_are_striped_only_where_both_sides_allow_and_it_pays)
+{
+    char pname[64], cname[64];
+    ect_test_unique_name(pname, sizeof(pname), "ectt_");
+    ect_test_unique_name(cname, sizeof(cname), "ectt_");
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, BIG_HIDDEN, STRIPED_NB, 93, 1, 0);
+    CHECK_OK(p.status);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, BIG_HIDDEN, STRIPED_NB, ECT_TRANSPORT_TCP, NULL);
+    uint64_t min_blocks = ECT_XPORT_STRIPE_MIN_BYTES / (BIG_HIDDEN * 4u);
+    CHECK_EQ_U64(striped_read(&c, &p, p.agent, p.agent_len, 4, 2 * min_blocks - 1), 1);
+    CHECK_EQ_U64(striped_read(&c, &p, p.agent, p.agent_len, 4, 2 * min_blocks), 2);
+    CHECK_EQ_U64(striped_read(&c, &p, p.agent, p.agent_len, 1, STRIPED_NB), 1);
+    ect_xport_offer_t offer;
+    CHECK_OK(ect__xport_offer_decode(p.agent, p.agent_len, &offer));
+    offer.tcp_stripes = 0;
+    uint8_t *old_agent;
+    size_t old_len;
+    CHECK_OK(ect__xport_offer_encode(&offer, &old_agent, &old_len));
+    CHECK(old_len < p.agent_len);
+    CHECK_EQ_U64(striped_read(&c, &p, old_agent, old_len, 4, STRIPED_NB), 1);
+    ect__free(old_agent);
+    ts_xport_consumer_close(&c);
     ts_xport_producer_stop(&p);
     ts_check_no_leftovers();
 }
@@ -737,6 +841,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_empty_read_is_done_at_once),
     ECT_CASE(test_stream_serves_only_the_right_token_name_and_size_once),
     ECT_CASE(test_cancelled_tcp_read_writes_nothing_afterwards),
+    ECT_CASE(test_cancelled_striped_read_writes_nothing_afterwards),
     ECT_CASE(test_remote_block_out_of_range_is_peer_error_over_tcp),
     ECT_CASE(test_remote_block_out_of_range_is_peer_error_over_same_host),
     ECT_CASE(test_block_size_mismatch_is_peer_error),
@@ -744,6 +849,8 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_local_run_outside_our_region_is_overflow),
     ECT_CASE(test_malformed_offer_or_descriptor_from_peer_is_peer_error),
     ECT_CASE(test_bad_arguments_are_refused),
+    ECT_CASE(test_striped_tcp_reads_land_every_byte),
+    ECT_CASE(test_tcp_reads_are_striped_only_where_both_sides_allow_and_it_pays),
     ECT_CASE(test_server_offers_its_stream_and_region),
     ECT_CASE(test_two_servers_on_one_region_differ_in_their_instance),
     ECT_CASE(test_server_without_any_transport_is_refused),

@@ -71,6 +71,76 @@ put_u64(uint8_t *p, uint64_t v)
 
 /* ---- round trips --------------------------------------------------------------- */
 
+/* Where the entry after the tcp one begins in a tcp-only offer. */
+#define AFTER_TCP_ENTRY (4u + 4u + ECT_XPORT_INSTANCE_LEN + 4u + 12u)
+
+/* The tcp_stripes entry: written after the tcp entry only when the stream
+ * takes stripes; skipped by what does not know it (its kind is not a
+ * transport); a count under 2, a second entry, or a short one refused; and
+ * meaningless (read as 0) without a tcp entry. */
+static void
+test_offer_carries_the_streams_stripes(void)
+{
+    ect_xport_offer_t o = sample_offer(1u << ECT_XPORT_TCP), back;
+    uint8_t *blob;
+    size_t len, plain_len;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &plain_len));
+    CHECK_OK(ect__xport_offer_decode(blob, plain_len, &back));
+    CHECK_EQ_INT(back.tcp_stripes, 0);
+    free(blob);
+    o.tcp_stripes = 1; /* not worth an entry */
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
+    CHECK_EQ_U64(len, plain_len);
+    free(blob);
+
+    o.tcp_stripes = 4;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
+    CHECK_EQ_U64(len, plain_len + 12);
+    CHECK_OK(ect__xport_offer_decode(blob, len, &back));
+    CHECK_EQ_INT(back.tcp_stripes, 4);
+    CHECK_EQ_INT(back.kinds, 1u << ECT_XPORT_TCP);
+    CHECK_EQ_U64(blob[4 + 4 + ECT_XPORT_INSTANCE_LEN], 2); /* two entries */
+    CHECK_EQ_U64(blob[AFTER_TCP_ENTRY], ECT_XPORT_OFFER_TCP_STRIPES);
+
+    /* A newer producer's larger count is read as it is (the consumer caps it). */
+    uint8_t *edit = malloc(len + 12);
+    CHECK(edit != NULL);
+    memcpy(edit, blob, len);
+    put_u32(edit + AFTER_TCP_ENTRY + 8, 64);
+    CHECK_OK(ect__xport_offer_decode(edit, len, &back));
+    CHECK_EQ_INT(back.tcp_stripes, 64);
+    for (uint32_t bad = 0; bad < 2; bad++) {
+        put_u32(edit + AFTER_TCP_ENTRY + 8, bad);
+        CHECK_STATUS(ect__xport_offer_decode(edit, len, &back), ECT_ERR_PEER);
+        CHECK_CONTAINS(ect_last_error(), "tcp_stripes entry");
+    }
+    /* Twice. */
+    memcpy(edit, blob, len);
+    memcpy(edit + len, blob + AFTER_TCP_ENTRY, 12);
+    put_u32(edit + 4 + 4 + ECT_XPORT_INSTANCE_LEN, 3);
+    CHECK_STATUS(ect__xport_offer_decode(edit, len + 12, &back), ECT_ERR_PEER);
+    CHECK_CONTAINS(ect_last_error(), "appears twice");
+    /* Two bytes long. */
+    memcpy(edit, blob, len);
+    put_u32(edit + AFTER_TCP_ENTRY + 4, 2);
+    CHECK_STATUS(ect__xport_offer_decode(edit, len - 2, &back), ECT_ERR_PEER);
+    free(edit);
+    free(blob);
+
+    /* Without a tcp entry the count means nothing. */
+    o = sample_offer(BOTH);
+    o.tcp_stripes = 4;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
+    CHECK_OK(ect__xport_offer_decode(blob, len, &back));
+    CHECK_EQ_INT(back.tcp_stripes, 4);
+    free(blob);
+    o.kinds = 1u << ECT_XPORT_SAME_HOST;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
+    CHECK_OK(ect__xport_offer_decode(blob, len, &back));
+    CHECK_EQ_INT(back.tcp_stripes, 0);
+    free(blob);
+}
+
 static void
 test_offer_and_descriptor_round_trip_with_both_transports(void)
 {
@@ -661,6 +731,7 @@ test_touch_from_kernel_reads_every_page_and_changes_nothing(void)
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_offer_and_descriptor_round_trip_with_both_transports),
     ECT_CASE(test_offer_and_descriptor_round_trip_with_one_transport),
+    ECT_CASE(test_offer_carries_the_streams_stripes),
     ECT_CASE(test_encode_refuses_fields_outside_the_format),
     ECT_CASE(test_offer_truncated_at_every_offset_is_peer_error),
     ECT_CASE(test_descriptor_truncated_at_every_offset_is_peer_error),
