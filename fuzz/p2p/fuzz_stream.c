@@ -7,8 +7,12 @@
  * peek-then-decode path the server takes, and its first 16 bytes to the
  * response decoder.  An accepted request re-encodes to the very same bytes,
  * its strings lie inside the input and hold no NUL; peek and decode agree
- * on the length.  A violation aborts, which is how a fuzzer (or the corpus
- * replay, test_fuzz_stream) reports it.
+ * on the length.  Its stripe fields agree with its version: a version 1
+ * request reads stripe 0 of 1, a version 2 one 2..ECT_STREAM_MAX_STRIPES
+ * stripes and a stripe below them, and its stripes (ect__stream_stripe_blocks,
+ * with expect_bytes as the block count) tile the payload.  A violation
+ * aborts, which is how a fuzzer (or the corpus replay, test_fuzz_stream)
+ * reports it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,47 @@ fail(const char *what)
     abort();
 }
 
+static uint32_t
+get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* An accepted request's stripe fields: what its version allows, and on the
+ * wire where stream.h puts them. */
+static void
+check_stripes(const uint8_t *data, const ect_stream_req_t *req)
+{
+    uint32_t version = get_u32(data + 4);
+    if (version == ECT_STREAM_VERSION) {
+        if (req->stripe != 0 || req->stripes != 1)
+            fail("a version 1 request is not stripe 0 of 1");
+    } else if (version == ECT_STREAM_VERSION_STRIPED) {
+        /* Its size (which peek's total and decode matched) counts them. */
+        if (ect__stream_req_size(req) !=
+            ECT_STREAM_REQ_FIXED + ECT_STREAM_REQ_STRIPE_FIELDS + req->session_len + req->hash_len)
+            fail("a version 2 request's size leaves out its stripe fields");
+        if (req->stripes < 2 || req->stripes > ECT_STREAM_MAX_STRIPES ||
+            req->stripe >= req->stripes)
+            fail("an accepted version 2 request with its stripe out of bounds");
+        if (get_u32(data + ECT_STREAM_REQ_FIXED) != req->stripe ||
+            get_u32(data + ECT_STREAM_REQ_FIXED + 4) != req->stripes)
+            fail("decoded stripe fields are not the bytes at 40 and 44");
+    } else {
+        fail("a request of another version accepted");
+    }
+    /* Its stripes tile a payload of expect_bytes blocks, in order. */
+    uint64_t next = 0, first, count;
+    for (uint32_t i = 0; i < req->stripes; i++) {
+        ect__stream_stripe_blocks(req->expect_bytes, i, req->stripes, &first, &count);
+        if (first != next || count > req->expect_bytes - first)
+            fail("stripes do not tile the payload");
+        next = first + count;
+    }
+    if (next != req->expect_bytes)
+        fail("stripes do not cover the payload");
+}
+
 static void
 check_request(const uint8_t *data, size_t size)
 {
@@ -32,6 +77,11 @@ check_request(const uint8_t *data, size_t size)
     int peeked = size >= ECT_STREAM_REQ_FIXED && ect__stream_req_peek(data, size, &total) == ECT_OK;
     if (peeked && (total < ECT_STREAM_REQ_FIXED || total > ECT_STREAM_REQ_MAX))
         fail("peek gave an impossible length");
+    /* The server peeks at the fixed part alone: the same answer. */
+    size_t fixed_total = 0;
+    if (peeked && (ect__stream_req_peek(data, ECT_STREAM_REQ_FIXED, &fixed_total) != ECT_OK ||
+                   fixed_total != total))
+        fail("peek at the fixed part alone disagrees");
     ect_stream_req_t req;
     if (ect__stream_req_decode(data, size, &req) != ECT_OK)
         return;
@@ -42,6 +92,7 @@ check_request(const uint8_t *data, size_t size)
         fail("a string outside the input");
     if (memchr(s, 0, req.session_len) != NULL || memchr(h, 0, req.hash_len) != NULL)
         fail("a NUL byte in an accepted string");
+    check_stripes(data, &req);
     uint8_t *again = malloc(size);
     size_t len = 0;
     if (again == NULL)
