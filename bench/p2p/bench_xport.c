@@ -28,14 +28,15 @@
  *   the seed   a 7 MiB entry in 1, 16 and 1024 runs against one UCX get per
  *              7 KiB block, the seed's transfer (ucx_perftest ucp_get of
  *              7168 bytes over UCX_TLS=tcp, many in flight): target >= 5x
- *              where the entry is fragmented, never slower.  Each row is
- *              followed by the same 7 MiB over the bare connection and over
- *              ECT_BENCH_TCP_MAX_CONNS bare connections at once: no read
- *              over one connection (ours) beats the seed's way by more than
- *              a bare connection does, and no read striped over several by
- *              more than those, so the two quotients are the most this row
- *              can show on the machine with one connection and with
- *              several.
+ *              where the entry is fragmented, never slower.  Our read
+ *              twice: over one connection (tcp_stripes 1), and striped over
+ *              ECT_STREAM_MAX_STRIPES connections (the stream's stripes,
+ *              proto/stream.h), the target's row.  Each is measured with
+ *              reps alternating with the same 7 MiB over as many bare
+ *              connections at once (one send() a connection, a receiving
+ *              thread a stripe): no read beats the seed's way by more than
+ *              its bare connections do, so their quotients are the most
+ *              each row can show on the machine.
  *   same host  the best copy (bench.h: memcpy, non-temporal stores, rep
  *              movsb, on 1 thread and on as many as copy one batch in the
  *              client's engine) of the same bytes from the
@@ -496,28 +497,8 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
     return 0;
 }
 
-/* The bare link over ECT_BENCH_TCP_MAX_CONNS connections at once, warm:
- * bytes of the region's start, the median of STRIPED_REPS transfers after
- * STRIPED_WARMUP (the connections' windows and buffers grow over the first
- * ones, as the stream's did in its warm-up), into *gbps_p.  0, or 1 on a
- * failed transfer (message printed). */
-#define STRIPED_WARMUP 5
-#define STRIPED_REPS   31
-static int
-striped_gbps(struct ect_bench_tcp_ceiling *striped, ect_region_t *mine, size_t bytes,
-             double *gbps_p)
-{
-    double t[STRIPED_REPS];
-    for (int r = -STRIPED_WARMUP; r < STRIPED_REPS; r++) {
-        double s = ect_bench_tcp_ceiling_once(striped, ect_region_data(mine), 0, bytes);
-        if (s < 0)
-            return 1;
-        if (r >= 0)
-            t[r] = s;
-    }
-    *gbps_p = (double)bytes / ect_bench_median(t, STRIPED_REPS) / 1e9;
-    return 0;
-}
+_Static_assert(ECT_BENCH_TCP_MAX_CONNS == ECT_STREAM_MAX_STRIPES,
+               "the striped ceiling has as many connections as a read has stripes");
 
 /* The seed's comparison (issue 11): a 7 MiB entry in 1, 16 and 1024 runs. */
 #define SEED_CMD 100u
@@ -549,7 +530,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     ect_region_params_t rp;
     region_params(&rp, name);
     ect_region_t *mine = NULL, *theirs = NULL;
-    ect_xport_client_t *client = NULL;
+    ect_xport_client_t *client = NULL, *striped_client = NULL;
     ect_bench_ceiling_t *ceiling = NULL;
     int rc = 1;
     if (ect_region_open(&rp, &mine) != ECT_OK)
@@ -583,6 +564,9 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                                     .touch_pages = 1}; /* prefault's default */
     if (ect__xport_client_create(&cp, &client) != ECT_OK)
         goto stop_bare;
+    cp.tcp_stripes = ECT_STREAM_MAX_STRIPES;
+    if (mode == MODE_TCP && ect__xport_client_create(&cp, &striped_client) != ECT_OK)
+        goto destroy_client;
     /* The client's copy engine has the default 2 copy threads (cp.copy is zero). */
     if (mode == MODE_SAME_HOST &&
         (ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(2))) == NULL)
@@ -592,14 +576,16 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
         static struct answer a;
         memset(&a, 0, sizeof(a));
         if (i >= SEED_CMD) {
-            /* A 7 MiB entry in SEED_FRAGS[i - SEED_CMD] runs, warm; fig[1]
-             * the same bytes over the bare connection (one connection's
-             * limit), fig[2] over the striped one (the link's). */
+            /* A 7 MiB entry in SEED_FRAGS[i - SEED_CMD] runs, warm: fig[0]
+             * over one connection and fig[1] the same bytes over one bare
+             * connection; fig[2] striped and fig[3] over as many bare
+             * connections at once. */
             make_shape(&shape, 7, SEED_FRAGS[(i - SEED_CMD) % 3]);
             a.status = measure_shape(client, mine, theirs, p, &shape, ceiling, bare, 0, &a.fig[0],
                                      &a.fig[1], a.way[1]);
-            if (a.status == 0 && bare != NULL)
-                a.status = striped_gbps(&striped, mine, (size_t)shape.n_blocks * BLOCK, &a.fig[2]);
+            if (a.status == 0 && striped_client != NULL)
+                a.status = measure_shape(striped_client, mine, theirs, p, &shape, ceiling, &striped,
+                                         0, &a.fig[2], &a.fig[3], a.way[3]);
         }
         if (ect__xport_client_copy_stats(client, &a.copy_a) != ECT_OK)
             a.status = 1;
@@ -620,6 +606,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     rc = 0;
     ect_bench_ceiling_destroy(ceiling);
 destroy_client:
+    ect__xport_client_destroy(striped_client);
     ect__xport_client_destroy(client);
 stop_bare:
     ect_bench_tcp_ceiling_stop(&bare_s);
@@ -780,25 +767,33 @@ run_mode(enum mode mode)
             if (consumer_measure(&c, (uint8_t)(SEED_CMD + k), &a) != 0)
                 goto stop;
             const double *fig = a.fig;
-            char what[96];
-            snprintf(what, sizeof(what), "tcp        7 MiB %4u runs warm vs UCX get per block",
-                     SEED_FRAGS[k]);
-            if (seed > 0)
-                ect_bench_row(what, fig[0], seed, "GB/s", SEED_FRAGS[k] > 1 ? 5.0 : 1.0);
-            else
-                printf("  %-50s %10.3f %-6s (no ucx_perftest)\n", what, fig[0], "GB/s");
-            /* No read over one connection beats the seed's way by more
-             * than a bare connection does, and none over several by more
-             * than the link does: say how far each is in this run. */
-            if (fig[1] > 0 && fig[2] > 0) {
-                printf("    bare TCP moves the same 7 MiB at %.3f GB/s over one connection (this "
-                       "read: %.2f of it) and at %.3f GB/s over %d at once",
-                       fig[1], fig[0] / fig[1], fig[2], ECT_BENCH_TCP_MAX_CONNS);
+            for (int striped = 0; striped < 2; striped++) {
+                char what[96];
+                snprintf(what, sizeof(what), "tcp 7 MiB %4u runs %s vs UCX get per block",
+                         SEED_FRAGS[k], striped ? "4 stripes" : "1 stream ");
+                double read = fig[2 * striped];
+                /* The target is the striped read's: what a consumer with
+                 * cores to spare does. */
                 if (seed > 0)
-                    printf(": %.2fx and %.2fx the seed's way, the most a read over one "
-                           "connection and one striped over %d could reach here",
-                           fig[1] / seed, fig[2] / seed, ECT_BENCH_TCP_MAX_CONNS);
-                printf("\n");
+                    ect_bench_row(what, read, seed, "GB/s",
+                                  !striped            ? 0
+                                  : SEED_FRAGS[k] > 1 ? 5.0
+                                                      : 1.0);
+                else
+                    printf("  %-50s %10.3f %-6s (no ucx_perftest)\n", what, read, "GB/s");
+                /* No read beats the seed's way by more than its bare
+                 * connections do: say how far it is in this run. */
+                double bare_gbps = fig[2 * striped + 1];
+                if (bare_gbps > 0) {
+                    printf("    bare TCP over %d connection%s moves the same 7 MiB at %.3f GB/s "
+                           "(this read: %.2f of it)",
+                           striped ? ECT_BENCH_TCP_MAX_CONNS : 1, striped ? "s" : "", bare_gbps,
+                           read / bare_gbps);
+                    if (seed > 0)
+                        printf(", %.2fx the seed's way: the most this row could show here",
+                               bare_gbps / seed);
+                    printf("\n");
+                }
             }
         }
     }
@@ -822,8 +817,9 @@ ect_bench_xport(int argc, char **argv)
            "  processes, in the same cache state, reps alternating with the reads;\n"
            "  for reference %s\n"
            "  the seed's way: a 7 MiB entry moved as one UCX get per 7 KiB block (ucx_perftest\n"
-           "  ucp_get -s 7168 over UCX_TLS=tcp, the best of 16 and 256 in flight); after each\n"
-           "  of its rows, the same bytes over one bare connection and over %d at once\n"
+           "  ucp_get -s 7168 over UCX_TLS=tcp, the best of 16 and 256 in flight); our read\n"
+           "  over one connection and striped over %d, each with reps alternating with the\n"
+           "  same bytes over as many bare connections at once\n"
            "  same-host ceiling: the best copy of the same bytes, region to region, on 1 thread\n"
            "  and on as many as copy one batch in the client's copy engine (memcpy, NT stores,\n"
            "  rep movsb; bench.h), reps alternating with the reads;\n"

@@ -76,10 +76,10 @@ typedef struct ect_config {
     /* Region file name without directory and ".mmap"; "" = the region code's
      * default `ectier_{instance}_dp{rank}`. */
     char region_name[ECT_CONFIG_NAME_MAX + 1];
-    ect_transport_t transport;    /* P2P data transport (auto) */
-    uint16_t data_port;           /* producer: TCP data stream port (0 = a free port) */
-    unsigned tcp_stripes;         /* consumer: connections a TCP read uses, 1..4 (0 = by CPUs) */
-    unsigned max_grants;          /* producer: grants outstanding at most (4096) */
+    ect_transport_t transport; /* P2P data transport (auto) */
+    uint16_t data_port;        /* producer: TCP data stream port (0 = a free port) */
+    unsigned tcp_stripes;      /* consumer: connections a TCP read uses, 1..4 (0 = one per CPU) */
+    unsigned max_grants;       /* producer: grants outstanding at most (4096) */
     unsigned max_grants_per_peer; /* producer: per consumer connection (1024) */
     /* ZeroMQ PUB endpoint for eviction/lifecycle events ("tcp://host:port",
      * "ipc://path", "inproc://name"); "" = no event stream. */

@@ -343,8 +343,8 @@ static const struct ect__setting table[] = {
      .doc = "The most TCP connections one P2P read uses at once.  A read over the TCP stream is "
             "split in block-aligned stripes, each on its own connection and thread at both ends, "
             "when the producer offers stripes and each stripe gets at least 1 MiB: one "
-            "connection moves 2-5 GB/s on the machines measured, several move 8-13.  0: one "
-            "per 4 CPUs of this machine, 1 to 4.  1: never striped.",
+            "connection moved 2-5 GB/s on the machines measured, four 3-13.  0: one per CPU "
+            "of this machine, 1 to 4.  1: never striped.",
      .offset = FIELD(tcp_stripes),
      .min = 0,
      .max = 4},

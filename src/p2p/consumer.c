@@ -587,19 +587,18 @@ wake_session(void *ctl)
     ect__ctl_client_wake(ctl);
 }
 
-/* The config's `tcp_stripes`; 0: one per 4 online CPUs, 1 to
+/* The config's `tcp_stripes`; 0: one per online CPU, 1 to
  * ECT_STREAM_MAX_STRIPES (a stripe costs a receiving thread here and a
- * sending one at the producer). */
+ * sending one at the producer while it runs). */
 static unsigned
 tcp_stripes_of(const ect_config_t *cfg)
 {
     if (cfg->tcp_stripes != 0)
         return cfg->tcp_stripes;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    long n = cpus / 4;
-    if (n < 1)
+    if (cpus < 1)
         return 1;
-    return n > (long)ECT_STREAM_MAX_STRIPES ? ECT_STREAM_MAX_STRIPES : (unsigned)n;
+    return cpus > (long)ECT_STREAM_MAX_STRIPES ? ECT_STREAM_MAX_STRIPES : (unsigned)cpus;
 }
 
 ect_status_t
