@@ -191,7 +191,8 @@ ect_metrics_format_prometheus(const ect_metrics_t *m, char *buf, size_t cap, siz
             "Data-stream connections closed at once (connection cap, or out of descriptors).",
             m->stream_conns_refused);
     counter(&o, "data_stream_timeouts_total",
-            "Data-stream connections cut for missing a request or send deadline.",
+            "Data-stream connections cut for missing a request or send deadline, and striped "
+            "grants released because stripes did not come in time.",
             m->stream_timeouts);
     counter(&o, "data_stream_send_failures_total", "Data streams cut by the peer.",
             m->stream_send_failures);

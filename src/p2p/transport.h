@@ -175,7 +175,8 @@ typedef struct ect_xport_server_counters {
     uint64_t bad_requests;   /* malformed requests (connection cut) */
     uint64_t bytes_sent;     /* payload bytes of served streams */
     uint64_t conns_refused;  /* connections over the cap, or while out of fds */
-    uint64_t timeouts;       /* connections cut for a deadline (request or send) */
+    uint64_t timeouts;       /* connections cut for a deadline (request or send), stripe
+                              * groups given up at theirs */
     uint64_t send_failures;  /* streams cut by the peer */
 } ect_xport_server_counters_t;
 
