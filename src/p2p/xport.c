@@ -26,6 +26,14 @@
  * that includes the instance id, so a restarted producer never gets a
  * connection made to its predecessor.
  *
+ * Stripes.  A tcp read is split in block-aligned stripes (proto/stream.h)
+ * where the producer's offer takes them, the client allows them
+ * (params.tcp_stripes) and each gets ECT_XPORT_STRIPE_MIN_BYTES: stripe k
+ * is a read of its own on stream client k, with its own thread and pooled
+ * connections.  The read is DONE when every stripe is, FAILED as soon as
+ * one is (the others are cut at once); cancel cuts them all, so nothing of
+ * any stripe lands after it.
+
  * Reads.  Every read stays on the client's list until it is both released
  * and finished.  A tcp read can be cut at any time (cancel, release); a
  * same-host copy batch cannot, so a released PENDING copy is detached and

@@ -10,7 +10,8 @@
  * that finished a stream are pooled per producer (keyed by address, port
  * and instance) for POOL_IDLE_NS, below the server's IDLE_NS; a pooled
  * connection that turns out dead before any answer byte is replaced by a
- * fresh one once.
+ * fresh one once.  A striped read is one read per stripe, each on a client
+ * of its own (xport.c), so its stripes are received on as many threads.
  */
 #include <errno.h>
 #include <fcntl.h>

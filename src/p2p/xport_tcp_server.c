@@ -2,22 +2,32 @@
  * The TCP data stream's server (transport.h, format in proto/stream.h): the
  * producer sends granted runs straight out of its region.
  *
- * Server.  One thread, epoll, non-blocking sockets, no allocation per
- * stream.  The peer is hostile, so:
+ * Server.  N_WORKERS threads, each with its own epoll set and connections,
+ * non-blocking sockets, no allocation per unstriped stream (one per stripe
+ * group).  Worker 0 accepts; a request for stripe i moves its connection
+ * to worker i, so a striped read is sent on as many threads (struct
+ * worker).  Stripe groups live on one list under groups_lock, which is
+ * taken before the grant callbacks' own locks (struct stripe_group).  The
+ * peer is hostile, so:
  *   - the listener is bound to the control plane's address only;
  *   - at most MAX_CONNS connections; more are accepted and closed at once
  *     (counted), and when accept runs out of descriptors the listener is
  *     paused for ACCEPT_PAUSE_NS instead of spinning on it;
  *   - a new connection must deliver a whole request within REQUEST_NS, an
  *     idle one between requests is closed after IDLE_NS, a stream must be
- *     sent within the configured send timeout: a silent, slow or
- *     non-reading peer costs one slot for a bounded time;
+ *     sent within the configured send timeout, and a stripe group waits
+ *     for its stripes no longer than that: a silent, slow or non-reading
+ *     peer costs one slot (and its grant) for a bounded time;
  *   - a request is at most ECT_STREAM_REQ_MAX bytes, read exactly (never
  *     beyond its own length), decoded by proto/stream.c; anything malformed
  *     cuts the connection; any answer but OK is sent and the connection
  *     closed;
  *   - what is sent comes only from the grant callbacks' runs: the peer's
- *     bytes never choose an address.
+ *     bytes never choose an address, and a stripe is a range of the
+ *     grant's own blocks (ect__stream_stripe_blocks);
+ *   - a grant's blocks are sent only while it is claimed: a stripe group
+ *     finishes its grant when its last reference (a stripe being sent, or
+ *     the wait for stripes to come) goes.
  * Sends use MSG_NOSIGNAL (a vanished peer is EPIPE, not SIGPIPE).
  *
  */
