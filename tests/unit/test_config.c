@@ -30,6 +30,7 @@ test_minimal_config_gives_documented_defaults(void)
     CHECK(cfg.defer_budget_s == 60.0);
     CHECK_STR_EQ(cfg.region_name, "");
     CHECK_EQ_INT(cfg.transport, ECT_TRANSPORT_AUTO);
+    CHECK_EQ_INT(cfg.tcp_stripes, 0);
     CHECK_STR_EQ(cfg.events_endpoint, "");
     CHECK_STR_EQ(cfg.metrics_address, "");
     CHECK_STR_EQ(cfg.curve_server_key_file, "");
@@ -150,7 +151,7 @@ test_every_extra_key_reaches_its_field(void)
                             "\"curve_client_key_file\": \"client.key\", "
                             "\"curve_allowed_clients_file\": \"/etc/ectier/allowed\", "
                             "\"copy_threads\": \"8\", \"copy_spin_us\": 0, \"prefault\": \"no\", "
-                            "\"region_reaper\": false",
+                            "\"region_reaper\": false, \"tcp_stripes\": 3",
                             1, &cfg));
     CHECK_EQ_U64(cfg.cpu_bytes, 3ull << 20);
     CHECK(cfg.p2p_enabled);
@@ -171,6 +172,7 @@ test_every_extra_key_reaches_its_field(void)
     CHECK_EQ_INT(cfg.copy_spin_us, 0);
     CHECK(!cfg.prefault);
     CHECK(!cfg.region_reaper);
+    CHECK_EQ_INT(cfg.tcp_stripes, 3);
 }
 
 static void
@@ -422,6 +424,8 @@ test_bad_bools_timeouts_and_counts_are_named(void)
         {"\"ec_cpu_bytes\": 1, \"transport\": \"ucx\"", ECT_ERR_CONFIG, "transport = \"ucx\"",
          "\"auto\", \"tcp\", \"same_host\""},
         {"\"ec_cpu_bytes\": 1, \"transport\": 1", ECT_ERR_CONFIG, "transport = 1", "\"auto\""},
+        {"\"ec_cpu_bytes\": 1, \"tcp_stripes\": 5", ECT_ERR_CONFIG, "tcp_stripes = 5",
+         "from 0 to 4"},
     };
     CHECK_BAD(cases, 1);
 }
