@@ -3,9 +3,11 @@
  * loopback TCP transfer, and UCX's own ucx_perftest (bench_xport.c says how
  * each figure uses them).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -101,16 +103,52 @@ struct stripe {
     int fd;
     uint8_t *base;
     size_t off, len;
+    int rcvlowat;
     int failed;
 };
+
+/* Receive len bytes at p the way the stream's client does: woken by poll()
+ * once min(rcvlowat, what is left) bytes are queued.  0 or -1. */
+static int
+recv_lowat(int fd, uint8_t *p, size_t len, int rcvlowat)
+{
+    size_t got = 0;
+    while (got < len) {
+        int lowat = len - got < (size_t)rcvlowat ? (int)(len - got) : rcvlowat;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) != 0 ||
+            (poll(&pfd, 1, -1) < 0 && errno != EINTR))
+            return -1;
+        for (;;) {
+            ssize_t n = recv(fd, p + got, len - got, MSG_DONTWAIT);
+            if (n > 0) {
+                got += (size_t)n;
+                continue;
+            }
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                break;
+            return -1;
+        }
+    }
+    return 0;
+}
 
 static void *
 stripe_main(void *arg)
 {
     struct stripe *s = arg;
     uint64_t req[2] = {s->off, s->len};
-    s->failed = ect_cli_write_full(s->fd, req, sizeof(req)) != 0 ||
-                recv(s->fd, s->base + s->off, s->len, MSG_WAITALL) != (ssize_t)s->len;
+    /* A blocking recv(MSG_WAITALL) must find the mark at 1: with a higher
+     * one it can sleep for good (seen on Linux 6.18). */
+    int lowat = s->rcvlowat > 0 ? s->rcvlowat : 1;
+    if (lowat == 1 && setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) != 0) {
+        s->failed = 1;
+        return NULL;
+    }
+    s->failed =
+        ect_cli_write_full(s->fd, req, sizeof(req)) != 0 ||
+        (s->rcvlowat > 0 ? recv_lowat(s->fd, s->base + s->off, s->len, s->rcvlowat) != 0
+                         : recv(s->fd, s->base + s->off, s->len, MSG_WAITALL) != (ssize_t)s->len);
     return NULL;
 }
 
@@ -123,7 +161,8 @@ ect_bench_tcp_ceiling_once(struct ect_bench_tcp_ceiling *t, uint8_t *base, size_
     size_t part = (len / n + 4095) & ~(size_t)4095, at = 0;
     for (unsigned i = 0; i < n; i++) {
         size_t l = i + 1 < n ? (part < len - at ? part : len - at) : len - at;
-        st[i] = (struct stripe){.fd = t->fd[i], .base = base, .off = off + at, .len = l};
+        st[i] = (struct stripe){
+            .fd = t->fd[i], .base = base, .off = off + at, .len = l, .rcvlowat = t->rcvlowat};
         at += l;
     }
     uint64_t t0 = ect__now_ns();

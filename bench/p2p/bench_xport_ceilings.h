@@ -12,15 +12,18 @@
  * the stream: a server process per connection, forked by the consumer
  * before it starts any thread, sends [off, off + len) of the producer's
  * region (its inherited read-only view) with blocking send() for each
- * 16-byte request; the consumer receives them with recv(MSG_WAITALL) into
- * the same offset of its own region.  Connections are reused like ours,
+ * 16-byte request; the consumer receives them into the same offset of its
+ * own region with recv(MSG_WAITALL), or (rcvlowat > 0) with non-blocking
+ * recv() woken by poll() once rcvlowat bytes (or all that is left) are
+ * queued, as the stream's client is.  Connections are reused like ours,
  * TCP_NODELAY as ours.  Over one connection it is the most a stream like
  * ours can carry; over several, each connection moves one stripe of the
  * range at once, on a thread of its own at both ends: what the link carries
  * when more than one connection shares a transfer. */
 #define ECT_BENCH_TCP_MAX_CONNS 4
 struct ect_bench_tcp_ceiling {
-    unsigned n; /* connections made (0 after stop; a zeroed struct is stopped) */
+    unsigned n;   /* connections made (0 after stop; a zeroed struct is stopped) */
+    int rcvlowat; /* 0: recv(MSG_WAITALL); else SO_RCVLOWAT and poll() */
     pid_t pid[ECT_BENCH_TCP_MAX_CONNS];
     int fd[ECT_BENCH_TCP_MAX_CONNS];
 };

@@ -68,6 +68,14 @@
  * 64 a 7 MiB entry of 1024 runs took 16 calls a side and ran 15-25 %
  * slower than one run). */
 #define ECT_XPORT_STREAM_IOV 1024u
+/* While a tcp read's payload arrives, its socket wakes the receive thread
+ * only once this many bytes (or all that is left) are queued
+ * (SO_RCVLOWAT; the kernel grows the receive buffer to fit, and a closing
+ * window still wakes it).  Without it the thread woke for every segment
+ * the kernel queued: on the project's VM an 8-32 MiB read ran at 1.6-1.9
+ * GB/s with it off and 2.0-3.7 GB/s with it on (`ectier bench xport`,
+ * A/B runs); 1 MiB reads were within noise. */
+#define ECT_XPORT_STREAM_RCVLOWAT (256u * 1024u)
 /* The least a stripe of a tcp read carries: a read is striped only where
  * each stripe gets at least this much (smaller ones gain less from another
  * connection than its request and wake-up cost). */

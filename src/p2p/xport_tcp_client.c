@@ -98,6 +98,7 @@ struct ect_xport_stream_read {
     int reused;     /* the connection came from the pool */
     int retried;    /* already replaced a dead pooled connection */
     int any_answer; /* a byte of the answer has arrived */
+    int lowat;      /* the socket's SO_RCVLOWAT, when set above 1 */
     struct sockaddr_storage addr;
     socklen_t addr_len;
     char key[ECT_XPORT_POOL_KEY_MAX + 1];
@@ -192,6 +193,15 @@ read_watch_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, int 
     epoll_ctl(c->epoll_fd, op, r->fd, &ev);
 }
 
+/* The socket's receive low-water mark (best effort: without it the read
+ * is woken more often, not wrong). */
+static void
+set_rcvlowat(ect_xport_stream_read_t *r, int bytes)
+{
+    if (setsockopt(r->fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) == 0)
+        r->lowat = bytes;
+}
+
 /* Settle a read; done: the connection goes back to the pool. */
 static void
 settle_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, int done, const char *why)
@@ -200,7 +210,11 @@ settle_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, int done
         return;
     if (r->fd >= 0) {
         epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, r->fd, NULL);
-        if (done)
+        /* A pooled socket must wake for a 16-byte answer: one that cannot
+         * be set back is not pooled. */
+        if (done && r->lowat > 1)
+            set_rcvlowat(r, 1);
+        if (done && r->lowat <= 1)
             pool_put_locked(c, r->fd, r->key);
         else
             close(r->fd);
@@ -248,6 +262,7 @@ conn_failed_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, con
         epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, r->fd, NULL);
         close(r->fd);
         r->fd = -1;
+        r->lowat = 0;
         r->retried = 1;
         r->reused = 0;
         r->req_off = 0;
@@ -339,6 +354,10 @@ progress_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
         }
     }
     while (r->got < r->expect) {
+        uint64_t left = r->expect - r->got;
+        int lowat = left < ECT_XPORT_STREAM_RCVLOWAT ? (int)left : (int)ECT_XPORT_STREAM_RCVLOWAT;
+        if (lowat != r->lowat)
+            set_rcvlowat(r, lowat);
         size_t n_iov = r->n_iov - r->iov_i;
         struct msghdr mh = {.msg_iov = r->iov + r->iov_i,
                             .msg_iovlen =
