@@ -147,7 +147,10 @@ struct producer {
     size_t agent_len;
 };
 
-/* The bench producer's grant table: the shape a hash names, every time. */
+/* The bench producer's grant table: the shape a hash names, every time.
+ * One view for all grants: the stream server may call claim and finish on
+ * any of its threads, but the consumer reads one entry at a time, so no
+ * claim comes while a stream still sends from the view. */
 struct bench_grants {
     struct shape shape;
     ect_run_t runs[MAX_BLOCKS];
