@@ -69,13 +69,11 @@ enum sconn_state {
     S_REFUSE,  /* sending a refusal, then closing */
 };
 
-struct worker;
 struct stripe_group;
 
 struct sconn {
     int fd;
-    size_t slot;      /* in its worker's conns */
-    struct worker *w; /* the worker that owns it */
+    size_t slot; /* in the conns of the worker that owns it */
     enum sconn_state state;
     uint64_t deadline_ns;
     size_t req_len;  /* bytes of the request received */
@@ -278,7 +276,6 @@ conn_adopt(struct worker *w, struct sconn *c, uint32_t events)
     while (w->conns[slot] != NULL) /* a free one exists: n_conns <= MAX_CONNS */
         slot++;
     c->slot = slot;
-    c->w = w;
     struct epoll_event ev = {.events = events, .data.ptr = c};
     if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
         ECT_LOG_W("xport tcp server: cannot watch a connection: %s", strerror(errno));
@@ -546,7 +543,6 @@ hand_over(struct worker *w, struct sconn *c, struct worker *to)
 {
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     w->conns[c->slot] = NULL;
-    c->w = NULL;
     pthread_mutex_lock(&to->handoff_lock);
     c->next_handoff = to->handoff;
     to->handoff = c;
