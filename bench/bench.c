@@ -32,7 +32,6 @@
 #include "ectier_build_config.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -395,22 +394,6 @@ flush_opt(const char *p, const char *end)
         _mm_clflushopt((void *)p);
 }
 
-/* CPUID leaf 7, EBX bit 23 (asked directly: clang 14's
- * __builtin_cpu_supports does not know "clflushopt"), asked once: under a
- * hypervisor CPUID traps.  Racy first calls store the same answer. */
-static int
-has_clflushopt(void)
-{
-    static int known = -1; /* atomic */
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (k < 0) {
-        unsigned a, b, c, d;
-        k = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 23)) != 0;
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return k;
-}
-
 void
 ect_bench_cold(const void *p, size_t len)
 {
@@ -419,7 +402,9 @@ ect_bench_cold(const void *p, size_t len)
     const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)63), *end = (const char *)p + len;
     /* clflushopt is weakly ordered and ~15x faster than clflush here; the
      * fence completes it before the timed copy. */
-    if (has_clflushopt())
+    /* CPUID directly: clang 14's __builtin_cpu_supports does not know
+     * "clflushopt". */
+    if (ect__cpu_leaf7_ebx_has(23))
         flush_opt(c, end);
     else
         for (; c < end; c += 64)

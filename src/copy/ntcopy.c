@@ -36,8 +36,31 @@ ect__copy_prefetch_pages(const void *p, size_t n)
     __builtin_prefetch(b + n - 1, 0, 3);
 }
 
-#if defined(__x86_64__) && !defined(ECT_NT_SANITIZED)
+#if defined(__x86_64__)
 #include <cpuid.h>
+
+int
+ect__cpu_leaf7_ebx_has(unsigned bit)
+{
+    static int64_t known = -1; /* EBX; racy but idempotent: every thread computes the same */
+    int64_t ebx = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (ebx < 0) {
+        unsigned a, b, c, d;
+        ebx = __get_cpuid_count(7, 0, &a, &b, &c, &d) ? (int64_t)b : 0;
+        __atomic_store_n(&known, ebx, __ATOMIC_RELAXED);
+    }
+    return bit < 32 && (ebx & ((int64_t)1 << bit)) != 0;
+}
+#else
+int
+ect__cpu_leaf7_ebx_has(unsigned bit)
+{
+    (void)bit;
+    return 0;
+}
+#endif
+
+#if defined(__x86_64__) && !defined(ECT_NT_SANITIZED)
 #include <immintrin.h>
 
 #define STEP 128u
@@ -110,18 +133,11 @@ ect__copy_nt_available(void)
     return 1;
 }
 
-/* CPUID leaf 7, EBX bit 9: enhanced rep movsb. */
+/* Enhanced rep movsb. */
 static int
 has_erms(void)
 {
-    static int known = -1; /* racy but idempotent: every thread computes the same */
-    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (v < 0) {
-        unsigned a, b, c, d;
-        v = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 9)) != 0;
-        __atomic_store_n(&known, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    return ect__cpu_leaf7_ebx_has(9);
 }
 
 void

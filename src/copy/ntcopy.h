@@ -27,6 +27,12 @@ void ect__copy_nt(void *dst, const void *src, size_t n);
 /* Order every non-temporal store of this thread before its later stores. */
 void ect__copy_nt_fence(void);
 
+/* Whether CPUID leaf 7 (subleaf 0) sets bit `bit` (< 32) of EBX: the CPU's
+ * extended features (9: ERMS, 23: CLFLUSHOPT).  Asked once and kept (under
+ * a hypervisor CPUID traps); 0 off x86-64.  Sanitizer builds ask too.
+ * Thread safety: safe. */
+int ect__cpu_leaf7_ebx_has(unsigned bit);
+
 /* 1 when ect__copy_nt really uses non-temporal stores in this build. */
 int ect__copy_nt_available(void);
 

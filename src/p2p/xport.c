@@ -33,7 +33,7 @@
  * connections.  The read is DONE when every stripe is, FAILED as soon as
  * one is (the others are cut at once); cancel cuts them all, so nothing of
  * any stripe lands after it.
-
+ *
  * Reads.  Every read stays on the client's list until it is both released
  * and finished.  A tcp read can be cut at any time (cancel, release); a
  * same-host copy batch cannot, so a released PENDING copy is detached and

@@ -162,6 +162,13 @@ static int listen_tag, wake_tag;
 
 /* ---- stripe groups ------------------------------------------------------------- */
 
+/* The bits of every stripe of g. */
+static uint32_t
+all_stripes(const struct stripe_group *g)
+{
+    return (1u << g->stripes) - 1u; /* stripes <= ECT_STREAM_MAX_STRIPES */
+}
+
 /* Drop one reference; the last one finishes the grant (sent only when
  * every stripe was) and frees the group.  Called with groups_lock held. */
 static void
@@ -174,8 +181,7 @@ group_put_locked(ect_xport_stream_server_t *s, struct stripe_group *g)
             *gp = g->next;
             break;
         }
-    uint32_t all = (g->stripes >= 32 ? 0u : (1u << g->stripes)) - 1u;
-    int sent = !g->failed && g->sent == all;
+    int sent = !g->failed && g->sent == all_stripes(g);
     if (sent)
         COUNT(s, streams_served, 1); /* before the grant ends, as unstriped streams */
     s->ops.finish(s->ops.user, g->grant, sent);
@@ -522,7 +528,7 @@ stripe_join(struct worker *w, struct sconn *c, const ect_stream_req_t *req, uint
     if (st == ECT_STREAM_OK) {
         g->joined |= bit;
         g->refs++;
-        if (g->joined == (1u << g->stripes) - 1u) {
+        if (g->joined == all_stripes(g)) {
             g->waiting = 0; /* every stripe is in: drop the waiting reference */
             group_put_locked(s, g);
         }

@@ -212,13 +212,32 @@ check_common_header(const uint8_t *buf)
     CHECK(memcmp(buf + OFF_TOKEN, TOKEN, sizeof(TOKEN)) == 0);
 }
 
+/* The len encoded bytes at buf: peek, from the fixed part alone, counts
+ * them all (stripe fields included); decode gives the sample's fields with
+ * this stripe; and they encode back to the very same bytes. */
+static void
+check_decodes_back(const uint8_t *buf, size_t len, uint32_t stripe, uint32_t stripes)
+{
+    size_t total = 0;
+    CHECK_OK(ect__stream_req_peek(buf, ECT_STREAM_REQ_FIXED, &total));
+    CHECK_EQ_U64(total, len);
+    ect_stream_req_t back;
+    memset(&back, 0x5c, sizeof(back));
+    CHECK_OK(ect__stream_req_decode(buf, len, &back));
+    check_fields(&back, buf, len, stripe, stripes);
+    uint8_t again[ECT_STREAM_REQ_MAX];
+    size_t alen = 0;
+    CHECK_OK(ect__stream_req_encode(&back, again, sizeof(again), &alen));
+    CHECK(alen == len && memcmp(again, buf, len) == 0);
+}
+
 static void
 test_whole_grant_requests_are_version_1(void)
 {
     /* stripes 0 and 1 both mean the whole grant: version 1, no stripe
      * fields, and a decoded version 1 request reads stripe 0 of 1. */
     for (uint32_t stripes = 0; stripes <= 1; stripes++) {
-        ect_stream_req_t req = sample_req(0, stripes), back;
+        ect_stream_req_t req = sample_req(0, stripes);
         CHECK_EQ_U64(ect__stream_req_size(&req), ECT_STREAM_REQ_FIXED + LENS);
         size_t len;
         uint8_t *buf = encode(&req, &len);
@@ -226,17 +245,7 @@ test_whole_grant_requests_are_version_1(void)
         check_common_header(buf);
         CHECK_EQ_U64(get_u32(buf + OFF_VERSION), ECT_STREAM_VERSION);
         CHECK(memcmp(buf + ECT_STREAM_REQ_FIXED, SESSION, strlen(SESSION)) == 0);
-        size_t total = 0;
-        CHECK_OK(ect__stream_req_peek(buf, ECT_STREAM_REQ_FIXED, &total));
-        CHECK_EQ_U64(total, len);
-        memset(&back, 0x5c, sizeof(back));
-        CHECK_OK(ect__stream_req_decode(buf, len, &back));
-        check_fields(&back, buf, len, 0, 1);
-        /* And back to the same bytes. */
-        uint8_t again[ECT_STREAM_REQ_MAX];
-        size_t alen = 0;
-        CHECK_OK(ect__stream_req_encode(&back, again, sizeof(again), &alen));
-        CHECK(alen == len && memcmp(again, buf, len) == 0);
+        check_decodes_back(buf, len, 0, 1);
         free(buf);
     }
 }
@@ -246,7 +255,7 @@ test_striped_requests_are_version_2_with_every_stripe(void)
 {
     for (uint32_t stripes = 2; stripes <= ECT_STREAM_MAX_STRIPES; stripes++)
         for (uint32_t s = 0; s < stripes; s++) {
-            ect_stream_req_t req = sample_req(s, stripes), back;
+            ect_stream_req_t req = sample_req(s, stripes);
             size_t want = ECT_STREAM_REQ_FIXED + ECT_STREAM_REQ_STRIPE_FIELDS + LENS;
             CHECK_EQ_U64(ect__stream_req_size(&req), want);
             size_t len;
@@ -258,20 +267,11 @@ test_striped_requests_are_version_2_with_every_stripe(void)
             CHECK_EQ_U64(get_u32(buf + OFF_STRIPES), stripes);
             CHECK(memcmp(buf + ECT_STREAM_REQ_FIXED + ECT_STREAM_REQ_STRIPE_FIELDS, SESSION,
                          strlen(SESSION)) == 0);
-            /* Peek sees only the fixed part, and counts the stripe fields. */
-            size_t total = 0;
-            CHECK_OK(ect__stream_req_peek(buf, ECT_STREAM_REQ_FIXED, &total));
-            CHECK_EQ_U64(total, want);
-            memset(&back, 0x5c, sizeof(back));
             /* From an exact-size copy (a read past the end is a sanitizer
              * error), then in place for the borrowed pointers. */
+            ect_stream_req_t back;
             CHECK_EQ_INT(decode_exact(buf, len, &back), ECT_OK);
-            CHECK_OK(ect__stream_req_decode(buf, len, &back));
-            check_fields(&back, buf, len, s, stripes);
-            uint8_t again[ECT_STREAM_REQ_MAX];
-            size_t alen = 0;
-            CHECK_OK(ect__stream_req_encode(&back, again, sizeof(again), &alen));
-            CHECK(alen == len && memcmp(again, buf, len) == 0);
+            check_decodes_back(buf, len, s, stripes);
             free(buf);
         }
 }
