@@ -272,7 +272,10 @@ test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured(void)
     CHECK_OK(ect_copy_engine_create_cpu(&p, &e));
     for (int i = 0; i < N; i++) {
         copy_and_check(e, ECT_COPY_LOAD, dst, src, LEN);
-        nanosleep(&(struct timespec){0, 200 * 1000}, NULL); /* the threads go back to sleep */
+        /* The threads go back to sleep: 2 ms, as 200 us was not always
+         * enough in an ASan build on a busy 2-core machine (a hand-off
+         * that finds a thread not yet asleep wakes nobody). */
+        nanosleep(&(struct timespec){0, 2 * 1000 * 1000}, NULL);
     }
     struct ect__copy_cpu_stats st;
     CHECK_OK(ect__copy_cpu_stats(e, &st));
