@@ -23,10 +23,13 @@
  *              two processes: a 16-byte request, then one send() of the
  *              whole range, received with one recv(MSG_WAITALL) or as the
  *              stream's client receives (woken once 256 KiB are queued),
- *              the faster of the two each rep, on one connection reused
- *              like ours, in the same cache state, reps alternating with
- *              the reads; and `ucx_perftest -t tag_bw` over
- *              UCX_TLS=tcp (ectier 0.1's transport) for comparison.
+ *              both each rep, on one connection reused like ours, in the
+ *              same cache state, reps alternating with the reads: the
+ *              faster way's median; and `ucx_perftest -t tag_bw` over
+ *              UCX_TLS=tcp (ectier 0.1's transport) for comparison.  A
+ *              line per size says where a read's time goes besides the
+ *              bytes: starting it, and the hand-off from the receiving
+ *              thread to the waiting one, which a bare transfer lacks.
  *   the seed   a 7 MiB entry in 1, 16 and 1024 runs against one UCX get per
  *              7 KiB block, the seed's transfer (ucx_perftest ucp_get of
  *              7168 bytes over UCX_TLS=tcp, many in flight): target >= 5x
@@ -71,7 +74,7 @@
 /* Producer and consumer regions: the fragmented 32 MiB layout with gaps. */
 #define REGION_BLOCKS (FRAGS * (MAX_BLOCKS / FRAGS + 3))
 #define READ_SECONDS  0.6 /* per shape and transport, after warm-up */
-#define WAY_LEN       40  /* a ceiling's way, "rep movsb, 2 threads" */
+#define WAY_LEN       48  /* a ceiling's way, "rep movsb, 2 threads" */
 
 enum mode { MODE_TCP, MODE_SAME_HOST, N_MODES };
 
@@ -322,22 +325,33 @@ check_landed(ect_region_t *region, const struct shape *s)
 }
 
 /* The consumer's eventfd the transport's receive thread writes when a read
- * settles. */
+ * settles, and when it last did (for the hand-off's cost). */
 static int settled_fd = -1;
+static uint64_t settled_at_ns; /* atomic */
 
 static void
 read_settled(void *arg)
 {
+    __atomic_store_n(&settled_at_ns, ect__now_ns(), __ATOMIC_RELEASE);
     uint64_t one = 1;
     if (write(*(int *)arg, &one, sizeof(one)) < 0 && errno != EAGAIN)
         fprintf(stderr, "bench xport: wake-up: %s\n", strerror(errno));
 }
 
+/* Where a read's time goes besides moving its bytes, in seconds: starting
+ * it (ect__xport_read_start: the request encoded and sent, the producer's
+ * worker woken by it), and from the transport's settled callback (the last
+ * byte landed) to the waiting thread seeing DONE. */
+struct read_parts {
+    double start, handoff;
+};
+
 /* One read, start to DONE, in seconds; < 0 on failure.  slot: where the
- * shape sits (its hash names it for the bench's grant table). */
+ * shape sits (its hash names it for the bench's grant table); *parts gets
+ * its parts (handoff < 0 when no settled callback came). */
 static double
 timed_read(ect_xport_client_t *client, const struct producer *p, const struct shape *s,
-           uint64_t slot_blocks)
+           uint64_t slot_blocks, struct read_parts *parts)
 {
     char hash[64];
     snprintf(hash, sizeof(hash), "shape-%zu-%u-%llu", s->mib, s->frags,
@@ -364,6 +378,7 @@ timed_read(ect_xport_client_t *client, const struct producer *p, const struct sh
         fprintf(stderr, "bench xport: read: %s\n", ect_last_error());
         return -1;
     }
+    parts->start = (double)(ect__now_ns() - t0) / 1e9;
     ect_xport_read_state_t st;
     /* Wait as a consumer's session thread does: asleep until the receive
      * thread says a read settled (tcp), or polling every so often while the
@@ -377,6 +392,8 @@ timed_read(ect_xport_client_t *client, const struct producer *p, const struct sh
         }
     }
     uint64_t t1 = ect__now_ns();
+    uint64_t landed = __atomic_load_n(&settled_at_ns, __ATOMIC_ACQUIRE);
+    parts->handoff = landed >= t0 && landed <= t1 ? (double)(t1 - landed) / 1e9 : -1;
     ect__xport_read_release(client, r);
     if (st != ECT_XPORT_READ_DONE) {
         fprintf(stderr, "bench xport: a read failed\n");
@@ -433,12 +450,16 @@ make_cold(void *arg)
  * the best copy on 1 thread and on as many as copy one batch in the
  * client's engine) copies the same bytes from our read-only view of the
  * producer's region into ours; over tcp, bare (NULL same-host) moves them
- * over a bare connection.  *way gets what the ceiling was. */
+ * over a bare connection, received each rep both ways
+ * (bench_xport_ceilings.h): the ceiling is the faster way's median, as the
+ * read's figure is its median (a median of each rep's faster way would
+ * compare the better of two tries with one).  *way gets what the ceiling
+ * was, *parts_p the medians of the reads' parts. */
 static int
 measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t *theirs,
               const struct producer *p, struct shape *s, ect_bench_ceiling_t *ceiling,
               struct ect_bench_tcp_ceiling *bare, int cold, double *gbps_p, double *ceiling_p,
-              char way[WAY_LEN])
+              char way[WAY_LEN], struct read_parts *parts_p)
 {
     double bytes = (double)s->n_blocks * BLOCK;
     uint64_t span = shape_span(s), slots = cold ? REGION_BLOCKS / span : 1;
@@ -446,14 +467,16 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
         ect_bench_ceiling_reset(ceiling);
     /* Correctness first, then warm-up. */
     memset(ect_region_data(mine), 0, (size_t)REGION_BLOCKS * BLOCK);
-    if (timed_read(client, p, s, 0) < 0 || check_landed(mine, s) != 0)
+    struct read_parts parts;
+    if (timed_read(client, p, s, 0, &parts) < 0 || check_landed(mine, s) != 0)
         return 1;
     for (int i = 0; i < 2; i++)
-        if (timed_read(client, p, s, 0) < 0)
+        if (timed_read(client, p, s, 0, &parts) < 0)
             return 1;
-    enum { MAX_REPS = 2000 };
-    static double t_read[MAX_REPS], t_bare[MAX_REPS];
-    size_t n = 0;
+    enum { MAX_REPS = 2000, N_BARE_WAYS = 2 };
+    static double t_read[MAX_REPS], t_bare[N_BARE_WAYS][MAX_REPS];
+    static double t_start[MAX_REPS], t_handoff[MAX_REPS];
+    size_t n = 0, n_handoff = 0;
     uint64_t slot = 0;
     uint64_t end = ect__now_ns() + (uint64_t)(READ_SECONDS * 1e9);
     while (n < MAX_REPS && (n < 5 || ect__now_ns() < end)) {
@@ -463,8 +486,11 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
                                 .len = (size_t)(span * BLOCK)};
         if (cold)
             make_cold(&ss);
-        if ((t_read[n] = timed_read(client, p, s, slot * span)) < 0)
+        if ((t_read[n] = timed_read(client, p, s, slot * span, &parts)) < 0)
             return 1;
+        t_start[n] = parts.start;
+        if (parts.handoff >= 0)
+            t_handoff[n_handoff++] = parts.handoff;
         if (ceiling != NULL) {
             ect_copy_op_t op = {.dst = (uint8_t *)ect_region_data(mine) + ss.off,
                                 .src = (const uint8_t *)ect_region_data(theirs) + ss.off,
@@ -473,19 +499,16 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
                 return 1;
         }
         if (bare != NULL) {
-            /* The better of the two ways to receive (bench_xport_ceilings.h):
-             * recv(MSG_WAITALL), and the stream client's own. */
-            t_bare[n] = -1;
-            for (int way_i = 0; way_i < 2; way_i++) {
+            /* Both ways to receive (bench_xport_ceilings.h): recv(MSG_WAITALL),
+             * and the stream client's own. */
+            for (int way_i = 0; way_i < N_BARE_WAYS; way_i++) {
                 if (cold)
                     make_cold(&ss);
                 bare->rcvlowat = way_i ? (int)ECT_XPORT_STREAM_RCVLOWAT : 0;
-                double t =
+                t_bare[way_i][n] =
                     ect_bench_tcp_ceiling_once(bare, ect_region_data(mine), ss.off, (size_t)bytes);
-                if (t < 0)
+                if (t_bare[way_i][n] < 0)
                     return 1;
-                if (t_bare[n] < 0 || t < t_bare[n])
-                    t_bare[n] = t;
             }
         }
         n++;
@@ -497,6 +520,8 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
     }
     shift_shape(s, -(int64_t)(slot * span));
     *gbps_p = bytes / ect_bench_median(t_read, n) / 1e9;
+    parts_p->start = ect_bench_median(t_start, n);
+    parts_p->handoff = n_handoff > 0 ? ect_bench_median(t_handoff, n_handoff) : -1;
     *ceiling_p = 0;
     way[0] = '\0';
     if (ceiling != NULL) {
@@ -505,8 +530,13 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
         snprintf(way, WAY_LEN, "%s", w);
     }
     if (bare != NULL) {
-        *ceiling_p = bytes / ect_bench_median(t_bare, n) / 1e9;
-        snprintf(way, WAY_LEN, "send/recv, same buffers, best of 2 ways");
+        double waitall = ect_bench_median(t_bare[0], n), lowat = ect_bench_median(t_bare[1], n);
+        *ceiling_p = bytes / (waitall < lowat ? waitall : lowat) / 1e9;
+        if (waitall < lowat)
+            snprintf(way, WAY_LEN, "send/recv, same buffers, recv(MSG_WAITALL)");
+        else
+            snprintf(way, WAY_LEN, "send/recv, same buffers, woken at %u KiB",
+                     ECT_XPORT_STREAM_RCVLOWAT >> 10);
     }
     return 0;
 }
@@ -528,6 +558,7 @@ struct answer {
     int status;
     double fig[N_FIGS];
     char way[N_FIGS][WAY_LEN];
+    struct read_parts parts[N_FIGS / 2]; /* of the reads of FIG(cold, fr, 0) */
     /* The client's copy engine before and after the size's reads
      * (same-host: how the reads were copied). */
     struct ect__copy_cpu_stats copy_a, copy_z;
@@ -596,10 +627,10 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
              * connections at once. */
             make_shape(&shape, 7, SEED_FRAGS[(i - SEED_CMD) % 3]);
             a.status = measure_shape(client, mine, theirs, p, &shape, ceiling, bare, 0, &a.fig[0],
-                                     &a.fig[1], a.way[1]);
+                                     &a.fig[1], a.way[1], &a.parts[0]);
             if (a.status == 0 && striped_client != NULL)
                 a.status = measure_shape(striped_client, mine, theirs, p, &shape, ceiling, &striped,
-                                         0, &a.fig[2], &a.fig[3], a.way[3]);
+                                         0, &a.fig[2], &a.fig[3], a.way[3], &a.parts[1]);
         }
         if (ect__xport_client_copy_stats(client, &a.copy_a) != ECT_OK)
             a.status = 1;
@@ -608,7 +639,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                 make_shape(&shape, SIZES_MIB[i], fr ? FRAGS : 1);
                 a.status = measure_shape(client, mine, theirs, p, &shape, ceiling, bare, cold,
                                          &a.fig[FIG(cold, fr, 0)], &a.fig[FIG(cold, fr, 1)],
-                                         a.way[FIG(cold, fr, 1)]);
+                                         a.way[FIG(cold, fr, 1)], &a.parts[FIG(cold, fr, 0) / 2]);
             }
         if (a.status == 0 && ect__xport_client_copy_stats(client, &a.copy_z) != ECT_OK)
             a.status = 1;
@@ -722,6 +753,29 @@ print_row(enum mode mode, size_t i, int fr, int cold, double value, double ceili
     }
 }
 
+/* Where one size's reads spent their time besides moving bytes (struct
+ * read_parts), next to their whole time: the part a bare transfer does not
+ * have is the settled callback's hand-off to the waiting thread, and the
+ * part of starting beyond sending a request. */
+static void
+print_parts(enum mode mode, size_t bytes, const struct answer *a)
+{
+    static const int ORDER[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}}; /* {cold, fr} */
+    double v[3][4];
+    for (int k = 0; k < 4; k++) {
+        int fig = FIG(ORDER[k][0], ORDER[k][1], 0);
+        v[0][k] = a->fig[fig] > 0 ? (double)bytes / a->fig[fig] / 1e3 : -1;
+        v[1][k] = a->parts[fig / 2].start * 1e6;
+        v[2][k] = a->parts[fig / 2].handoff * 1e6;
+    }
+    printf("    a %s read's parts (medians, us; contiguous warm / cold, 16 runs warm / cold): "
+           "in all %.0f / %.0f / %.0f / %.0f; starting it (request sent, producer woken) "
+           "%.1f / %.1f / %.1f / %.1f; last byte landed to the waiting thread seeing DONE "
+           "%.1f / %.1f / %.1f / %.1f\n",
+           MODE_NAMES[mode], v[0][0], v[0][1], v[0][2], v[0][3], v[1][0], v[1][1], v[1][2], v[1][3],
+           v[2][0], v[2][1], v[2][2], v[2][3]);
+}
+
 static int
 run_mode(enum mode mode)
 {
@@ -758,6 +812,8 @@ run_mode(enum mode mode)
                 if (!cold)
                     print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], tag, "UCX tag_bw", NULL, 0);
             }
+        if (mode == MODE_TCP)
+            print_parts(mode, bytes, &a);
         if (mode == MODE_SAME_HOST)
             ect_bench_copy_engine_line("    the reads' ", &a.copy_a, &a.copy_z);
         fflush(stdout);
@@ -828,9 +884,9 @@ ect_bench_xport(int argc, char **argv)
            "  consumer in separate processes; figure: median over %.1f s of reads (start to DONE)\n"
            "  tcp ceiling: the same bytes between the same buffers (the producer's region,\n"
            "  ours) as one send() over a bare loopback TCP connection between two\n"
-           "  processes, received with recv(MSG_WAITALL) or as our client does (woken once\n"
-           "  256 KiB are queued), the faster each rep, in the same cache state, reps\n"
-           "  alternating with the reads;\n"
+           "  processes, received both ways each rep, with recv(MSG_WAITALL) and as our client\n"
+           "  does (woken once 256 KiB are queued), in the same cache state, reps alternating\n"
+           "  with the reads; the ceiling is the faster way's median;\n"
            "  for reference %s\n"
            "  the seed's way: a 7 MiB entry moved as one UCX get per 7 KiB block (ucx_perftest\n"
            "  ucp_get -s 7168 over UCX_TLS=tcp, the best of 16 and 256 in flight); our read\n"
