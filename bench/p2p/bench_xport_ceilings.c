@@ -24,20 +24,26 @@
 
 /* ---- bare TCP ---------------------------------------------------------------------------- */
 
-static void
-server_main(int lfd, const uint8_t *data, size_t size)
+void
+ect_bench_tcp_serve(int fd, const uint8_t *data, size_t size)
 {
-    int fd = accept(lfd, NULL, NULL);
-    if (fd < 0)
-        _exit(1);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     uint64_t req[2];
     while (ect_cli_read_full(fd, req, sizeof(req)) == 0 && req[0] <= size &&
            req[1] <= size - req[0]) {
         if (ect_cli_write_full(fd, data + req[0], (size_t)req[1]) != 0)
-            _exit(0);
+            return;
     }
+}
+
+static void
+server_main(int lfd, const uint8_t *data, size_t size)
+{
+    int fd = accept(lfd, NULL, NULL);
+    if (fd < 0)
+        _exit(1);
+    ect_bench_tcp_serve(fd, data, size);
     _exit(0);
 }
 
@@ -133,22 +139,27 @@ recv_lowat(int fd, uint8_t *p, size_t len, int rcvlowat)
     return 0;
 }
 
+int
+ect_bench_tcp_fetch(int fd, uint8_t *base, size_t off, size_t len, int rcvlowat)
+{
+    uint64_t req[2] = {off, len};
+    /* A blocking recv(MSG_WAITALL) must find the mark at 1: with a higher
+     * one it can sleep for good (seen on Linux 6.18). */
+    int lowat = rcvlowat > 0 ? rcvlowat : 1;
+    if (lowat == 1 && setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) != 0)
+        return -1;
+    if (ect_cli_write_full(fd, req, sizeof(req)) != 0)
+        return -1;
+    if (rcvlowat > 0)
+        return recv_lowat(fd, base + off, len, rcvlowat);
+    return len == 0 || recv(fd, base + off, len, MSG_WAITALL) == (ssize_t)len ? 0 : -1;
+}
+
 static void *
 stripe_main(void *arg)
 {
     struct stripe *s = arg;
-    uint64_t req[2] = {s->off, s->len};
-    /* A blocking recv(MSG_WAITALL) must find the mark at 1: with a higher
-     * one it can sleep for good (seen on Linux 6.18). */
-    int lowat = s->rcvlowat > 0 ? s->rcvlowat : 1;
-    if (lowat == 1 && setsockopt(s->fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) != 0) {
-        s->failed = 1;
-        return NULL;
-    }
-    s->failed =
-        ect_cli_write_full(s->fd, req, sizeof(req)) != 0 ||
-        (s->rcvlowat > 0 ? recv_lowat(s->fd, s->base + s->off, s->len, s->rcvlowat) != 0
-                         : recv(s->fd, s->base + s->off, s->len, MSG_WAITALL) != (ssize_t)s->len);
+    s->failed = ect_bench_tcp_fetch(s->fd, s->base, s->off, s->len, s->rcvlowat) != 0;
     return NULL;
 }
 

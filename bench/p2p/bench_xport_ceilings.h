@@ -38,9 +38,22 @@ void ect_bench_tcp_ceiling_stop(struct ect_bench_tcp_ceiling *t);
  * one stripe per connection (whole 4 KiB pages each, the last what is
  * left; a short range leaves the last stripes empty), all at once: seconds,
  * or < 0 on failure.  With more than one connection each call starts a
- * thread per extra stripe, and that start is timed too. */
+ * thread per extra stripe, and that start is timed too.  It uses t's n,
+ * fd and rcvlowat only: the fds may as well be connections the caller made
+ * to peers that serve with ect_bench_tcp_serve (below). */
 double ect_bench_tcp_ceiling_once(struct ect_bench_tcp_ceiling *t, uint8_t *base, size_t off,
                                   size_t len);
+/* The two ends of one bare connection, for a ceiling whose ends run in
+ * separate processes (bench/link/tcp_link.c, between network namespaces).
+ * Serve: answer each 16-byte request {u64 off, u64 len} on fd with
+ * [data + off, + len), one blocking send() each, until the peer closes or
+ * asks for bytes outside [data, data + size).  Fetch: ask for [off, off +
+ * len) and receive it into base + off, with recv(MSG_WAITALL) (rcvlowat 0)
+ * or woken by poll() once rcvlowat bytes (or all that is left) are queued;
+ * 0, or -1 on a socket error or end of file. */
+void ect_bench_tcp_serve(int fd, const uint8_t *data, size_t size);
+int ect_bench_tcp_fetch(int fd, uint8_t *base, size_t off, size_t len, int rcvlowat);
+
 /* Look for ucx_perftest on PATH, /usr/bin and /usr/local/bin: 1 if found. */
 int ect_bench_perftest_find(void);
 
