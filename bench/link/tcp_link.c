@@ -167,8 +167,7 @@ measure(const struct sockaddr_in *a, uint8_t *buf, size_t bytes, int reps, unsig
     printf("%.3f\n", (double)bytes / (waitall < lowat ? waitall : lowat) / 1e9);
     rc = 0;
 close_all:
-    for (unsigned i = 0; i < link.n; i++)
-        close(link.fd[i]);
+    ect_bench_tcp_ceiling_stop(&link);
     return rc;
 }
 

@@ -117,24 +117,33 @@ struct shape {
     size_t n_local;
 };
 
-/* frags runs (1, or a power of two up to MAX_FRAGS) of near-equal length
- * in a permuted order with 3-block gaps; the remote side uses one
- * permutation, the local side another, so no two runs coalesce on either
- * side. */
+/* Run i of an entry of mib MiB in frags runs (1, or a power of two up to
+ * MAX_FRAGS) of near-equal length, in a permuted order with 3-block gaps:
+ * the remote side uses one permutation, the local side another, so no two
+ * runs coalesce on either side. */
+static void
+shape_run(size_t mib, unsigned frags, unsigned i, ect_run_t *remote, ect_run_t *local)
+{
+    uint64_t n_blocks = ((uint64_t)mib << 20) / BLOCK;
+    uint64_t per = n_blocks / frags, extra = n_blocks % frags, gap = frags > 1 ? 3 : 0;
+    uint64_t count = per + (i < extra);
+    unsigned rslot = (i * 7) % frags, lslot = (i * 5 + 3) % frags;
+    *remote = (ect_run_t){rslot * (per + gap), count};
+    *local = (ect_run_t){lslot * (per + gap), count};
+}
+
 static void
 make_shape(struct shape *s, size_t mib, unsigned frags)
 {
     s->mib = mib;
     s->frags = frags;
     s->n_blocks = ((uint64_t)mib << 20) / BLOCK;
-    uint64_t per = s->n_blocks / frags, extra = s->n_blocks % frags, k = 0;
-    uint64_t gap = frags > 1 ? 3 : 0;
+    uint64_t k = 0;
     for (unsigned i = 0; i < frags; i++) {
-        uint64_t count = per + (i < extra);
-        unsigned rslot = (i * 7) % frags, lslot = (i * 5 + 3) % frags;
-        for (uint64_t b = 0; b < count; b++)
-            s->remote[k++] = rslot * (per + gap) + b;
-        s->local[i] = (ect_run_t){lslot * (per + gap), count};
+        ect_run_t remote;
+        shape_run(mib, frags, i, &remote, &s->local[i]);
+        for (uint64_t b = 0; b < remote.count; b++)
+            s->remote[k++] = remote.first + b;
     }
     s->n_local = frags;
 }
@@ -150,47 +159,49 @@ struct producer {
     size_t agent_len;
 };
 
-/* The bench producer's grant table: the shape a hash names, every time.
- * One view for all grants: the stream server may call claim and finish on
- * any of its threads, but the consumer reads one entry at a time, so no
- * claim comes while a stream still sends from the view. */
-struct bench_grants {
-    struct shape shape;
-    ect_run_t runs[MAX_BLOCKS];
-};
-
+/* The bench producer's grant table: the shape a hash names, moved by its
+ * slot, every time.  Each claim gets runs of its own, freed when it is
+ * finished: the stream server calls claim and finish on any of its
+ * threads, and concurrent readers' grants are live at once. */
 static ect_stream_status_t
 bench_claim(void *user, const char *session, const char *hash, const uint8_t *token,
             uint64_t expect, ect_xport_grant_view_t *view_p, void **grant_p)
 {
-    (void)session, (void)token;
-    struct bench_grants *g = user;
+    (void)user, (void)session, (void)token;
     unsigned mib, fr;
     unsigned long long slot;
-    if (sscanf(hash, "shape-%u-%u-%llu", &mib, &fr, &slot) != 3 || fr == 0 || fr > MAX_FRAGS)
+    if (sscanf(hash, "shape-%u-%u-%llu", &mib, &fr, &slot) != 3 || fr == 0 || fr > MAX_FRAGS ||
+        mib == 0 || mib > 32 || slot >= REGION_BLOCKS)
         return ECT_STREAM_DENIED;
-    make_shape(&g->shape, mib, fr);
-    size_t n = 0;
-    for (uint64_t k = 0; k < g->shape.n_blocks; k++) {
-        uint64_t b = g->shape.remote[k] + slot;
-        if (b >= REGION_BLOCKS)
-            return ECT_STREAM_DENIED;
-        if (n > 0 && g->runs[n - 1].first + g->runs[n - 1].count == b)
-            g->runs[n - 1].count++;
-        else
-            g->runs[n++] = (ect_run_t){b, 1};
-    }
-    if (expect != g->shape.n_blocks * BLOCK)
+    if (expect != ((uint64_t)mib << 20) / BLOCK * BLOCK)
         return ECT_STREAM_SIZE_MISMATCH;
-    *view_p = (ect_xport_grant_view_t){g->runs, n, expect};
-    *grant_p = g;
+    ect_run_t *runs = malloc(fr * sizeof(*runs));
+    if (runs == NULL)
+        return ECT_STREAM_DENIED;
+    size_t n = 0;
+    for (unsigned i = 0; i < fr; i++) {
+        ect_run_t r, local;
+        shape_run(mib, fr, i, &r, &local);
+        r.first += slot;
+        if (r.first + r.count > REGION_BLOCKS) {
+            free(runs);
+            return ECT_STREAM_DENIED;
+        }
+        if (n > 0 && runs[n - 1].first + runs[n - 1].count == r.first)
+            runs[n - 1].count += r.count;
+        else
+            runs[n++] = r;
+    }
+    *view_p = (ect_xport_grant_view_t){runs, n, expect};
+    *grant_p = runs;
     return ECT_STREAM_OK;
 }
 
 static void
 bench_finish(void *user, void *grant, int sent)
 {
-    (void)user, (void)grant, (void)sent;
+    (void)user, (void)sent;
+    free(grant);
 }
 
 static void
@@ -200,8 +211,7 @@ producer_main(int up, int down, const char *name, int serve_tcp, int serve_same_
     region_params(&rp, name);
     ect_region_t *region = NULL;
     ect_xport_server_t *server = NULL;
-    static struct bench_grants grants;
-    ect_xport_grant_ops_t ops = {.user = &grants, .claim = bench_claim, .finish = bench_finish};
+    ect_xport_grant_ops_t ops = {.claim = bench_claim, .finish = bench_finish};
     int st = ect_region_open(&rp, &region);
     if (st == ECT_OK) {
         for (uint64_t b = 0; b < REGION_BLOCKS; b++) {
@@ -346,44 +356,63 @@ struct read_parts {
     double start, handoff;
 };
 
-/* One read, start to DONE, in seconds; < 0 on failure.  slot: where the
- * shape sits (its hash names it for the bench's grant table); *parts gets
- * its parts (handoff < 0 when no settled callback came). */
+/* Reads at once, at most this many. */
+#define MAX_READERS 4
+
+/* n reads at once, reads[k] of shape s[k] (whose hash names it, with the
+ * slot it sits at, for the bench's grant table) with client c[k]: from the
+ * first start to the last DONE, in seconds; < 0 on failure.  *parts gets
+ * the parts (starting them all; handoff < 0 when no settled callback
+ * came). */
 static double
-timed_read(ect_xport_client_t *client, const struct producer *p, const struct shape *s,
-           uint64_t slot_blocks, struct read_parts *parts)
+timed_reads(ect_xport_client_t *const *c, size_t n, const struct producer *p,
+            const struct shape *const *s, const uint64_t *slot_blocks, struct read_parts *parts)
 {
-    char hash[64];
-    snprintf(hash, sizeof(hash), "shape-%zu-%u-%llu", s->mib, s->frags,
-             (unsigned long long)slot_blocks);
+    char hash[MAX_READERS][64];
     uint8_t desc[ECT_XPORT_DESC_LEN] = {'E', 'C', 'T', 'D', 2};
     uint64_t bs = BLOCK, nb = REGION_BLOCKS;
     memcpy(desc + 8, &bs, 8);
     memcpy(desc + 16, &nb, 8);
-    ect_xport_read_params_t rp = {.host = "127.0.0.1",
-                                  .port = 1,
-                                  .session_id = "bench",
-                                  .mm_hash = hash,
-                                  .agent_metadata = p->agent,
-                                  .agent_len = p->agent_len,
-                                  .mem_descriptor = desc,
-                                  .desc_len = sizeof(desc),
-                                  .remote_blocks = s->remote,
-                                  .n_remote = s->n_blocks,
-                                  .local_runs = s->local,
-                                  .n_local_runs = s->n_local};
-    ect_xport_read_t *r;
+    ect_xport_read_t *r[MAX_READERS];
+    ect_xport_read_state_t st[MAX_READERS];
+    size_t started = 0, pending = n;
+    int failed = 0;
     uint64_t t0 = ect__now_ns();
-    if (ect__xport_read_start(client, &rp, &r, NULL) != ECT_OK) {
-        fprintf(stderr, "bench xport: read: %s\n", ect_last_error());
-        return -1;
+    for (; started < n && started < MAX_READERS; started++) {
+        const struct shape *sk = s[started];
+        snprintf(hash[started], sizeof(hash[started]), "shape-%zu-%u-%llu", sk->mib, sk->frags,
+                 (unsigned long long)slot_blocks[started]);
+        ect_xport_read_params_t rp = {.host = "127.0.0.1",
+                                      .port = 1,
+                                      .session_id = "bench",
+                                      .mm_hash = hash[started],
+                                      .agent_metadata = p->agent,
+                                      .agent_len = p->agent_len,
+                                      .mem_descriptor = desc,
+                                      .desc_len = sizeof(desc),
+                                      .remote_blocks = sk->remote,
+                                      .n_remote = sk->n_blocks,
+                                      .local_runs = sk->local,
+                                      .n_local_runs = sk->n_local};
+        if (ect__xport_read_start(c[started], &rp, &r[started], NULL) != ECT_OK) {
+            fprintf(stderr, "bench xport: read: %s\n", ect_last_error());
+            failed = 1;
+            break;
+        }
+        st[started] = ECT_XPORT_READ_PENDING;
     }
     parts->start = (double)(ect__now_ns() - t0) / 1e9;
-    ect_xport_read_state_t st;
+    pending = started;
     /* Wait as a consumer's session thread does: asleep until the receive
      * thread says a read settled (tcp), or polling every so often while the
      * copy threads work (same host). */
-    while ((st = ect__xport_read_poll(client, r)) == ECT_XPORT_READ_PENDING) {
+    while (pending > 0) {
+        for (size_t k = 0; k < started; k++)
+            if (st[k] == ECT_XPORT_READ_PENDING &&
+                (st[k] = ect__xport_read_poll(c[k], r[k])) != ECT_XPORT_READ_PENDING)
+                pending--;
+        if (pending == 0)
+            break;
         struct pollfd pfd = {.fd = settled_fd, .events = POLLIN};
         if (poll(&pfd, 1, 1) > 0) {
             uint64_t v;
@@ -394,8 +423,11 @@ timed_read(ect_xport_client_t *client, const struct producer *p, const struct sh
     uint64_t t1 = ect__now_ns();
     uint64_t landed = __atomic_load_n(&settled_at_ns, __ATOMIC_ACQUIRE);
     parts->handoff = landed >= t0 && landed <= t1 ? (double)(t1 - landed) / 1e9 : -1;
-    ect__xport_read_release(client, r);
-    if (st != ECT_XPORT_READ_DONE) {
+    for (size_t k = 0; k < started; k++) {
+        failed |= st[k] != ECT_XPORT_READ_DONE;
+        ect__xport_read_release(c[k], r[k]);
+    }
+    if (failed) {
         fprintf(stderr, "bench xport: a read failed\n");
         return -1;
     }
@@ -453,25 +485,45 @@ make_cold(void *arg)
  * over a bare connection, received each rep both ways
  * (bench_xport_ceilings.h): the ceiling is the faster way's median, as the
  * read's figure is its median (a median of each rep's faster way would
- * compare the better of two tries with one).  *way gets what the ceiling
- * was, *parts_p the medians of the reads' parts. */
+ * compare the better of two tries with one).  With n_readers > 1 (tcp,
+ * warm only) client k reads the shape moved by k times its span, all at
+ * once, and bare moves all their bytes at once.  *gbps_p gets all readers'
+ * bytes over the median rep, *way what the ceiling was, *parts_p the
+ * medians of the reads' parts. */
 static int
-measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t *theirs,
-              const struct producer *p, struct shape *s, ect_bench_ceiling_t *ceiling,
-              struct ect_bench_tcp_ceiling *bare, int cold, double *gbps_p, double *ceiling_p,
-              char way[WAY_LEN], struct read_parts *parts_p)
+measure_shape(ect_xport_client_t *const *client, size_t n_readers, ect_region_t *mine,
+              const ect_region_t *theirs, const struct producer *p, struct shape *s,
+              ect_bench_ceiling_t *ceiling, struct ect_bench_tcp_ceiling *bare, int cold,
+              double *gbps_p, double *ceiling_p, char way[WAY_LEN], struct read_parts *parts_p)
 {
-    double bytes = (double)s->n_blocks * BLOCK;
     uint64_t span = shape_span(s), slots = cold ? REGION_BLOCKS / span : 1;
+    if (n_readers == 0 || n_readers > MAX_READERS || (n_readers > 1 && (cold || ceiling)) ||
+        span * n_readers > REGION_BLOCKS) {
+        fprintf(stderr, "bench xport: %zu readers of this shape cannot be measured\n", n_readers);
+        return 1;
+    }
+    static struct shape moved[MAX_READERS];
+    const struct shape *shapes[MAX_READERS] = {s};
+    uint64_t at[MAX_READERS] = {0};
+    for (size_t k = 1; k < n_readers; k++) {
+        moved[k] = *s;
+        shift_shape(&moved[k], (int64_t)(k * span));
+        shapes[k] = &moved[k];
+        at[k] = k * span;
+    }
+    double bytes = (double)s->n_blocks * BLOCK * (double)n_readers;
     if (ceiling != NULL)
         ect_bench_ceiling_reset(ceiling);
     /* Correctness first, then warm-up. */
     memset(ect_region_data(mine), 0, (size_t)REGION_BLOCKS * BLOCK);
     struct read_parts parts;
-    if (timed_read(client, p, s, 0, &parts) < 0 || check_landed(mine, s) != 0)
+    if (timed_reads(client, n_readers, p, shapes, at, &parts) < 0)
         return 1;
+    for (size_t k = 0; k < n_readers; k++)
+        if (check_landed(mine, shapes[k]) != 0)
+            return 1;
     for (int i = 0; i < 2; i++)
-        if (timed_read(client, p, s, 0, &parts) < 0)
+        if (timed_reads(client, n_readers, p, shapes, at, &parts) < 0)
             return 1;
     enum { MAX_REPS = 2000, N_BARE_WAYS = 2 };
     static double t_read[MAX_REPS], t_bare[N_BARE_WAYS][MAX_REPS];
@@ -486,7 +538,8 @@ measure_shape(ect_xport_client_t *client, ect_region_t *mine, const ect_region_t
                                 .len = (size_t)(span * BLOCK)};
         if (cold)
             make_cold(&ss);
-        if ((t_read[n] = timed_read(client, p, s, slot * span, &parts)) < 0)
+        at[0] = slot * span;
+        if ((t_read[n] = timed_reads(client, n_readers, p, shapes, at, &parts)) < 0)
             return 1;
         t_start[n] = parts.start;
         if (parts.handoff >= 0)
@@ -548,6 +601,17 @@ _Static_assert(ECT_BENCH_TCP_MAX_CONNS == ECT_STREAM_MAX_STRIPES,
 #define SEED_CMD 100u
 static const unsigned SEED_FRAGS[3] = {1, 16, 1024};
 
+/* Reads at once, MAX_READERS of them, each of an entry of READERS[k].mib
+ * MiB, against all their bytes over as many bare connections at once: a
+ * producer serving several consumers (clients of one connection each), or
+ * one consumer fetching several entries (one client of up to
+ * ECT_STREAM_MAX_STRIPES connections, the entries too small to stripe). */
+#define READERS_CMD 110u
+static const struct {
+    size_t mib;
+    int one_consumer;
+} READERS[3] = {{1, 0}, {8, 0}, {1, 1}};
+
 /* A consumer's answer for one size: GB/s (ceiling 0) or the ceiling
  * (ceiling 1: the best copy same-host, bare TCP over tcp) of warm/cold
  * reads, contiguous/fragmented, and what each ceiling was. */
@@ -575,7 +639,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     ect_region_params_t rp;
     region_params(&rp, name);
     ect_region_t *mine = NULL, *theirs = NULL;
-    ect_xport_client_t *client = NULL, *striped_client = NULL;
+    ect_xport_client_t *client = NULL, *striped_client = NULL, *readers[MAX_READERS] = {NULL};
     ect_bench_ceiling_t *ceiling = NULL;
     int rc = 1;
     if (ect_region_open(&rp, &mine) != ECT_OK)
@@ -609,6 +673,10 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                                     .touch_pages = 1}; /* prefault's default */
     if (ect__xport_client_create(&cp, &client) != ECT_OK)
         goto stop_bare;
+    readers[0] = client;
+    for (size_t k = 1; k < MAX_READERS && mode == MODE_TCP; k++)
+        if (ect__xport_client_create(&cp, &readers[k]) != ECT_OK)
+            goto destroy_client;
     cp.tcp_stripes = ECT_STREAM_MAX_STRIPES;
     if (mode == MODE_TCP && ect__xport_client_create(&cp, &striped_client) != ECT_OK)
         goto destroy_client;
@@ -620,24 +688,36 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     while (ect_cli_read_full(cmd, &i, 1) == 0 && (i < N_SIZES || i >= SEED_CMD)) {
         static struct answer a;
         memset(&a, 0, sizeof(a));
-        if (i >= SEED_CMD) {
+        if (i >= READERS_CMD) {
+            /* fig[0] the readers' bytes a second, fig[1] the same over as
+             * many bare connections. */
+            unsigned k = (i - READERS_CMD) % 3;
+            ect_xport_client_t *one[MAX_READERS];
+            for (size_t j = 0; j < MAX_READERS; j++)
+                one[j] = striped_client;
+            make_shape(&shape, READERS[k].mib, 1);
+            a.status =
+                measure_shape(READERS[k].one_consumer ? one : readers,
+                              mode == MODE_TCP ? MAX_READERS : 1, mine, theirs, p, &shape, ceiling,
+                              &striped, 0, &a.fig[0], &a.fig[1], a.way[1], &a.parts[0]);
+        } else if (i >= SEED_CMD) {
             /* A 7 MiB entry in SEED_FRAGS[i - SEED_CMD] runs, warm: fig[0]
              * over one connection and fig[1] the same bytes over one bare
              * connection; fig[2] striped and fig[3] over as many bare
              * connections at once. */
             make_shape(&shape, 7, SEED_FRAGS[(i - SEED_CMD) % 3]);
-            a.status = measure_shape(client, mine, theirs, p, &shape, ceiling, bare, 0, &a.fig[0],
-                                     &a.fig[1], a.way[1], &a.parts[0]);
+            a.status = measure_shape(&client, 1, mine, theirs, p, &shape, ceiling, bare, 0,
+                                     &a.fig[0], &a.fig[1], a.way[1], &a.parts[0]);
             if (a.status == 0 && striped_client != NULL)
-                a.status = measure_shape(striped_client, mine, theirs, p, &shape, ceiling, &striped,
-                                         0, &a.fig[2], &a.fig[3], a.way[3], &a.parts[1]);
+                a.status = measure_shape(&striped_client, 1, mine, theirs, p, &shape, ceiling,
+                                         &striped, 0, &a.fig[2], &a.fig[3], a.way[3], &a.parts[1]);
         }
         if (ect__xport_client_copy_stats(client, &a.copy_a) != ECT_OK)
             a.status = 1;
         for (int cold = 0; cold < 2 && i < N_SIZES; cold++)
             for (int fr = 0; fr < 2 && a.status == 0; fr++) {
                 make_shape(&shape, SIZES_MIB[i], fr ? FRAGS : 1);
-                a.status = measure_shape(client, mine, theirs, p, &shape, ceiling, bare, cold,
+                a.status = measure_shape(&client, 1, mine, theirs, p, &shape, ceiling, bare, cold,
                                          &a.fig[FIG(cold, fr, 0)], &a.fig[FIG(cold, fr, 1)],
                                          a.way[FIG(cold, fr, 1)], &a.parts[FIG(cold, fr, 0) / 2]);
             }
@@ -652,6 +732,8 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     ect_bench_ceiling_destroy(ceiling);
 destroy_client:
     ect__xport_client_destroy(striped_client);
+    for (size_t k = 1; k < MAX_READERS; k++)
+        ect__xport_client_destroy(readers[k]);
     ect__xport_client_destroy(client);
 stop_bare:
     ect_bench_tcp_ceiling_stop(&bare_s);
@@ -865,6 +947,21 @@ run_mode(enum mode mode)
                     printf("\n");
                 }
             }
+        }
+        for (unsigned k = 0; k < 3; k++) {
+            static struct answer a;
+            if (consumer_measure(&c, (uint8_t)(READERS_CMD + k), &a) != 0)
+                goto stop;
+            char what[96];
+            snprintf(what, sizeof(what), "tcp %2zu MiB x %d %s at once vs bare TCP", READERS[k].mib,
+                     MAX_READERS, READERS[k].one_consumer ? "reads, 1 consumer," : "consumers");
+            ect_bench_fig_t fig = {.name = what,
+                                   .value = a.fig[0],
+                                   .unit = "GB/s",
+                                   .ceiling = a.fig[1],
+                                   .ceiling_is = a.way[1],
+                                   .target = 0.9};
+            ect_bench_figure(&fig);
         }
     }
     rc = 0;

@@ -92,18 +92,6 @@ ect_bench_tcp_ceiling_start(struct ect_bench_tcp_ceiling *t, const uint8_t *data
     return 0;
 }
 
-void
-ect_bench_tcp_ceiling_stop(struct ect_bench_tcp_ceiling *t)
-{
-    for (unsigned i = 0; i < t->n; i++) {
-        if (t->fd[i] >= 0)
-            close(t->fd[i]);
-        kill(t->pid[i], SIGKILL);
-        waitpid(t->pid[i], NULL, 0);
-    }
-    t->n = 0;
-}
-
 /* One stripe: its request, then its bytes. */
 struct stripe {
     int fd;
@@ -112,6 +100,95 @@ struct stripe {
     int rcvlowat;
     int failed;
 };
+
+/* The receiving threads of stripes 1..n-1 and what they are told: each
+ * waits for `round` to pass the last one it ran, receives its stripe of
+ * that round, and counts itself done. */
+struct ect_bench_tcp_stripes {
+    pthread_mutex_t lock;
+    pthread_cond_t go, done;
+    unsigned round, n_done, n_threads;
+    int quit;
+    struct stripe job[ECT_BENCH_TCP_MAX_CONNS];
+    struct stripes_arg {
+        struct ect_bench_tcp_stripes *all;
+        unsigned index;
+    } arg[ECT_BENCH_TCP_MAX_CONNS];
+    pthread_t th[ECT_BENCH_TCP_MAX_CONNS];
+};
+
+static void stripe_run(struct stripe *s);
+
+static void *
+stripe_thread(void *arg)
+{
+    struct stripes_arg *a = arg;
+    struct ect_bench_tcp_stripes *all = a->all;
+    unsigned seen = 0;
+    pthread_mutex_lock(&all->lock);
+    for (;;) {
+        while (!all->quit && all->round == seen)
+            pthread_cond_wait(&all->go, &all->lock);
+        if (all->quit)
+            break;
+        seen = all->round;
+        pthread_mutex_unlock(&all->lock);
+        stripe_run(&all->job[a->index]);
+        pthread_mutex_lock(&all->lock);
+        all->n_done++;
+        pthread_cond_signal(&all->done);
+    }
+    pthread_mutex_unlock(&all->lock);
+    return NULL;
+}
+
+/* Start the receiving threads of stripes 1..n-1.  0 or -1. */
+static int
+stripes_start(struct ect_bench_tcp_ceiling *t)
+{
+    struct ect_bench_tcp_stripes *all = calloc(1, sizeof(*all));
+    if (all == NULL)
+        return -1;
+    pthread_mutex_init(&all->lock, NULL);
+    pthread_cond_init(&all->go, NULL);
+    pthread_cond_init(&all->done, NULL);
+    t->stripes = all;
+    for (unsigned i = 1; i < t->n; i++) {
+        all->arg[i] = (struct stripes_arg){all, i};
+        if (pthread_create(&all->th[i], NULL, stripe_thread, &all->arg[i]) != 0)
+            return -1;
+        all->n_threads = i;
+    }
+    return 0;
+}
+
+void
+ect_bench_tcp_ceiling_stop(struct ect_bench_tcp_ceiling *t)
+{
+    struct ect_bench_tcp_stripes *all = t->stripes;
+    if (all != NULL) {
+        pthread_mutex_lock(&all->lock);
+        all->quit = 1;
+        pthread_cond_broadcast(&all->go);
+        pthread_mutex_unlock(&all->lock);
+        for (unsigned i = 1; i <= all->n_threads; i++)
+            pthread_join(all->th[i], NULL);
+        pthread_mutex_destroy(&all->lock);
+        pthread_cond_destroy(&all->go);
+        pthread_cond_destroy(&all->done);
+        free(all);
+        t->stripes = NULL;
+    }
+    for (unsigned i = 0; i < t->n; i++) {
+        if (t->fd[i] >= 0)
+            close(t->fd[i]);
+        if (t->pid[i] > 0) {
+            kill(t->pid[i], SIGKILL);
+            waitpid(t->pid[i], NULL, 0);
+        }
+    }
+    t->n = 0;
+}
 
 /* Receive len bytes at p the way the stream's client does: woken by poll()
  * once min(rcvlowat, what is left) bytes are queued.  0 or -1. */
@@ -155,20 +232,21 @@ ect_bench_tcp_fetch(int fd, uint8_t *base, size_t off, size_t len, int rcvlowat)
     return len == 0 || recv(fd, base + off, len, MSG_WAITALL) == (ssize_t)len ? 0 : -1;
 }
 
-static void *
-stripe_main(void *arg)
+static void
+stripe_run(struct stripe *s)
 {
-    struct stripe *s = arg;
     s->failed = ect_bench_tcp_fetch(s->fd, s->base, s->off, s->len, s->rcvlowat) != 0;
-    return NULL;
 }
 
 double
 ect_bench_tcp_ceiling_once(struct ect_bench_tcp_ceiling *t, uint8_t *base, size_t off, size_t len)
 {
+    unsigned n = t->n;
+    if (n == 0 || (n > 1 && t->stripes == NULL && stripes_start(t) != 0)) {
+        fprintf(stderr, "bench xport: tcp ceiling: no connections, or no receiving threads\n");
+        return -1;
+    }
     struct stripe st[ECT_BENCH_TCP_MAX_CONNS];
-    pthread_t th[ECT_BENCH_TCP_MAX_CONNS];
-    unsigned n = t->n, started = 1;
     size_t part = (len / n + 4095) & ~(size_t)4095, at = 0;
     for (unsigned i = 0; i < n; i++) {
         size_t l = i + 1 < n ? (part < len - at ? part : len - at) : len - at;
@@ -176,15 +254,25 @@ ect_bench_tcp_ceiling_once(struct ect_bench_tcp_ceiling *t, uint8_t *base, size_
             .fd = t->fd[i], .base = base, .off = off + at, .len = l, .rcvlowat = t->rcvlowat};
         at += l;
     }
+    struct ect_bench_tcp_stripes *all = t->stripes;
     uint64_t t0 = ect__now_ns();
-    for (; started < n; started++)
-        if (pthread_create(&th[started], NULL, stripe_main, &st[started]) != 0)
-            break;
-    stripe_main(&st[0]);
-    int failed = st[0].failed || started < n;
-    for (unsigned i = 1; i < started; i++) {
-        pthread_join(th[i], NULL);
-        failed |= st[i].failed;
+    if (n > 1) {
+        pthread_mutex_lock(&all->lock);
+        memcpy(all->job, st, sizeof(st));
+        all->n_done = 0;
+        all->round++;
+        pthread_cond_broadcast(&all->go);
+        pthread_mutex_unlock(&all->lock);
+    }
+    stripe_run(&st[0]);
+    int failed = st[0].failed;
+    if (n > 1) {
+        pthread_mutex_lock(&all->lock);
+        while (all->n_done < n - 1)
+            pthread_cond_wait(&all->done, &all->lock);
+        for (unsigned i = 1; i < n; i++)
+            failed |= all->job[i].failed;
+        pthread_mutex_unlock(&all->lock);
     }
     double s = (double)(ect__now_ns() - t0) / 1e9;
     if (failed) {

@@ -21,26 +21,33 @@
  * range at once, on a thread of its own at both ends: what the link carries
  * when more than one connection shares a transfer. */
 #define ECT_BENCH_TCP_MAX_CONNS 4
+struct ect_bench_tcp_stripes;
 struct ect_bench_tcp_ceiling {
     unsigned n;   /* connections made (0 after stop; a zeroed struct is stopped) */
     int rcvlowat; /* 0: recv(MSG_WAITALL); else SO_RCVLOWAT and poll() */
-    pid_t pid[ECT_BENCH_TCP_MAX_CONNS];
+    pid_t pid[ECT_BENCH_TCP_MAX_CONNS]; /* the senders forked by start; 0 for none */
     int fd[ECT_BENCH_TCP_MAX_CONNS];
+    /* The receiving threads of stripes 1..n-1: started by the first
+     * transfer, asleep between transfers (as a stream client's receive
+     * threads are), joined by stop. */
+    struct ect_bench_tcp_stripes *stripes;
 };
 /* Fork the senders of [data, data + size) (call before this process starts
  * any thread) and make n_conns (1 .. ECT_BENCH_TCP_MAX_CONNS) connections
  * to them.  0, or 1 with a message on stderr (t is then safe to stop). */
 int ect_bench_tcp_ceiling_start(struct ect_bench_tcp_ceiling *t, const uint8_t *data, size_t size,
                                 unsigned n_conns);
-/* Close the connections and reap the senders; safe twice. */
+/* Close the connections, reap the senders and join the receiving
+ * threads; safe twice. */
 void ect_bench_tcp_ceiling_stop(struct ect_bench_tcp_ceiling *t);
 /* One transfer of the senders' [off, off + len) into base + off, split into
  * one stripe per connection (whole 4 KiB pages each, the last what is
  * left; a short range leaves the last stripes empty), all at once: seconds,
- * or < 0 on failure.  With more than one connection each call starts a
- * thread per extra stripe, and that start is timed too.  It uses t's n,
- * fd and rcvlowat only: the fds may as well be connections the caller made
- * to peers that serve with ect_bench_tcp_serve (below). */
+ * or < 0 on failure.  Stripe 0 is received on the calling thread, each
+ * other on a thread of its own, woken for it (the first call starts them).
+ * The fds may as well be connections the caller made (n of them, pids 0)
+ * to peers that serve with ect_bench_tcp_serve (below); stop then closes
+ * them. */
 double ect_bench_tcp_ceiling_once(struct ect_bench_tcp_ceiling *t, uint8_t *base, size_t off,
                                   size_t len);
 /* The two ends of one bare connection, for a ceiling whose ends run in
