@@ -343,8 +343,9 @@ static const struct ect__setting table[] = {
      .doc = "The most TCP connections one P2P read uses at once.  A read over the TCP stream is "
             "split in block-aligned stripes, each on its own connection and thread at both ends, "
             "when the producer offers stripes and each stripe gets at least 1 MiB: one "
-            "connection moved 2-5 GB/s on the machines measured, four 3-13.  0: one per CPU "
-            "of this machine, 1 to 4.  1: never striped.",
+            "connection moved 2-5 GB/s on the machines measured, four 3-13.  Smaller reads "
+            "in flight together are received on up to as many threads.  0: one per CPU of "
+            "this machine, 1 to 4.  1: never striped, one receiving thread.",
      .offset = FIELD(tcp_stripes),
      .min = 0,
      .max = 4},

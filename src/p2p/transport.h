@@ -178,6 +178,7 @@ typedef struct ect_xport_server_counters {
     uint64_t timeouts;       /* connections cut for a deadline (request or send), stripe
                               * groups given up at theirs */
     uint64_t send_failures;  /* streams cut by the peer */
+    uint64_t streams_moved;  /* unstriped requests moved to a less busy sending thread */
 } ect_xport_server_counters_t;
 
 void ect__xport_server_counters(ect_xport_server_t *server,

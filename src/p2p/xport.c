@@ -32,7 +32,9 @@
  * is a read of its own on stream client k, with its own thread and pooled
  * connections.  The read is DONE when every stripe is, FAILED as soon as
  * one is (the others are cut at once); cancel cuts them all, so nothing of
- * any stripe lands after it.
+ * any stripe lands after it.  An unstriped read goes to the stream client
+ * (of those the client may use) with the fewest reads: a lone read is
+ * always client 0's, reads at once are received on as many threads.
  *
  * Reads.  Every read stays on the client's list until it is both released
  * and finished.  A tcp read can be cut at any time (cancel, release); a
@@ -153,7 +155,8 @@ struct ect_xport_read {
     ect_xport_read_state_t state;
     uint64_t bytes;
     char peer_key[PEER_KEY_MAX + 1];
-    ect_xport_stream_read_t *tcp[ECT_STREAM_MAX_STRIPES]; /* stripe k on stream client k */
+    ect_xport_stream_read_t *tcp[ECT_STREAM_MAX_STRIPES]; /* stripe k on stream client */
+    unsigned tcp_first;                                   /* ... tcp_first + k */
     unsigned n_tcp;
     uint64_t ticket; /* same-host copy batch, until copied */
     int copied;      /* nothing in flight: the bytes landed and the ticket is retired */
@@ -182,8 +185,10 @@ struct ect_xport_client {
     ect_xport_read_t *reads;
     unsigned tcp_stripes; /* the params', 1..ECT_STREAM_MAX_STRIPES */
     /* Stream client k (made on first use) receives stripe k of every
-     * striped read, on its own thread. */
+     * striped read, on its own thread, and unstriped reads when it has the
+     * fewest (tcp_reads[k]: reads on it not yet freed). */
     ect_xport_stream_client_t *tcp[ECT_STREAM_MAX_STRIPES];
+    unsigned tcp_reads[ECT_STREAM_MAX_STRIPES];
     ect_copy_engine_t *copy; /* created on first same-host read */
     ect_xport_counters_t counters;
 };
@@ -555,7 +560,7 @@ read_update(ect_xport_client_t *c, ect_xport_read_t *r)
         int failed = -1;
         for (unsigned k = 0; k < r->n_tcp && failed < 0; k++) {
             ect_xport_read_state_t rs =
-                ect__xport_stream_read_state(c->tcp[k], r->tcp[k], why, sizeof(why));
+                ect__xport_stream_read_state(c->tcp[r->tcp_first + k], r->tcp[k], why, sizeof(why));
             done += rs == ECT_XPORT_READ_DONE;
             if (rs == ECT_XPORT_READ_FAILED)
                 failed = (int)k;
@@ -564,7 +569,7 @@ read_update(ect_xport_client_t *c, ect_xport_read_t *r)
             return;
         if (failed >= 0) {
             for (unsigned k = 0; k < r->n_tcp; k++)
-                ect__xport_stream_read_cancel(c->tcp[k], r->tcp[k]);
+                ect__xport_stream_read_cancel(c->tcp[r->tcp_first + k], r->tcp[k]);
             if (r->n_tcp > 1) {
                 char stripe_why[sizeof(why)];
                 snprintf(stripe_why, sizeof(stripe_why), "stripe %d of %u: %s", failed, r->n_tcp,
@@ -599,12 +604,23 @@ read_update(ect_xport_client_t *c, ect_xport_read_t *r)
     }
 }
 
+/* Free the stream reads of r's stripes. */
+static void
+read_free_stripes(ect_xport_client_t *c, ect_xport_read_t *r)
+{
+    for (unsigned k = 0; k < r->n_tcp; k++) {
+        ect__xport_stream_read_free(c->tcp[r->tcp_first + k], r->tcp[k]);
+        r->tcp[k] = NULL;
+        c->tcp_reads[r->tcp_first + k]--;
+    }
+    r->n_tcp = 0;
+}
+
 static void
 read_free(ect_xport_client_t *c, ect_xport_read_t *r)
 {
     read_unlink(c, r);
-    for (unsigned k = 0; k < r->n_tcp; k++)
-        ect__xport_stream_read_free(c->tcp[k], r->tcp[k]);
+    read_free_stripes(c, r);
     ect__free(r);
 }
 
@@ -682,7 +698,11 @@ start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *
         p->tcp_resolved = 1;
     }
     unsigned stripes = stripes_for(c, p, r->bytes);
-    for (unsigned k = 0; k < stripes; k++)
+    r->tcp_first = 0;
+    for (unsigned k = 1; stripes == 1 && k < c->tcp_stripes; k++)
+        if (c->tcp_reads[k] < c->tcp_reads[r->tcp_first])
+            r->tcp_first = k;
+    for (unsigned k = r->tcp_first; k < r->tcp_first + stripes; k++)
         if (c->tcp[k] == NULL &&
             (st = ect__xport_stream_client_create(c->wake, c->wake_arg, &c->tcp[k])) != ECT_OK)
             return st;
@@ -710,18 +730,17 @@ start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *
         size_t len = 0;
         req.stripe = k;
         if ((st = ect__stream_req_encode(&req, buf, cap, &len)) == ECT_OK &&
-            (st = ect__xport_stream_read_start(c->tcp[k], &p->tcp_addr, p->tcp_addr_len,
-                                               p->pool_key, buf, len, part, n_part,
-                                               count * c->block_size, &r->tcp[k])) == ECT_OK)
+            (st = ect__xport_stream_read_start(c->tcp[r->tcp_first + k], &p->tcp_addr,
+                                               p->tcp_addr_len, p->pool_key, buf, len, part, n_part,
+                                               count * c->block_size, &r->tcp[k])) == ECT_OK) {
             r->n_tcp = k + 1;
+            c->tcp_reads[r->tcp_first + k]++;
+        }
     }
     ect__free(part);
     ect__free(buf);
     if (st != ECT_OK) /* the stripes already started are cut: the grant fails with them */
-        for (unsigned k = 0; k < r->n_tcp; k++) {
-            ect__xport_stream_read_free(c->tcp[k], r->tcp[k]);
-            r->tcp[k] = NULL;
-        }
+        read_free_stripes(c, r);
     return st;
 }
 
@@ -860,7 +879,7 @@ ect__xport_read_cancel(ect_xport_client_t *c, ect_xport_read_t *r)
     if (c == NULL || r == NULL)
         return;
     for (unsigned k = 0; k < r->n_tcp; k++)
-        ect__xport_stream_read_cancel(c->tcp[k], r->tcp[k]);
+        ect__xport_stream_read_cancel(c->tcp[r->tcp_first + k], r->tcp[k]);
     read_update(c, r);
 }
 
@@ -942,8 +961,7 @@ ect__xport_client_destroy(ect_xport_client_t *c)
     c->copy = NULL;
     for (ect_xport_read_t *r = c->reads, *next; r != NULL; r = next) {
         next = r->next;
-        for (unsigned k = 0; k < r->n_tcp; k++)
-            ect__xport_stream_read_free(c->tcp[k], r->tcp[k]);
+        read_free_stripes(c, r);
         ect__free(r);
     }
     c->reads = NULL;

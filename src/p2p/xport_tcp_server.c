@@ -5,8 +5,10 @@
  * Server.  N_WORKERS threads, each with its own epoll set and connections,
  * non-blocking sockets, no allocation per unstriped stream (one per stripe
  * group).  Worker 0 accepts; a request for stripe i moves its connection
- * to worker i, so a striped read is sent on as many threads (struct
- * worker).  Stripe groups live on one list under groups_lock, which is
+ * to worker i, so a striped read is sent on as many threads, and an
+ * unstriped request that finds its worker already sending moves to a less
+ * busy one, so several consumers' reads are sent on several threads
+ * (struct worker).  Stripe groups live on one list under groups_lock, which is
  * taken before the grant callbacks' own locks (struct stripe_group).  The
  * peer is hostile, so:
  *   - the listener is bound to the control plane's address only;
@@ -88,6 +90,8 @@ struct sconn {
     uint64_t run_off; /* bytes of runs[run_i] already sent */
     uint64_t left;    /* payload bytes still to send */
     uint64_t total;
+    int loads;    /* counted in its worker's load */
+    int balanced; /* moved for its request to a less busy worker: served there */
     struct sconn *next_handoff;
     uint8_t req[ECT_STREAM_REQ_MAX];
 };
@@ -116,11 +120,15 @@ struct stripe_group {
 /* A server thread: its own epoll and connections.  Worker 0 also accepts
  * and keeps the group deadlines.  A request for stripe i is served by
  * worker i % N_WORKERS (the connection is handed over), so the stripes of
- * one read are sent on as many threads; unstriped requests are served
- * where they arrive. */
+ * one read are sent on as many threads.  An unstriped request is served
+ * where it arrives unless that worker is sending already and another is
+ * sending less (its load): then the connection moves there for it, so the
+ * reads of several consumers are not all sent by one thread (a lone read
+ * pays no hand-over). */
 struct worker {
     ect_xport_stream_server_t *s;
     unsigned index;
+    unsigned load; /* atomic: its connections sending, or moved to it to send */
     int epoll_fd;
     int wake_fd; /* eventfd: a hand-over or stop */
     pthread_t thread;
@@ -143,6 +151,7 @@ struct ect_xport_stream_server {
     int stop;                     /* atomic */
     unsigned n_conns;             /* atomic; over all workers and hand-overs */
     uint64_t accept_paused_until; /* worker 0's */
+    unsigned next_owner;          /* worker 0's: who gets the next accepted connection */
     pthread_mutex_t groups_lock;  /* taken before the grant callbacks' locks */
     struct stripe_group *groups;
     pthread_mutex_t counters_lock;
@@ -266,11 +275,22 @@ conn_free(ect_xport_stream_server_t *s, struct sconn *c)
     ect__free(c);
 }
 
+/* c no longer counts in w's load. */
+static void
+conn_unload(struct worker *w, struct sconn *c)
+{
+    if (c->loads) {
+        __atomic_fetch_sub(&w->load, 1, __ATOMIC_RELAXED);
+        c->loads = 0;
+    }
+}
+
 static void
 conn_close(struct worker *w, struct sconn *c)
 {
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     w->conns[c->slot] = NULL;
+    conn_unload(w, c);
     conn_free(w->s, c);
 }
 
@@ -285,6 +305,7 @@ conn_adopt(struct worker *w, struct sconn *c, uint32_t events)
     struct epoll_event ev = {.events = events, .data.ptr = c};
     if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
         ECT_LOG_W("xport tcp server: cannot watch a connection: %s", strerror(errno));
+        conn_unload(w, c);
         conn_free(w->s, c);
         return -1;
     }
@@ -301,6 +322,20 @@ conn_expect_request(struct worker *w, struct sconn *c, uint64_t deadline_ns)
     c->req_need = ECT_STREAM_REQ_FIXED;
     c->deadline_ns = deadline_ns;
     conn_watch(w, c, EPOLLIN);
+}
+
+/* Give c (in no epoll set or slots) to worker `to`: it adopts c, and
+ * serves its request when c carries a whole one (adopt_handed). */
+static void
+handoff_push(struct sconn *c, struct worker *to)
+{
+    pthread_mutex_lock(&to->handoff_lock);
+    c->next_handoff = to->handoff;
+    to->handoff = c;
+    pthread_mutex_unlock(&to->handoff_lock);
+    uint64_t one = 1;
+    if (write(to->wake_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+        ECT_LOG_W("xport tcp server: cannot wake a stream thread: %s", strerror(errno));
 }
 
 static void
@@ -341,7 +376,13 @@ accept_all(struct worker *w)
         c->deadline_ns = ect__now_ns() + REQUEST_NS;
         ect__xport_set_nodelay(fd);
         __atomic_fetch_add(&s->n_conns, 1, __ATOMIC_RELAXED);
-        if (conn_adopt(w, c, EPOLLIN) != 0) {
+        /* Connections are dealt to the workers in turn, so that the
+         * pooled connections of several consumers are served by several
+         * threads from their first request on. */
+        struct worker *owner = &s->workers[s->next_owner++ % N_WORKERS];
+        if (owner != w)
+            handoff_push(c, owner);
+        else if (conn_adopt(w, c, EPOLLIN) != 0) {
             COUNT(s, conns_refused, 1);
             continue;
         }
@@ -433,6 +474,8 @@ conn_send(struct worker *w, struct sconn *c)
         s->ops.finish(s->ops.user, c->grant, 1);
         c->grant = NULL;
     }
+    conn_unload(w, c);
+    c->balanced = 0;
     conn_expect_request(w, c, ect__now_ns() + IDLE_NS);
 }
 
@@ -543,19 +586,31 @@ stripe_join(struct worker *w, struct sconn *c, const ect_stream_req_t *req, uint
     return st;
 }
 
+/* The worker an unstriped request arriving at w should move to: one
+ * sending less than w, when w is sending already; else NULL (stay). */
+static struct worker *
+less_busy_than(struct worker *w)
+{
+    unsigned mine = __atomic_load_n(&w->load, __ATOMIC_RELAXED);
+    struct worker *best = NULL;
+    for (unsigned k = 0; k < N_WORKERS && mine > 0; k++) {
+        struct worker *o = &w->s->workers[k];
+        unsigned load = __atomic_load_n(&o->load, __ATOMIC_RELAXED);
+        if (load < mine) {
+            mine = load;
+            best = o;
+        }
+    }
+    return best;
+}
+
 /* Hand c (out of w's epoll set and slots) to worker `to`. */
 static void
 hand_over(struct worker *w, struct sconn *c, struct worker *to)
 {
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     w->conns[c->slot] = NULL;
-    pthread_mutex_lock(&to->handoff_lock);
-    c->next_handoff = to->handoff;
-    to->handoff = c;
-    pthread_mutex_unlock(&to->handoff_lock);
-    uint64_t one = 1;
-    if (write(to->wake_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-        ECT_LOG_W("xport tcp server: cannot wake a stream thread: %s", strerror(errno));
+    handoff_push(c, to);
 }
 
 static void
@@ -573,6 +628,17 @@ handle_request(struct worker *w, struct sconn *c)
         hand_over(w, c, &s->workers[req.stripe % N_WORKERS]);
         return;
     }
+    struct worker *to = req.stripes > 1 || c->balanced ? NULL : less_busy_than(w);
+    if (to != NULL) {
+        /* Counted in its new worker's load now, so that requests arriving
+         * meanwhile see it busy. */
+        __atomic_fetch_add(&to->load, 1, __ATOMIC_RELAXED);
+        c->loads = 1;
+        c->balanced = 1;
+        COUNT(s, streams_moved, 1);
+        hand_over(w, c, to);
+        return;
+    }
     ect_stream_status_t st;
     uint64_t first = 0, count = 0;
     if (req.stripes > 1) {
@@ -586,6 +652,7 @@ handle_request(struct worker *w, struct sconn *c)
     }
     c->hdr_off = 0;
     if (st != ECT_STREAM_OK) {
+        conn_unload(w, c);
         COUNT(s, streams_denied, 1);
         ect__stream_resp_encode(st, 0, c->hdr);
         c->state = S_REFUSE;
@@ -606,6 +673,10 @@ handle_request(struct worker *w, struct sconn *c)
         c->run_off = skip * s->block_size;
         c->left = c->total = count * s->block_size;
         ect__stream_resp_encode(ECT_STREAM_OK, c->total, c->hdr);
+        if (!c->loads) {
+            __atomic_fetch_add(&w->load, 1, __ATOMIC_RELAXED);
+            c->loads = 1;
+        }
         c->state = S_SEND;
         c->deadline_ns = ect__now_ns() + s->send_timeout_ns;
     }
@@ -652,7 +723,8 @@ conn_read(struct worker *w, struct sconn *c)
     }
 }
 
-/* Take the connections handed to w: each has a whole request to serve. */
+/* Take the connections handed to w: a new one waits for its request, one
+ * moved for its request (req_len != 0: a whole one) has it served. */
 static void
 adopt_handed(struct worker *w)
 {
@@ -665,7 +737,7 @@ adopt_handed(struct worker *w)
     pthread_mutex_unlock(&w->handoff_lock);
     for (struct sconn *c = list, *next; c != NULL; c = next) {
         next = c->next_handoff;
-        if (conn_adopt(w, c, EPOLLIN) == 0)
+        if (conn_adopt(w, c, EPOLLIN) == 0 && c->req_len != 0)
             handle_request(w, c);
     }
 }
