@@ -142,7 +142,28 @@ stripe_thread(void *arg)
     return NULL;
 }
 
-/* Start the receiving threads of stripes 1..n-1.  0 or -1. */
+/* Stop and join the receiving threads (none: nothing to do). */
+static void
+stripes_stop(struct ect_bench_tcp_ceiling *t)
+{
+    struct ect_bench_tcp_stripes *all = t->stripes;
+    if (all == NULL)
+        return;
+    pthread_mutex_lock(&all->lock);
+    all->quit = 1;
+    pthread_cond_broadcast(&all->go);
+    pthread_mutex_unlock(&all->lock);
+    for (unsigned i = 1; i <= all->n_threads; i++)
+        pthread_join(all->th[i], NULL);
+    pthread_mutex_destroy(&all->lock);
+    pthread_cond_destroy(&all->go);
+    pthread_cond_destroy(&all->done);
+    free(all);
+    t->stripes = NULL;
+}
+
+/* Start the receiving threads of stripes 1..n-1: all of them, or none
+ * (-1). */
 static int
 stripes_start(struct ect_bench_tcp_ceiling *t)
 {
@@ -155,8 +176,10 @@ stripes_start(struct ect_bench_tcp_ceiling *t)
     t->stripes = all;
     for (unsigned i = 1; i < t->n; i++) {
         all->arg[i] = (struct stripes_arg){all, i};
-        if (pthread_create(&all->th[i], NULL, stripe_thread, &all->arg[i]) != 0)
+        if (pthread_create(&all->th[i], NULL, stripe_thread, &all->arg[i]) != 0) {
+            stripes_stop(t);
             return -1;
+        }
         all->n_threads = i;
     }
     return 0;
@@ -165,20 +188,7 @@ stripes_start(struct ect_bench_tcp_ceiling *t)
 void
 ect_bench_tcp_ceiling_stop(struct ect_bench_tcp_ceiling *t)
 {
-    struct ect_bench_tcp_stripes *all = t->stripes;
-    if (all != NULL) {
-        pthread_mutex_lock(&all->lock);
-        all->quit = 1;
-        pthread_cond_broadcast(&all->go);
-        pthread_mutex_unlock(&all->lock);
-        for (unsigned i = 1; i <= all->n_threads; i++)
-            pthread_join(all->th[i], NULL);
-        pthread_mutex_destroy(&all->lock);
-        pthread_cond_destroy(&all->go);
-        pthread_cond_destroy(&all->done);
-        free(all);
-        t->stripes = NULL;
-    }
+    stripes_stop(t);
     for (unsigned i = 0; i < t->n; i++) {
         if (t->fd[i] >= 0)
             close(t->fd[i]);
