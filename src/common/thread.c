@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/alloc.h"
 #include "common/error.h"
@@ -16,7 +17,8 @@ struct start {
 };
 
 /* The new thread names itself before it runs fn, so nothing it does is
- * seen under the creator's name. */
+ * seen under the creator's name (the creator names it too, so the name is
+ * there when ect__thread_start returns, whether or not it ran yet). */
 static void *
 trampoline(void *p)
 {
@@ -38,8 +40,12 @@ ect__thread_start(pthread_t *thread, void *(*fn)(void *), void *arg, const char 
     sigset_t all, saved;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
+    char short_name[sizeof(st->name)];
+    memcpy(short_name, st->name, sizeof(short_name));
     int rc = pthread_create(thread, NULL, trampoline, st);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (rc == 0)
+        pthread_setname_np(*thread, short_name);
     if (rc != 0) {
         ect__free(st);
         errno = rc;
