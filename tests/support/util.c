@@ -2,6 +2,7 @@
  * Clocks, pseudo-random bytes, sleeping, whole reads and writes, CPU time
  * (see util.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -113,4 +114,25 @@ ts_cpu_seconds(pid_t pid)
     CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) ==
           2);
     return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+unsigned
+ts_threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d != NULL);
+    unsigned n = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = de->d_name[0] != '.' ? fopen(path, "r") : NULL;
+        if (f == NULL)
+            continue; /* "." and "..", or a thread that ended meanwhile */
+        if (fgets(comm, sizeof(comm), f) != NULL)
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        n += strcmp(comm, name) == 0;
+    }
+    closedir(d);
+    return n;
 }

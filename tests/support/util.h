@@ -60,4 +60,8 @@ void ts_read_all(int fd, void *buf, size_t len);
  * fails the case when pid is gone. */
 double ts_cpu_seconds(pid_t pid);
 
+/* How many threads of this process are named `name` (the comm file of
+ * each thread under /proc/self/task). */
+unsigned ts_threads_named(const char *name);
+
 #endif /* ECT_TESTS_SUPPORT_UTIL_H */

@@ -604,17 +604,6 @@ test_defer_budget_bounds_the_wait_then_falls_back_or_fails(void)
     zmq_ctx_term(ctx);
 }
 
-/* Threads named `name` in this process. */
-static size_t
-threads_named(const char *name)
-{
-    struct thread_seen all[256];
-    size_t n = other_threads(all, 256), k = 0;
-    for (size_t i = 0; i < n; i++)
-        k += strcmp(all[i].name, name) == 0;
-    return k;
-}
-
 /* A 4 MiB entry over tcp with tcp_stripes 4: fetched whole in four stripes,
  * each received on a thread of its own, and streamed (and counted) once. */
 static void
@@ -625,7 +614,7 @@ test_end_to_end_tcp_in_stripes(void)
     struct ect_cli_instance p, c;
     open_instance(&p, "ec_producer", 16u << 20, extra, "m");
     open_instance(&c, "ec_consumer", 16u << 20, extra, "m");
-    CHECK_EQ_U64(threads_named("ect-stream-rx"), 0);
+    CHECK_EQ_U64(ts_threads_named("ect-stream-rx"), 0);
     char hash[65];
     char *params = produce(&p, 0, TOKENS, hash);
     CHECK_EQ_INT(ts_p2p_fetch(&c, hash, TOKENS, params, 0, 10), TS_P2P_FETCHED);
@@ -633,7 +622,7 @@ test_end_to_end_tcp_in_stripes(void)
     ts_p2p_finish(&c, hash, TOKENS);
     check_quiet(&p, 5);
     check_quiet(&c, 5);
-    CHECK_EQ_U64(threads_named("ect-stream-rx"), 4);
+    CHECK_EQ_U64(ts_threads_named("ect-stream-rx"), 4);
     ect_metrics_t m;
     CHECK_OK(ect_scheduler_metrics(c.sched, &m));
     CHECK_EQ_U64(m.p2p_reads_completed, 1);

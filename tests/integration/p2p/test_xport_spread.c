@@ -6,7 +6,6 @@
  * receives reads in flight together on several threads.  The stalled
  * stream that keeps a thread busy is a peer of our own that does not read.
  */
-#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -111,28 +110,6 @@ TS_SHM_CASE(test_a_request_finding_its_sender_busy_moves_to_an_idle_one)
     ts_check_no_leftovers();
 }
 
-/* Threads of this process named `name`. */
-static unsigned
-threads_named(const char *name)
-{
-    DIR *d = opendir("/proc/self/task");
-    CHECK(d != NULL);
-    unsigned n = 0;
-    for (struct dirent *de; (de = readdir(d)) != NULL;) {
-        char path[300], comm[64] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
-        FILE *f = de->d_name[0] != '.' ? fopen(path, "r") : NULL;
-        if (f == NULL)
-            continue;
-        if (fgets(comm, sizeof(comm), f) != NULL)
-            comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
-        n += strcmp(comm, name) == 0;
-    }
-    closedir(d);
-    return n;
-}
-
 /* A client that may use four connections receives unstriped reads in
  * flight together on as many threads (one stream client each, the one with
  * the fewest reads), and a lone read on the first. */
@@ -161,7 +138,7 @@ TS_SHM_CASE(test_unstriped_reads_at_once_are_received_on_several_threads)
     /* Named when made, whether or not they have run yet (the caller may
      * have received a small read itself: read_start makes what progress it
      * can). */
-    CHECK_EQ_U64(threads_named("ect-stream-rx"), 3);
+    CHECK_EQ_U64(ts_threads_named("ect-stream-rx"), 3);
     ts_xport_check_landed(&c, &p, remote, 9, into, 3);
     /* One at a time: always the first stream client, no new thread. */
     for (int round = 0; round < 3; round++) {
@@ -170,7 +147,7 @@ TS_SHM_CASE(test_unstriped_reads_at_once_are_received_on_several_threads)
         CHECK_EQ_INT(ts_xport_wait(&c, r[0], 20), ECT_XPORT_READ_DONE);
         ect__xport_read_release(c.client, r[0]);
     }
-    CHECK_EQ_U64(threads_named("ect-stream-rx"), 3);
+    CHECK_EQ_U64(ts_threads_named("ect-stream-rx"), 3);
     ts_xport_consumer_close(&c);
     ts_xport_producer_stop(&p);
     ts_check_no_leftovers();
