@@ -122,6 +122,10 @@ struct ect__copy_cpu_stats {
      * polling and for one that had to be woken. */
     uint64_t handoffs_polling, handoff_polling_ns;
     uint64_t handoffs_woken, handoff_woken_ns;
+    /* Not a counter: the copy threads asleep on the work condition when the
+     * stats were taken (a thread between its last piece and its sleep, or
+     * polling, is not). */
+    uint64_t threads_asleep;
 };
 
 /*

@@ -119,6 +119,7 @@ ect__copy_cpu_stats(ect_copy_engine_t *engine, struct ect__copy_cpu_stats *stats
     struct cpu_engine *e = cpu_of(engine);
     pthread_mutex_lock(&e->lock);
     *stats_p = e->stats;
+    stats_p->threads_asleep = e->sleepers;
     pthread_mutex_unlock(&e->lock);
     stats_p->wake_signal_ns = __atomic_load_n(&e->wake_signal_ns, __ATOMIC_RELAXED);
     return ECT_OK;

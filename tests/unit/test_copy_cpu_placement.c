@@ -255,6 +255,22 @@ copy_and_check(ect_copy_engine_t *e, ect_copy_dir_t dir, unsigned char *dst,
     CHECK(memcmp(dst, src, len) == 0);
 }
 
+/* Wait (at most 5 s) until all `threads` copy threads of e sleep on the
+ * work condition. */
+static void
+wait_until_all_asleep(ect_copy_engine_t *e, unsigned threads)
+{
+    struct ect__copy_cpu_stats st;
+    for (int tries = 0; tries < 5000; tries++) {
+        CHECK_OK(ect__copy_cpu_stats(e, &st));
+        if (st.threads_asleep == threads)
+            return;
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    }
+    CHECK_MSG(false, "%llu of %u copy threads asleep after 5 s",
+              (unsigned long long)st.threads_asleep, threads);
+}
+
 static void
 test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured(void)
 {
@@ -267,15 +283,17 @@ test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured(void)
     enum { LEN = 1 << 20, N = 48 };
     unsigned char *src = ts_xmalloc(LEN), *dst = ts_xmalloc(LEN);
     ts_fill_nonzero(src, LEN, 61);
-    ect_copy_cpu_params_t p = {.spin_us = ECT_COPY_CPU_NO_SPIN};
+    enum { THREADS = 2 };
+    ect_copy_cpu_params_t p = {.threads = THREADS, .spin_us = ECT_COPY_CPU_NO_SPIN};
     ect_copy_engine_t *e = NULL;
     CHECK_OK(ect_copy_engine_create_cpu(&p, &e));
     for (int i = 0; i < N; i++) {
+        /* Every copy thread back asleep first: a hand-off that finds one
+         * still on its way to sleep wakes nobody (that thread sees the
+         * batch before it sleeps), and on a busy machine under ASan the
+         * way back can take milliseconds. */
+        wait_until_all_asleep(e, THREADS);
         copy_and_check(e, ECT_COPY_LOAD, dst, src, LEN);
-        /* The threads go back to sleep: 2 ms, as 200 us was not always
-         * enough in an ASan build on a busy 2-core machine (a hand-off
-         * that finds a thread not yet asleep wakes nobody). */
-        nanosleep(&(struct timespec){0, 2 * 1000 * 1000}, NULL);
     }
     struct ect__copy_cpu_stats st;
     CHECK_OK(ect__copy_cpu_stats(e, &st));
