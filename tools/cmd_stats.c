@@ -5,7 +5,8 @@
  * summary: lookups and hit rate, saves and loads with their bytes, P2P
  * reads, fallbacks and acks by status, fetch and read latency percentiles, region
  * occupancy, pins, holds and grants (and grants refused), the producer's
- * data stream (grants served, bytes, requests denied, connections cut),
+ * data stream (grants served, bytes, requests moved between its sending
+ * threads, requests denied, connections cut),
  * the event stream.  --watch refreshes
  * it and adds the rates over the last interval, from successive scrapes.
  *
@@ -57,7 +58,7 @@ struct figures {
     double ack_timeouts, read_timeouts, transport_errors, wire_dropped, framing_dropped;
     double grants, grants_expired, grants_dead_peer, grants_refused, dones_rejected;
     double stream_served, stream_bytes, stream_denied, stream_bad_requests;
-    double stream_conns_refused, stream_timeouts, stream_send_failures;
+    double stream_conns_refused, stream_timeouts, stream_send_failures, stream_moved;
     double region_blocks, used_blocks, evictable_blocks, entries, entries_not_ready;
     double entries_pinned, pins, holds_active, holds_pending;
     double evictions, evicted_blocks, alloc_no_space;
@@ -111,6 +112,7 @@ static const struct {
     F("data_connections_refused_total", stream_conns_refused),
     F("data_stream_timeouts_total", stream_timeouts),
     F("data_stream_send_failures_total", stream_send_failures),
+    F("data_streams_moved_total", stream_moved),
     F("region_blocks", region_blocks),
     F("region_used_blocks", used_blocks),
     F("region_evictable_blocks", evictable_blocks),
@@ -328,9 +330,11 @@ print_summary(const ect__prom_t *p, const struct figures *x)
     printf("grants     %s refused (max_grants, max_grants_per_peer), %s 'done' of another "
            "connection\n",
            count_str(&f, x->grants_refused), count_str(&f, x->dones_rejected));
-    printf("stream     %s grants served, %s sent; %s denied, %s bad requests\n",
+    printf("stream     %s grants served, %s sent, %s moved between threads; %s denied, "
+           "%s bad requests\n",
            count_str(&f, x->stream_served), bytes_str(&f, x->stream_bytes),
-           count_str(&f, x->stream_denied), count_str(&f, x->stream_bad_requests));
+           count_str(&f, x->stream_moved), count_str(&f, x->stream_denied),
+           count_str(&f, x->stream_bad_requests));
     printf("stream cut %s connections refused, %s timed out, %s by the peer\n",
            count_str(&f, x->stream_conns_refused), count_str(&f, x->stream_timeouts),
            count_str(&f, x->stream_send_failures));

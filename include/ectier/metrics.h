@@ -79,6 +79,7 @@ typedef struct ect_metrics {
     uint64_t stream_conns_refused;        /* connections over the cap or while out of fds */
     uint64_t stream_timeouts;             /* connections cut by a request or send deadline */
     uint64_t stream_send_failures;        /* streams cut by the peer */
+    uint64_t stream_moved;                /* requests moved to a less busy sending thread */
     ect_latency_hist_t p2p_fetch_latency; /* request sent -> entry ready */
     /* ack received -> bytes landed: the data transport's part of a fetch
      * (the rest is the XferReq/XferAck round trip and the engine's polls) */

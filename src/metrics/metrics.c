@@ -196,6 +196,10 @@ ect_metrics_format_prometheus(const ect_metrics_t *m, char *buf, size_t cap, siz
             m->stream_timeouts);
     counter(&o, "data_stream_send_failures_total", "Data streams cut by the peer.",
             m->stream_send_failures);
+    counter(&o, "data_streams_moved_total",
+            "Unstriped data-stream requests that found their connection's sending thread busy "
+            "and were moved to a less busy one (reads at once).",
+            m->stream_moved);
     counter(&o, "grants_released_dead_peer_total", "Grants released because the peer died.",
             m->grants_released_dead_peer);
     counter(&o, "announcements_total", "Encodings announced to an orchestrator.", m->announcements);

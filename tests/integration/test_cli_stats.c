@@ -66,7 +66,8 @@ test_stats_summarises_a_real_instance(void)
     /* Zeros, not "-": the names stats reads are the ones the library exports. */
     CHECK_CONTAINS(r.out, "\ngrants     0 refused (max_grants, max_grants_per_peer), 0 'done' of "
                           "another connection\n");
-    CHECK_CONTAINS(r.out, "\nstream     0 grants served, 0 B sent; 0 denied, 0 bad requests\n");
+    CHECK_CONTAINS(r.out, "\nstream     0 grants served, 0 B sent, 0 moved between threads; 0 "
+                          "denied, 0 bad requests\n");
     CHECK_CONTAINS(r.out, "\nstream cut 0 connections refused, 0 timed out, 0 by the peer\n");
     /* A person's terminal: no line over 100 columns. */
     for (const char *l = r.out; *l != '\0';) {
@@ -323,14 +324,15 @@ test_stats_shows_the_data_stream_and_grant_refusals(void)
                                "ectier_data_stream_bad_requests_total 5\n"
                                "ectier_data_connections_refused_total 6\n"
                                "ectier_data_stream_timeouts_total 7\n"
-                               "ectier_data_stream_send_failures_total 8\n";
+                               "ectier_data_stream_send_failures_total 8\n"
+                               "ectier_data_streams_moved_total 9\n";
     struct ts_cli_run r;
     stats_of_fake(&r, FAKE_PAGE, page);
     CHECK_CLI_RC(&r, 0);
     CHECK_CONTAINS(r.out, "\ngrants     3 refused (max_grants, max_grants_per_peer), 1 'done' of "
                           "another connection\n");
-    CHECK_CONTAINS(r.out, "\nstream     24 grants served, 42.0 MiB sent; 2 denied, 5 bad "
-                          "requests\n");
+    CHECK_CONTAINS(r.out, "\nstream     24 grants served, 42.0 MiB sent, 9 moved between "
+                          "threads; 2 denied, 5 bad requests\n");
     CHECK_CONTAINS(r.out, "\nstream cut 6 connections refused, 7 timed out, 8 by the peer\n");
     ts_cli_run_free(&r);
 }

@@ -631,6 +631,8 @@ test_end_to_end_tcp_in_stripes(void)
     CHECK_EQ_U64(m.stream_served, 1);
     CHECK_EQ_U64(m.stream_bytes, (uint64_t)TOKENS * BLOCK);
     CHECK_EQ_U64(m.stream_denied + m.stream_bad_requests + m.stream_send_failures, 0);
+    /* Stripes are sent by the thread of their index: none moves. */
+    CHECK_EQ_U64(m.stream_moved, 0);
     ect_free(params);
     ect_cli_instance_close(&c);
     ect_cli_instance_close(&p);
