@@ -62,254 +62,20 @@
 
 #include "../bench.h"
 #include "bench_xport_ceilings.h"
+#include "bench_xport_producer.h"
 #include "cli_io.h"
 #include "common/clock.h"
 #include "copy/cpu.h"
 #include "p2p/transport.h"
 #include "p2p/xport_internal.h"
 
-#define BLOCK      7168u
-#define FRAGS      16u
-#define MAX_BLOCKS (((size_t)32 << 20) / BLOCK + 1)
-/* Producer and consumer regions: the fragmented 32 MiB layout with gaps. */
-#define REGION_BLOCKS (FRAGS * (MAX_BLOCKS / FRAGS + 3))
-#define READ_SECONDS  0.6 /* per shape and transport, after warm-up */
-#define WAY_LEN       48  /* a ceiling's way, "rep movsb, 2 threads" */
+#define READ_SECONDS 0.6 /* per shape and transport, after warm-up */
+#define WAY_LEN      48  /* a ceiling's way, "rep movsb, 2 threads" */
 
 enum mode { MODE_TCP, MODE_SAME_HOST, N_MODES };
 
 static const size_t SIZES_MIB[] = {1, 8, 32};
 #define N_SIZES (sizeof(SIZES_MIB) / sizeof(SIZES_MIB[0]))
-
-/* ---- helpers ------------------------------------------------------------------ */
-
-/* The producer's bytes: never zero, different per block. */
-static uint64_t
-pattern_word(uint64_t block, uint64_t word)
-{
-    uint64_t x = (block + 1) * 0x9E3779B97F4A7C15ull ^ (word + 1) * 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 31;
-    x *= 0x94D049BB133111EBull;
-    x ^= x >> 29;
-    return x | 0x0101010101010101ull;
-}
-
-static void
-region_params(ect_region_params_t *p, const char *name)
-{
-    memset(p, 0, sizeof(*p));
-    p->name = name;
-    p->geometry = (ect_geometry_t){.hidden_dim = BLOCK / 2,
-                                   .dtype = ECT_DTYPE_BF16,
-                                   .block_size_bytes = BLOCK,
-                                   .num_blocks = REGION_BLOCKS};
-}
-
-/* One entry's shape: its remote block ids and local runs. */
-#define MAX_FRAGS 1024u
-
-struct shape {
-    size_t mib;
-    unsigned frags; /* runs on each side */
-    uint64_t n_blocks;
-    uint64_t remote[MAX_BLOCKS];
-    ect_run_t local[MAX_FRAGS];
-    size_t n_local;
-};
-
-/* Run i of an entry of mib MiB in frags runs (1, or a power of two up to
- * MAX_FRAGS) of near-equal length, in a permuted order with 3-block gaps:
- * the remote side uses one permutation, the local side another, so no two
- * runs coalesce on either side. */
-static void
-shape_run(size_t mib, unsigned frags, unsigned i, ect_run_t *remote, ect_run_t *local)
-{
-    uint64_t n_blocks = ((uint64_t)mib << 20) / BLOCK;
-    uint64_t per = n_blocks / frags, extra = n_blocks % frags, gap = frags > 1 ? 3 : 0;
-    uint64_t count = per + (i < extra);
-    unsigned rslot = (i * 7) % frags, lslot = (i * 5 + 3) % frags;
-    *remote = (ect_run_t){rslot * (per + gap), count};
-    *local = (ect_run_t){lslot * (per + gap), count};
-}
-
-static void
-make_shape(struct shape *s, size_t mib, unsigned frags)
-{
-    s->mib = mib;
-    s->frags = frags;
-    s->n_blocks = ((uint64_t)mib << 20) / BLOCK;
-    uint64_t k = 0;
-    for (unsigned i = 0; i < frags; i++) {
-        ect_run_t remote;
-        shape_run(mib, frags, i, &remote, &s->local[i]);
-        for (uint64_t b = 0; b < remote.count; b++)
-            s->remote[k++] = remote.first + b;
-    }
-    s->n_local = frags;
-}
-
-/* ---- producer --------------------------------------------------------------------- */
-
-struct producer {
-    pid_t pid;
-    int cmd_fd;
-    char region_name[96];
-    char path[512];
-    uint8_t *agent;
-    size_t agent_len;
-};
-
-/* The bench producer's grant table: the shape a hash names, moved by its
- * slot, every time.  Each claim gets runs of its own, freed when it is
- * finished: the stream server calls claim and finish on any of its
- * threads, and concurrent readers' grants are live at once. */
-static ect_stream_status_t
-bench_claim(void *user, const char *session, const char *hash, const uint8_t *token,
-            uint64_t expect, ect_xport_grant_view_t *view_p, void **grant_p)
-{
-    (void)user, (void)session, (void)token;
-    unsigned mib, fr;
-    unsigned long long slot;
-    if (sscanf(hash, "shape-%u-%u-%llu", &mib, &fr, &slot) != 3 || fr == 0 || fr > MAX_FRAGS ||
-        mib == 0 || mib > 32 || slot >= REGION_BLOCKS)
-        return ECT_STREAM_DENIED;
-    if (expect != ((uint64_t)mib << 20) / BLOCK * BLOCK)
-        return ECT_STREAM_SIZE_MISMATCH;
-    ect_run_t *runs = malloc(fr * sizeof(*runs));
-    if (runs == NULL)
-        return ECT_STREAM_DENIED;
-    size_t n = 0;
-    for (unsigned i = 0; i < fr; i++) {
-        ect_run_t r, local;
-        shape_run(mib, fr, i, &r, &local);
-        r.first += slot;
-        if (r.first + r.count > REGION_BLOCKS) {
-            free(runs);
-            return ECT_STREAM_DENIED;
-        }
-        if (n > 0 && runs[n - 1].first + runs[n - 1].count == r.first)
-            runs[n - 1].count += r.count;
-        else
-            runs[n++] = r;
-    }
-    *view_p = (ect_xport_grant_view_t){runs, n, expect};
-    *grant_p = runs;
-    return ECT_STREAM_OK;
-}
-
-static void
-bench_finish(void *user, void *grant, int sent)
-{
-    (void)user, (void)sent;
-    free(grant);
-}
-
-static void
-producer_main(int up, int down, const char *name, int serve_tcp, int serve_same_host)
-{
-    ect_region_params_t rp;
-    region_params(&rp, name);
-    ect_region_t *region = NULL;
-    ect_xport_server_t *server = NULL;
-    ect_xport_grant_ops_t ops = {.claim = bench_claim, .finish = bench_finish};
-    int st = ect_region_open(&rp, &region);
-    if (st == ECT_OK) {
-        for (uint64_t b = 0; b < REGION_BLOCKS; b++) {
-            uint8_t *p = ect_region_block_ptr(region, b);
-            for (uint64_t w = 0; w < BLOCK / 8; w++) {
-                uint64_t v = pattern_word(b, w);
-                memcpy(p + 8 * w, &v, 8);
-            }
-        }
-        ect_xport_server_params_t sp = {.data = ect_region_data(region),
-                                        .block_size = BLOCK,
-                                        .num_blocks = REGION_BLOCKS,
-                                        .region_path = ect_region_path(region),
-                                        .data_offset = ect_region_data_offset(region),
-                                        .bind_host = "127.0.0.1",
-                                        .send_timeout_ns = 20ull * 1000 * 1000 * 1000,
-                                        .grants = &ops,
-                                        .serve_tcp = serve_tcp,
-                                        .serve_same_host = serve_same_host,
-                                        .touch_pages = 1}; /* prefault's default */
-        st = ect__xport_server_start(&sp, &server);
-    }
-    if (st != ECT_OK)
-        fprintf(stderr, "bench xport: producer: %s\n", ect_last_error());
-    size_t alen = 0;
-    const void *agent = st == ECT_OK ? ect__xport_server_agent_metadata(server, &alen) : NULL;
-    const char *path = region != NULL ? ect_region_path(region) : "";
-    uint32_t lens[2] = {(uint32_t)alen, (uint32_t)strlen(path)};
-    if (ect_cli_write_full(up, &st, sizeof(st)) || ect_cli_write_full(up, lens, sizeof(lens)) ||
-        ect_cli_write_full(up, agent, alen) || ect_cli_write_full(up, path, lens[1]))
-        _exit(3);
-    close(up);
-    char c;
-    while (read(down, &c, 1) < 0 && errno == EINTR)
-        ;
-    ect__xport_server_stop(server);
-    ect_region_close(region);
-    _exit(0);
-}
-
-static int
-producer_start(struct producer *p, int serve_tcp, int serve_same_host)
-{
-    static unsigned counter;
-    memset(p, 0, sizeof(*p));
-    snprintf(p->region_name, sizeof(p->region_name), "ectier_bench_xport_%d_%u", (int)getpid(),
-             counter++);
-    int up[2], down[2];
-    if (pipe(up) != 0 || pipe(down) != 0) {
-        perror("bench xport: pipe");
-        return 1;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("bench xport: fork");
-        return 1;
-    }
-    if (pid == 0) {
-        close(up[0]);
-        close(down[1]);
-        producer_main(up[1], down[0], p->region_name, serve_tcp, serve_same_host);
-    }
-    close(up[1]);
-    close(down[0]);
-    p->pid = pid;
-    p->cmd_fd = down[1];
-    int st;
-    uint32_t lens[2];
-    int rc = 1;
-    if (ect_cli_read_full(up[0], &st, sizeof(st)) || st != ECT_OK ||
-        ect_cli_read_full(up[0], lens, sizeof(lens)) || lens[1] >= sizeof(p->path))
-        goto close_up;
-    p->agent = malloc(lens[0] ? lens[0] : 1);
-    if (p->agent == NULL || ect_cli_read_full(up[0], p->agent, lens[0]) ||
-        ect_cli_read_full(up[0], p->path, lens[1]))
-        goto close_up;
-    p->agent_len = lens[0];
-    rc = 0;
-close_up:
-    close(up[0]);
-    if (rc != 0)
-        fprintf(stderr, "bench xport: the producer did not start\n");
-    return rc;
-}
-
-static void
-producer_stop(struct producer *p)
-{
-    if (p->pid > 0) {
-        if (ect_cli_write_full(p->cmd_fd, "q", 1) != 0)
-            kill(p->pid, SIGKILL);
-        close(p->cmd_fd);
-        waitpid(p->pid, NULL, 0);
-    }
-    free(p->agent);
-}
 
 /* ---- consumer ---------------------------------------------------------------------- */
 
@@ -321,7 +87,7 @@ check_landed(ect_region_t *region, const struct shape *s)
         for (uint64_t b = 0; b < s->local[j].count; b++, k++) {
             const uint8_t *p = ect_region_block_ptr(region, s->local[j].first + b);
             for (uint64_t w = 0; w < BLOCK / 8; w++) {
-                uint64_t v = pattern_word(s->remote[k], w), got;
+                uint64_t v = ect_bench_xport_pattern(s->remote[k], w), got;
                 memcpy(&got, p + 8 * w, 8);
                 if (got != v) {
                     fprintf(stderr, "bench xport: local block %llu does not hold remote %llu\n",
@@ -637,7 +403,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     char name[sizeof(p->region_name) + 16];
     snprintf(name, sizeof(name), "%s_consumer", p->region_name);
     ect_region_params_t rp;
-    region_params(&rp, name);
+    ect_bench_xport_region_params(&rp, name);
     ect_region_t *mine = NULL, *theirs = NULL;
     ect_xport_client_t *client = NULL, *striped_client = NULL, *readers[MAX_READERS] = {NULL};
     ect_bench_ceiling_t *ceiling = NULL;
@@ -695,7 +461,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
             ect_xport_client_t *one[MAX_READERS];
             for (size_t j = 0; j < MAX_READERS; j++)
                 one[j] = striped_client;
-            make_shape(&shape, READERS[k].mib, 1);
+            ect_bench_xport_make_shape(&shape, READERS[k].mib, 1);
             a.status =
                 measure_shape(READERS[k].one_consumer ? one : readers,
                               mode == MODE_TCP ? MAX_READERS : 1, mine, theirs, p, &shape, ceiling,
@@ -705,7 +471,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
              * over one connection and fig[1] the same bytes over one bare
              * connection; fig[2] striped and fig[3] over as many bare
              * connections at once. */
-            make_shape(&shape, 7, SEED_FRAGS[(i - SEED_CMD) % 3]);
+            ect_bench_xport_make_shape(&shape, 7, SEED_FRAGS[(i - SEED_CMD) % 3]);
             a.status = measure_shape(&client, 1, mine, theirs, p, &shape, ceiling, bare, 0,
                                      &a.fig[0], &a.fig[1], a.way[1], &a.parts[0]);
             if (a.status == 0 && striped_client != NULL)
@@ -716,7 +482,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
             a.status = 1;
         for (int cold = 0; cold < 2 && i < N_SIZES; cold++)
             for (int fr = 0; fr < 2 && a.status == 0; fr++) {
-                make_shape(&shape, SIZES_MIB[i], fr ? FRAGS : 1);
+                ect_bench_xport_make_shape(&shape, SIZES_MIB[i], fr ? FRAGS : 1);
                 a.status = measure_shape(&client, 1, mine, theirs, p, &shape, ceiling, bare, cold,
                                          &a.fig[FIG(cold, fr, 0)], &a.fig[FIG(cold, fr, 1)],
                                          a.way[FIG(cold, fr, 1)], &a.parts[FIG(cold, fr, 0) / 2]);
@@ -863,7 +629,7 @@ run_mode(enum mode mode)
     struct producer p;
     struct consumer c = {.pid = -1};
     int rc = 1;
-    if (producer_start(&p, mode == MODE_TCP, mode == MODE_SAME_HOST) != 0 ||
+    if (ect_bench_xport_producer_start(&p, mode == MODE_TCP, mode == MODE_SAME_HOST) != 0 ||
         consumer_start(&c, &p, mode) != 0)
         goto stop;
     /* Each size: our reads, then the ceilings right after, so both see the
@@ -966,7 +732,7 @@ run_mode(enum mode mode)
     rc = 0;
 stop:
     consumer_stop(&c);
-    producer_stop(&p);
+    ect_bench_xport_producer_stop(&p);
     return rc;
 }
 
