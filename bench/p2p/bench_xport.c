@@ -135,13 +135,24 @@ timed_reads(ect_xport_client_t *const *c, size_t n, const struct producer *p,
             const struct shape *const *s, const uint64_t *slot_blocks, struct read_parts *parts)
 {
     char hash[MAX_READERS][64];
-    uint8_t desc[ECT_XPORT_DESC_LEN] = {'E', 'C', 'T', 'D', 2};
-    uint64_t bs = BLOCK, nb = REGION_BLOCKS;
-    memcpy(desc + 8, &bs, 8);
-    memcpy(desc + 16, &nb, 8);
+    /* Every read its own token, as every real grant has: a read of the
+     * same hash right after another must not find that one's stripe group,
+     * which lives until its last stripe's sender has finished it. */
+    static uint64_t reads_made;
+    uint8_t desc[MAX_READERS][ECT_XPORT_DESC_LEN];
     ect_xport_read_t *r[MAX_READERS];
     ect_xport_read_state_t st[MAX_READERS];
     size_t started = 0, pending = n;
+    size_t desc_len = 0;
+    for (size_t k = 0; k < n && k < MAX_READERS; k++) {
+        ect_xport_desc_t d = {.block_size = BLOCK, .num_blocks = REGION_BLOCKS};
+        uint64_t token = ++reads_made;
+        memcpy(d.token, &token, sizeof(token));
+        if (ect__xport_desc_encode(&d, NULL, 0, desc[k], sizeof(desc[k]), &desc_len) != ECT_OK) {
+            fprintf(stderr, "bench xport: descriptor: %s\n", ect_last_error());
+            return -1;
+        }
+    }
     int failed = 0;
     uint64_t t0 = ect__now_ns();
     for (; started < n && started < MAX_READERS; started++) {
@@ -154,8 +165,8 @@ timed_reads(ect_xport_client_t *const *c, size_t n, const struct producer *p,
                                       .mm_hash = hash[started],
                                       .agent_metadata = p->agent,
                                       .agent_len = p->agent_len,
-                                      .mem_descriptor = desc,
-                                      .desc_len = sizeof(desc),
+                                      .mem_descriptor = desc[started],
+                                      .desc_len = desc_len,
                                       .remote_blocks = sk->remote,
                                       .n_remote = sk->n_blocks,
                                       .local_runs = sk->local,
