@@ -435,7 +435,9 @@ static const struct ect__setting table[] = {
             "batch before it sleeps (a waiting caller polls as long).  A sleeping thread takes "
             "5-100 us to wake (the most on VMs), about as long as copying 1 MiB; set this above "
             "the time between steps to keep the threads awake, at the price of up to a core "
-            "per copy thread while polling.  0: never poll.",
+            "per copy thread while polling.  On hosts with CPUs to spare, a consumer also wakes "
+            "its copy threads to poll when it asks a same-host peer for an entry, for up to twice "
+            "the usual ack round trip (at most 2 ms).  0: never poll.",
      .offset = FIELD(copy_spin_us),
      .min = 0,
      .max = 100000},

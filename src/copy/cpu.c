@@ -401,6 +401,25 @@ ect__cpu_copy_thread_main(void *arg)
         pthread_cond_wait(&e->work_cv, &e->lock);
         e->sleepers--;
         polled = false;
+        uint64_t now = ect__now_ns();
+        if (e->queue_head == NULL && !e->stopping && !e->held && now < e->warm_until_ns &&
+            e->spinners < e->max_spinners) {
+            /* Woken ahead of a batch (ect__copy_cpu_prewake): poll for it
+             * until the prewake's deadline. */
+            e->spinners++;
+            e->stats.prewoken++;
+            uint64_t budget = e->warm_until_ns - now;
+            pthread_mutex_unlock(&e->lock);
+            bool found = poll_until(e, &e->queued, 0, true, budget);
+            pthread_mutex_lock(&e->lock);
+            e->spinners--;
+            polled = true;
+            may_spin = found;
+            if (found)
+                e->stats.polls_found_work++;
+            else
+                e->stats.polls_timed_out++;
+        }
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;

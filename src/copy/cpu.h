@@ -67,6 +67,24 @@ ect_status_t ect__copy_cpu_submit_notify(ect_copy_engine_t *engine, const ect_co
  */
 ect_status_t ect__copy_cpu_help(ect_copy_engine_t *engine, uint64_t ticket);
 
+/* The longest a prewake keeps copy threads polling. */
+#define ECT_COPY_CPU_PREWAKE_MAX_NS (2ull * 1000 * 1000)
+
+/*
+ * A batch is expected within about budget_ns: wake the copy threads that
+ * sleep (as many as may poll at once, less those polling already) so that
+ * they poll for it for max(budget_ns, the engine's spin_us), at most
+ * ECT_COPY_CPU_PREWAKE_MAX_NS, instead of being woken by its submit: the
+ * wake-up (tens of microseconds on a VM) then overlaps whatever the caller
+ * waits for before it submits.  A no-op while the threads are polling or
+ * copying, on an engine that never polls (spin_us ECT_COPY_CPU_NO_SPIN),
+ * held, or shutting down.  The polling costs a CPU per woken thread for up
+ * to that long when no batch comes.  Returns ECT_OK, or ECT_ERR_INVALID_ARG
+ * if engine is not a CPU engine.
+ * Thread safety: safe.
+ */
+ect_status_t ect__copy_cpu_prewake(ect_copy_engine_t *engine, uint64_t budget_ns);
+
 /*
  * The engine a config asks for: its copy_threads and copy_spin_us (0 there
  * means never poll: ECT_COPY_CPU_NO_SPIN here), the rest default.  The
@@ -122,10 +140,12 @@ struct ect__copy_cpu_stats {
      * polling and for one that had to be woken. */
     uint64_t handoffs_polling, handoff_polling_ns;
     uint64_t handoffs_woken, handoff_woken_ns;
-    /* Not a counter: the copy threads asleep on the work condition when the
-     * stats were taken (a thread between its last piece and its sleep, or
-     * polling, is not). */
-    uint64_t threads_asleep;
+    /* Not counters: the engine's copy threads, and those asleep on the work
+     * condition when the stats were taken (a thread between its last piece
+     * and its sleep, or polling, is not). */
+    uint64_t threads, threads_asleep;
+    uint64_t prewakes; /* copy threads signalled by ect__copy_cpu_prewake */
+    uint64_t prewoken; /* ... that woke to poll (the rest found work, or a stop) */
 };
 
 /*

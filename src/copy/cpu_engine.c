@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/thread.h"
 #include "copy/cpu_internal.h"
@@ -112,6 +113,34 @@ ect__copy_cpu_hold(ect_copy_engine_t *engine, bool hold)
 }
 
 ect_status_t
+ect__copy_cpu_prewake(ect_copy_engine_t *engine, uint64_t budget_ns)
+{
+    if (engine == NULL || engine->ops != &ect__cpu_ops)
+        return ect__error(ECT_ERR_INVALID_ARG, "copy prewake: not a cpu engine");
+    struct cpu_engine *e = cpu_of(engine);
+    if (budget_ns < e->spin_ns)
+        budget_ns = e->spin_ns;
+    if (budget_ns > ECT_COPY_CPU_PREWAKE_MAX_NS)
+        budget_ns = ECT_COPY_CPU_PREWAKE_MAX_NS;
+    unsigned wake = 0;
+    pthread_mutex_lock(&e->lock);
+    if (e->spin_ns > 0 && !e->stopping && !e->held) {
+        uint64_t until = ect__now_ns() + budget_ns;
+        if (until > e->warm_until_ns)
+            e->warm_until_ns = until;
+        unsigned busy = e->spinners + e->copiers;
+        wake = busy < e->max_spinners ? e->max_spinners - busy : 0;
+        if (wake > e->sleepers)
+            wake = e->sleepers;
+        e->stats.prewakes += wake;
+    }
+    pthread_mutex_unlock(&e->lock);
+    for (unsigned i = 0; i < wake; i++)
+        pthread_cond_signal(&e->work_cv);
+    return ECT_OK;
+}
+
+ect_status_t
 ect__copy_cpu_stats(ect_copy_engine_t *engine, struct ect__copy_cpu_stats *stats_p)
 {
     if (engine == NULL || engine->ops != &ect__cpu_ops || stats_p == NULL)
@@ -119,6 +148,7 @@ ect__copy_cpu_stats(ect_copy_engine_t *engine, struct ect__copy_cpu_stats *stats
     struct cpu_engine *e = cpu_of(engine);
     pthread_mutex_lock(&e->lock);
     *stats_p = e->stats;
+    stats_p->threads = e->n_threads;
     stats_p->threads_asleep = e->sleepers;
     pthread_mutex_unlock(&e->lock);
     stats_p->wake_signal_ns = __atomic_load_n(&e->wake_signal_ns, __ATOMIC_RELAXED);

@@ -102,6 +102,9 @@ struct cpu_engine {
     unsigned copiers;      /* copy threads copying a piece now */
     unsigned spinners;     /* copy threads polling for work now */
     unsigned sleepers;     /* copy threads waiting on work_cv */
+    /* ect__copy_cpu_prewake: until then, a copy thread that wakes to an
+     * empty queue polls for work (until then) before it sleeps again. */
+    uint64_t warm_until_ns;
     bool stopping;
     bool joined;
     bool held;           /* ect__copy_cpu_hold: copy threads leave the queue alone (atomic reads) */

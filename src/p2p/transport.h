@@ -281,6 +281,16 @@ void ect__xport_read_release(ect_xport_client_t *client, ect_xport_read_t *read)
  * same-host mapping is closed once unused), e.g. when it died. */
 void ect__xport_client_forget_peer(ect_xport_client_t *client, const char *host, uint16_t port);
 
+/* A read from host:port is expected within about budget_ns (the caller
+ * has just asked that peer for a grant).  When the peer's reads land
+ * through the same-host copy, the copy threads are woken now to poll for it
+ * (ect__copy_cpu_prewake), so the read does not wait for them to wake;
+ * nothing happens for a peer read over tcp or not read from yet, or when
+ * the client's copy threads never poll (copy_spin_us 0).  Call from the
+ * thread that starts reads. */
+void ect__xport_client_expect_read(ect_xport_client_t *client, const char *host, uint16_t port,
+                                   uint64_t budget_ns);
+
 /* Counters: reads by kind, bytes, failures. */
 typedef struct ect_xport_counters {
     uint64_t reads[ECT_XPORT_KINDS]; /* by ect_xport_kind_t */

@@ -911,6 +911,19 @@ ect__xport_client_forget_peer(ect_xport_client_t *c, const char *host, uint16_t 
 }
 
 void
+ect__xport_client_expect_read(ect_xport_client_t *c, const char *host, uint16_t port,
+                              uint64_t budget_ns)
+{
+    if (c == NULL || host == NULL || c->copy == NULL)
+        return;
+    char key[PEER_KEY_MAX + 1];
+    snprintf(key, sizeof(key), "%s:%u", host, (unsigned)port);
+    const struct peer *p = find_peer(c, key);
+    if (p != NULL && p->shm != NULL)
+        ect__copy_cpu_prewake(c->copy, budget_ns);
+}
+
+void
 ect__xport_client_counters(const ect_xport_client_t *c, ect_xport_counters_t *counters_p)
 {
     if (c != NULL && counters_p != NULL)

@@ -421,6 +421,83 @@ test_learned_choice_tries_both_ways_then_keeps_the_faster(void)
     CHECK_EQ_INT(ect__learn_class(SIZE_MAX), ECT__LEARN_CLASSES - 1);
 }
 
+/* Wait (at most 1 s) until the engine's stats count more than `seen`
+ * threads woken to poll by a prewake. */
+static bool
+wait_until_prewoken(ect_copy_engine_t *e, uint64_t seen)
+{
+    struct ect__copy_cpu_stats st;
+    for (int tries = 0; tries < 10000; tries++) {
+        CHECK_OK(ect__copy_cpu_stats(e, &st));
+        if (st.prewoken > seen)
+            return true;
+        nanosleep(&(struct timespec){0, 100 * 1000}, NULL);
+    }
+    return false;
+}
+
+static void
+test_prewake_has_sleeping_copy_threads_poll_for_the_coming_batch(void)
+{
+    /* Asleep, the copy threads are woken by the batch (its submit signals
+     * one).  After a prewake one polls instead, and takes the batch (a
+     * single piece) without a signal.  On a busy machine the polling can
+     * run out before the batch comes: the pair is tried up to 20 times. */
+    enum { THREADS = 2, LEN = 192 * 1024 };
+    unsigned char *src = ts_xmalloc(LEN), *dst = ts_xmalloc(LEN);
+    ts_fill_nonzero(src, LEN, 67);
+    ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
+    ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &op, .n_ops = 1};
+    ect_copy_cpu_params_t p = {.threads = THREADS, .inline_bytes = ECT_COPY_CPU_NO_INLINE};
+    ect_copy_engine_t *e = NULL;
+    CHECK_OK(ect_copy_engine_create_cpu(&p, &e));
+    struct ect__copy_cpu_stats a, b, z;
+    wait_until_all_asleep(e, THREADS);
+    CHECK_OK(ect__copy_cpu_stats(e, &a));
+    hand_off_and_poll(e, &batch);
+    CHECK_OK(ect__copy_cpu_stats(e, &b));
+    CHECK_EQ_U64(b.wakeups - a.wakeups, 1);
+    CHECK_EQ_U64(b.prewakes + b.prewoken, 0);
+    bool taken_polling = false;
+    for (int try = 0; try < 20 && !taken_polling; try++) {
+        wait_until_all_asleep(e, THREADS);
+        CHECK_OK(ect__copy_cpu_stats(e, &a));
+        CHECK_OK(ect__copy_cpu_prewake(e, ECT_COPY_CPU_PREWAKE_MAX_NS));
+        CHECK_OK(ect__copy_cpu_stats(e, &b));
+        CHECK(b.prewakes > a.prewakes);
+        if (!wait_until_prewoken(e, a.prewoken))
+            continue;
+        hand_off_and_poll(e, &batch);
+        CHECK_OK(ect__copy_cpu_stats(e, &z));
+        taken_polling = z.handoffs_polling > b.handoffs_polling && z.wakeups == b.wakeups;
+    }
+    CHECK_MSG(taken_polling, "no batch after a prewake was taken by a polling thread in 20 tries");
+    /* The polling ends: every thread sleeps again. */
+    wait_until_all_asleep(e, THREADS);
+    /* Held, the threads stay asleep. */
+    CHECK_OK(ect__copy_cpu_hold(e, true));
+    CHECK_OK(ect__copy_cpu_stats(e, &a));
+    CHECK_OK(ect__copy_cpu_prewake(e, ECT_COPY_CPU_PREWAKE_MAX_NS));
+    CHECK_OK(ect__copy_cpu_stats(e, &b));
+    CHECK_EQ_U64(b.prewakes, a.prewakes);
+    CHECK_OK(ect__copy_cpu_hold(e, false));
+    ect_copy_engine_destroy(e);
+
+    /* An engine that never polls is not woken by a prewake. */
+    p.spin_us = ECT_COPY_CPU_NO_SPIN;
+    CHECK_OK(ect_copy_engine_create_cpu(&p, &e));
+    wait_until_all_asleep(e, THREADS);
+    CHECK_OK(ect__copy_cpu_prewake(e, ECT_COPY_CPU_PREWAKE_MAX_NS));
+    nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+    CHECK_OK(ect__copy_cpu_stats(e, &a));
+    CHECK_EQ_U64(a.prewakes + a.prewoken, 0);
+    CHECK_EQ_U64(a.threads_asleep, THREADS);
+    ect_copy_engine_destroy(e);
+    CHECK_STATUS(ect__copy_cpu_prewake(NULL, 1000), ECT_ERR_INVALID_ARG);
+    free(dst);
+    free(src);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_small_batch_lands_inside_submit_unless_held),
     ECT_CASE(test_waiter_shares_a_large_batch_in_pieces),
@@ -430,6 +507,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured),
     ECT_CASE(test_a_batch_submitted_while_the_threads_have_work_is_handed_off),
     ECT_CASE(test_copy_spin_setting_decides_whether_copy_threads_poll),
+    ECT_CASE(test_prewake_has_sleeping_copy_threads_poll_for_the_coming_batch),
 };
 
 int

@@ -6,9 +6,12 @@
  * and the fallback to tcp, the connection and mapping cache, forgetting a
  * peer, detached reads, and the choice being logged and counted.
  */
+#include <time.h>
+
 #include <ectier/log.h>
 
 #include "common/clock.h"
+#include "copy/cpu.h"
 #include "support/xport.h"
 
 #define NB 64
@@ -319,6 +322,61 @@ TS_SHM_CASE(test_transport_choice_is_logged_once_per_peer_and_counted)
     ts_check_no_leftovers();
 }
 
+/* The copy threads' prewakes so far, once all of them sleep (at most
+ * 5 s): a prewake wakes no thread while another one polls. */
+static uint64_t
+prewakes_with_a_sleeper(ect_xport_client_t *client)
+{
+    struct ect__copy_cpu_stats st;
+    for (int tries = 0; tries < 5000; tries++) {
+        CHECK_OK(ect__xport_client_copy_stats(client, &st));
+        if (st.threads > 0 && st.threads_asleep == st.threads)
+            break;
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    }
+    CHECK(st.threads > 0 && st.threads_asleep == st.threads);
+    return st.prewakes;
+}
+
+TS_SHM_CASE(test_a_read_expected_from_a_same_host_peer_wakes_the_copy_threads)
+{
+    /* Expecting a read wakes the copy threads only for a peer read through
+     * the same-host copy: not before its first read, not for a tcp peer,
+     * not for a peer never met. */
+    char pname[64], qname[64], cname[64];
+    names(pname, qname, cname);
+    struct ts_xport_producer p, q;
+    ts_xport_producer_start(&p, pname, TS_XPORT_HIDDEN, NB, 33, 1, 1);
+    ts_xport_producer_start(&q, qname, TS_XPORT_HIDDEN, NB, 34, 1, 0);
+    CHECK_OK(p.status);
+    CHECK_OK(q.status);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, TS_XPORT_HIDDEN, NB, ECT_TRANSPORT_AUTO, NULL);
+    const uint64_t budget = 1000 * 1000;
+    ect__xport_client_expect_read(c.client, "127.0.0.1", 1, budget);
+    struct ect__copy_cpu_stats st;
+    CHECK_OK(ect__xport_client_copy_stats(c.client, &st));
+    CHECK_EQ_U64(st.prewakes, 0); /* no copy engine yet */
+    read_ok(&c, &q, 2, q.agent, q.agent_len, ECT_XPORT_TCP);
+    read_ok(&c, &p, 1, p.agent, p.agent_len, ECT_XPORT_SAME_HOST);
+    uint64_t before = prewakes_with_a_sleeper(c.client);
+    ect__xport_client_expect_read(c.client, "127.0.0.1", 2, budget);
+    ect__xport_client_expect_read(c.client, "127.0.0.1", 3, budget);
+    ect__xport_client_expect_read(NULL, "127.0.0.1", 1, budget);
+    ect__xport_client_expect_read(c.client, NULL, 1, budget);
+    CHECK_OK(ect__xport_client_copy_stats(c.client, &st));
+    CHECK_EQ_U64(st.prewakes, before);
+    ect__xport_client_expect_read(c.client, "127.0.0.1", 1, budget);
+    CHECK_OK(ect__xport_client_copy_stats(c.client, &st));
+    CHECK(st.prewakes > before);
+    /* The read it was woken for lands as any other. */
+    read_ok(&c, &p, 1, p.agent, p.agent_len, ECT_XPORT_SAME_HOST);
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&q);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
+}
+
 TS_SHM_CASE(test_connections_are_pooled_per_peer)
 {
     /* Two keys for one producer: one choice logged per key, and repeated
@@ -481,6 +539,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_released_pending_same_host_read_is_detached_and_lands_before_destroy),
     ECT_CASE(test_same_host_mapping_keeps_a_stopped_producers_file_until_forgotten),
     ECT_CASE(test_idle_producer_sleeps_instead_of_spinning),
+    ECT_CASE(test_a_read_expected_from_a_same_host_peer_wakes_the_copy_threads),
 };
 
 int
