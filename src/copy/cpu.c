@@ -396,16 +396,11 @@ ect__cpu_copy_thread_main(void *arg)
                 e->stats.polls_timed_out++;
             continue;
         }
-        may_spin = false;
-        e->sleepers++;
-        pthread_cond_wait(&e->work_cv, &e->lock);
-        e->sleepers--;
-        polled = false;
         uint64_t now = ect__now_ns();
-        if (e->queue_head == NULL && !e->stopping && !e->held && now < e->warm_until_ns &&
-            e->spinners < e->max_spinners) {
-            /* Woken ahead of a batch (ect__copy_cpu_prewake): poll for it
-             * until the prewake's deadline. */
+        if (!e->stopping && !e->held && now < e->warm_until_ns && e->spinners < e->max_spinners) {
+            /* A batch is expected (ect__copy_cpu_prewake): poll for it
+             * until the prewake's deadline, which a later prewake may
+             * have moved on meanwhile. */
             e->spinners++;
             e->stats.prewoken++;
             uint64_t budget = e->warm_until_ns - now;
@@ -419,7 +414,13 @@ ect__cpu_copy_thread_main(void *arg)
                 e->stats.polls_found_work++;
             else
                 e->stats.polls_timed_out++;
+            continue;
         }
+        may_spin = false;
+        e->sleepers++;
+        pthread_cond_wait(&e->work_cv, &e->lock);
+        e->sleepers--;
+        polled = false;
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;

@@ -145,7 +145,7 @@ struct ect__copy_cpu_stats {
      * and its sleep, or polling, is not). */
     uint64_t threads, threads_asleep;
     uint64_t prewakes; /* copy threads signalled by ect__copy_cpu_prewake */
-    uint64_t prewoken; /* ... that woke to poll (the rest found work, or a stop) */
+    uint64_t prewoken; /* polls begun for a prewake (a thread may poll more than once for one) */
 };
 
 /*

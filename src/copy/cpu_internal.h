@@ -102,8 +102,8 @@ struct cpu_engine {
     unsigned copiers;      /* copy threads copying a piece now */
     unsigned spinners;     /* copy threads polling for work now */
     unsigned sleepers;     /* copy threads waiting on work_cv */
-    /* ect__copy_cpu_prewake: until then, a copy thread that wakes to an
-     * empty queue polls for work (until then) before it sleeps again. */
+    /* ect__copy_cpu_prewake: until then, a copy thread out of work polls
+     * for more (up to max_spinners at once) instead of sleeping. */
     uint64_t warm_until_ns;
     bool stopping;
     bool joined;

@@ -138,10 +138,11 @@ send_request(ect_consumer_t *c, struct xfer *x)
         ect__ctl_client_remove(c->ctl, x->host, x->port);
         st = ect__ctl_client_send(c->ctl, x->host, x->port, c->out.data, c->out.len);
     }
+    if (st == ECT_OK)
+        x->t_asked_ns = ect__now_ns();
     if (st == ECT_OK && c->prewake) {
         /* A same-host peer's read will start when the ack comes: its copy
          * threads wake now, while the request travels, not then. */
-        x->t_asked_ns = ect__now_ns();
         ect__xport_client_expect_read(c->xport, x->host, x->port,
                                       c->ack_rtt_ns != 0 ? 2 * c->ack_rtt_ns : PREWAKE_FIRST_NS);
     }
