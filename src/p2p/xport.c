@@ -1,30 +1,16 @@
 /*
  * The data-transport dispatcher (transport.h): the producer's server builds
  * one offer with every transport it serves and a descriptor per grant
- * (xport_server.c); the consumer's client (here) picks a transport per
- * peer, checks every block index and length before any byte moves, and
- * runs reads over the TCP stream (xport_tcp_server.c, xport_tcp_client.c)
- * or the same-host path (xport_shm.c).
+ * (xport_server.c); the consumer's client picks a transport per peer,
+ * checks every block index and length before any byte moves, and runs
+ * reads over the TCP stream (xport_tcp_server.c, xport_tcp_client.c) or the
+ * same-host path (xport_shm.c).
  *
- * Choice per peer (config `transport`):
- *   auto       same_host when the offer has it and it is usable from here
- *              (boot id, directory, inode, header, permissions:
- *              xport_shm.c), else tcp;
- *   tcp        tcp only;
- *   same_host  same_host only.
- * Neither possible: ECT_ERR_UNSUPPORTED saying why.  The choice is logged
- * (info) when a peer first uses a transport or switches.
- *
- * Peers.  A peer ("host:port" of its control plane) caches the offer bytes
- * it was last seen with, their decoded form, its resolved stream address,
- * and lazily its same-host mapping.  Different offer bytes from the same
- * key mean the producer restarted (the offer carries a per-start instance
- * id): the old peer is retired (counted in peer_restarts) and a new one
- * made from the new bytes, with no extra round trip.  A retired peer stays
- * alive while reads still use its mapping and is freed when the last one
- * ends.  Stream connections are pooled by the stream client under a key
- * that includes the instance id, so a restarted producer never gets a
- * connection made to its predecessor.
+ * The client is two files sharing xport_client_internal.h.  This one holds
+ * its creation and destruction, its reads and the entry points of
+ * transport.h; xport_peer.c holds the peers it caches (lifecycle, restarts)
+ * and the choice of a transport per peer and the check of a read's blocks,
+ * each described at its top.
  *
  * Stripes.  A tcp read is split in block-aligned stripes (proto/stream.h)
  * where the producer's offer takes them, the client allows them
@@ -43,7 +29,7 @@
  * nothing can land any more.
  *
  * Counters count finished reads and their bytes by transport (DONE), and
- * failures (FAILED).
+ * failures (FAILED); peer restarts are counted in xport_peer.c.
  *
  * Threading: transport.h.  The server's fields are immutable once started
  * (its stream part has its own thread).  A client is used by one thread at
@@ -71,9 +57,8 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "copy/cpu.h"
-#include "p2p/xport_internal.h"
+#include "p2p/xport_client_internal.h"
 
-#define PEER_KEY_MAX 300
 /* How long destroy waits for same-host copies in flight. */
 #define DESTROY_WAIT_NS (2ull * 1000 * 1000 * 1000)
 
@@ -129,25 +114,7 @@ ect__xport_touch_from_kernel(const void *base, size_t len)
 
 /* ---- client state ------------------------------------------------------------ */
 
-struct peer {
-    char key[PEER_KEY_MAX + 1];
-    char host[PEER_KEY_MAX + 1];
-    uint8_t *agent; /* the bytes this peer was made from; offer borrows them */
-    size_t agent_len;
-    ect_xport_offer_t offer;
-    int tcp_resolved; /* tcp_addr is valid */
-    struct sockaddr_storage tcp_addr;
-    socklen_t tcp_addr_len;
-    char pool_key[ECT_XPORT_POOL_KEY_MAX + 1];
-    ect_xport_shm_peer_t *shm;
-    int shm_tried; /* shm_status/shm_why hold the outcome */
-    ect_status_t shm_status;
-    char shm_why[320];
-    ect_xport_kind_t logged; /* the transport last logged for this peer */
-    unsigned busy;           /* same-host reads in flight */
-    int retired;             /* off the lookup list; freed when busy reaches 0 */
-    struct peer *next;       /* active or retired list */
-};
+/* struct peer and struct ect_xport_client: xport_client_internal.h. */
 
 struct ect_xport_read {
     struct peer *peer; /* same-host reads only, while busy */
@@ -166,31 +133,6 @@ struct ect_xport_read {
     ect_xport_client_t *client; /* for copy_landed's wake */
     int detached;
     struct ect_xport_read *prev, *next;
-};
-
-struct ect_xport_client {
-    void *data;
-    uint64_t block_size;
-    uint64_t num_blocks;
-    ect_transport_t prefer;
-    char region_dir[ECT_XPORT_MAX_PATH + 1];
-    char boot_id[ECT_XPORT_BOOT_ID_LEN + 1];
-    int have_boot_id;
-    int touch_pages;                   /* the params' */
-    ect_copy_cpu_params_t copy_params; /* the params' */
-    void (*wake)(void *);
-    void *wake_arg;
-    struct peer *peers;   /* active, by key */
-    struct peer *retired; /* replaced or forgotten, still busy */
-    ect_xport_read_t *reads;
-    unsigned tcp_stripes; /* the params', 1..ECT_STREAM_MAX_STRIPES */
-    /* Stream client k (made on first use) receives stripe k of every
-     * striped read, on its own thread, and unstriped reads when it has the
-     * fewest (tcp_reads[k]: reads on it not yet freed). */
-    ect_xport_stream_client_t *tcp[ECT_STREAM_MAX_STRIPES];
-    unsigned tcp_reads[ECT_STREAM_MAX_STRIPES];
-    ect_copy_engine_t *copy; /* created on first same-host read */
-    ect_xport_counters_t counters;
 };
 
 ect_status_t
@@ -240,293 +182,6 @@ ect__xport_client_create(const ect_xport_client_params_t *params, ect_xport_clie
             ect__log_last_error(ECT_LOG_WARN, "xport client: same-host path unavailable");
     }
     *client_p = c;
-    return ECT_OK;
-}
-
-static void
-peer_free(struct peer *p)
-{
-    ect__xport_shm_peer_close(p->shm);
-    ect__free(p->agent);
-    ect__free(p);
-}
-
-static void
-unlink_peer(struct peer **list, struct peer *p)
-{
-    for (struct peer **pp = list; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            p->next = NULL;
-            return;
-        }
-}
-
-/* Take an active peer off the lookup list; free it now if nothing uses it. */
-static void
-retire_peer(ect_xport_client_t *c, struct peer *p)
-{
-    unlink_peer(&c->peers, p);
-    p->retired = 1;
-    if (p->busy == 0) {
-        peer_free(p);
-    } else {
-        p->next = c->retired;
-        c->retired = p;
-    }
-}
-
-static void
-peer_unbusy(ect_xport_client_t *c, struct peer *p)
-{
-    p->busy--;
-    if (p->retired && p->busy == 0) {
-        unlink_peer(&c->retired, p);
-        peer_free(p);
-    }
-}
-
-static struct peer *
-find_peer(ect_xport_client_t *c, const char *key)
-{
-    for (struct peer *p = c->peers; p != NULL; p = p->next)
-        if (strcmp(p->key, key) == 0)
-            return p;
-    return NULL;
-}
-
-/* A new peer from validated offer bytes (copied). */
-static ect_status_t
-peer_create(const char *key, const char *host, const void *agent, size_t agent_len,
-            struct peer **peer_p)
-{
-    struct peer *p = ect__calloc(1, sizeof(*p));
-    if (p == NULL || (p->agent = ect__malloc(agent_len)) == NULL) {
-        ect__free(p);
-        return ect__error(ECT_ERR_NO_MEMORY, "xport client: out of memory");
-    }
-    snprintf(p->key, sizeof(p->key), "%s", key);
-    snprintf(p->host, sizeof(p->host), "%s", host);
-    memcpy(p->agent, agent, agent_len);
-    p->agent_len = agent_len;
-    /* Already validated by the caller; decoding again points into our copy. */
-    ect__xport_offer_decode(p->agent, agent_len, &p->offer);
-    *peer_p = p;
-    return ECT_OK;
-}
-
-/* The peer to read from: the cached one if the offer bytes are the same,
- * else a new one (counting a restart when there was an old one). */
-static ect_status_t
-get_peer(ect_xport_client_t *c, const char *key, const char *host, const void *agent,
-         size_t agent_len, struct peer **peer_p)
-{
-    struct peer *old = find_peer(c, key);
-    if (old != NULL && old->agent_len == agent_len && memcmp(old->agent, agent, agent_len) == 0) {
-        *peer_p = old;
-        return ECT_OK;
-    }
-    struct peer *p = NULL;
-    ect_status_t st = peer_create(key, host, agent, agent_len, &p);
-    if (st != ECT_OK)
-        return st;
-    if (old != NULL) {
-        c->counters.peer_restarts++;
-        ECT_LOG_I("xport: peer %s sent a new offer (restarted); dropping what was cached for it",
-                  key);
-        p->logged = old->logged;
-        retire_peer(c, old);
-    }
-    p->next = c->peers;
-    c->peers = p;
-    *peer_p = p;
-    return ECT_OK;
-}
-
-/* ---- choosing and checking ------------------------------------------------------ */
-
-static int
-same_host_usable(ect_xport_client_t *c, struct peer *p, const ect_xport_desc_t *desc)
-{
-    if (!(p->offer.kinds & (1u << ECT_XPORT_SAME_HOST))) {
-        snprintf(p->shm_why, sizeof(p->shm_why), "the producer does not offer it");
-        return 0;
-    }
-    if (!p->shm_tried) {
-        p->shm_tried = 1;
-        p->shm_status =
-            ect__xport_shm_peer_open(&p->offer, desc, c->region_dir,
-                                     c->have_boot_id ? c->boot_id : NULL, c->touch_pages, &p->shm);
-        if (p->shm_status != ECT_OK)
-            snprintf(p->shm_why, sizeof(p->shm_why), "%s", ect_last_error());
-    }
-    return p->shm_status == ECT_OK;
-}
-
-static ect_status_t
-choose(ect_xport_client_t *c, struct peer *p, const ect_xport_desc_t *desc,
-       ect_xport_kind_t *kind_p)
-{
-    int has_tcp = (p->offer.kinds & (1u << ECT_XPORT_TCP)) != 0;
-    ect_xport_kind_t kind = ECT_XPORT_NONE;
-    switch (c->prefer) {
-    case ECT_TRANSPORT_SAME_HOST:
-        if (!same_host_usable(c, p, desc))
-            return ect__error(ECT_ERR_UNSUPPORTED,
-                              "xport: transport same_host is configured but peer %s cannot use "
-                              "it: %s",
-                              p->key, p->shm_why);
-        kind = ECT_XPORT_SAME_HOST;
-        break;
-    case ECT_TRANSPORT_TCP:
-        if (!has_tcp)
-            return ect__error(ECT_ERR_UNSUPPORTED,
-                              "xport: transport tcp is configured but peer %s does not offer it",
-                              p->key);
-        kind = ECT_XPORT_TCP;
-        break;
-    case ECT_TRANSPORT_AUTO:
-        if (same_host_usable(c, p, desc))
-            kind = ECT_XPORT_SAME_HOST;
-        else if (has_tcp)
-            kind = ECT_XPORT_TCP;
-        else
-            return ect__error(ECT_ERR_UNSUPPORTED,
-                              "xport: peer %s offers no usable transport (no tcp; same-host: %s)",
-                              p->key, p->shm_why);
-        break;
-    }
-    if (kind != p->logged) {
-        if (kind == ECT_XPORT_TCP && c->prefer == ECT_TRANSPORT_AUTO &&
-            (p->offer.kinds & (1u << ECT_XPORT_SAME_HOST)))
-            ECT_LOG_I("xport: peer %s: reading over tcp (same-host not usable: %s)", p->key,
-                      p->shm_why);
-        else
-            ECT_LOG_I("xport: peer %s: reading over %s", p->key, ect__xport_kind_str(kind));
-        p->logged = kind;
-    }
-    *kind_p = kind;
-    return ECT_OK;
-}
-
-/* The producer's blocks of a read as runs, in entry order: the
- * descriptor's (a consumer that took runs; checked when decoded) or the
- * ack's indices, each checked against the producer's region and coalesced.
- * *runs_p is malloc'd (NULL for none). */
-static ect_status_t
-remote_runs(const char *peer_key, const ect_xport_desc_t *desc, const uint64_t *remote,
-            size_t n_remote, ect_run_t **runs_p, size_t *n_runs_p, uint64_t *blocks_p)
-{
-    if (desc->n_runs != 0 && n_remote != 0)
-        return ect__error(ECT_ERR_PEER,
-                          "xport: peer %s sent both src_block_indices and runs in its descriptor",
-                          peer_key);
-    size_t cap = desc->n_runs != 0 ? desc->n_runs : n_remote;
-    ect_run_t *runs = NULL;
-    if (cap != 0 && (runs = ect__malloc(cap * sizeof(*runs))) == NULL)
-        return ect__error(ECT_ERR_NO_MEMORY, "xport: out of memory");
-    size_t n = 0;
-    uint64_t blocks = 0;
-    for (size_t i = 0; i < desc->n_runs; i++) {
-        runs[n++] = ect__xport_desc_run(desc, i);
-        blocks += runs[n - 1].count;
-    }
-    for (size_t i = 0; i < n_remote; i++) {
-        if (remote[i] >= desc->num_blocks) {
-            ect__free(runs);
-            return ect__error(ECT_ERR_PEER,
-                              "xport: peer %s named block %" PRIu64 " (index %zu); its region "
-                              "has %" PRIu64 " blocks",
-                              peer_key, remote[i], i, desc->num_blocks);
-        }
-        if (n > 0 && runs[n - 1].first + runs[n - 1].count == remote[i])
-            runs[n - 1].count++;
-        else
-            runs[n++] = (ect_run_t){remote[i], 1};
-        blocks++;
-    }
-    *runs_p = runs;
-    *n_runs_p = n;
-    *blocks_p = blocks;
-    return ECT_OK;
-}
-
-/* Check every index and length, then cut the read into segments: maximal
- * stretches that are contiguous on both sides.  Nothing moves here.
- * *bytes_p gets the read's size. */
-static ect_status_t
-plan_segments(const ect_xport_client_t *c, const char *peer_key, const ect_xport_desc_t *desc,
-              const uint64_t *remote, size_t n_remote, const ect_run_t *runs, size_t n_runs,
-              ect_xport_segment_t **segs_p, size_t *n_segs_p, uint64_t *bytes_p)
-{
-    if (desc->block_size != c->block_size)
-        return ect__error(ECT_ERR_PEER,
-                          "xport: peer %s has blocks of %" PRIu64 " bytes, ours are %" PRIu64,
-                          peer_key, desc->block_size, c->block_size);
-    ect_run_t *rr = NULL;
-    size_t n_rr = 0;
-    uint64_t n_blocks = 0;
-    ect_status_t st = remote_runs(peer_key, desc, remote, n_remote, &rr, &n_rr, &n_blocks);
-    if (st != ECT_OK)
-        return st;
-    for (size_t j = 0; j < n_runs; j++)
-        if (runs[j].first >= c->num_blocks || runs[j].count > c->num_blocks - runs[j].first) {
-            ect__free(rr);
-            return ect__error(ECT_ERR_OVERFLOW,
-                              "xport: local run %zu (blocks %" PRIu64 " + %" PRIu64
-                              ") lies outside our %" PRIu64 " blocks",
-                              j, runs[j].first, runs[j].count, c->num_blocks);
-        }
-    /* total never exceeds n_blocks, so the sum cannot overflow. */
-    uint64_t total = 0;
-    int mismatch = 0;
-    for (size_t j = 0; j < n_runs && !mismatch; j++) {
-        if (runs[j].count > n_blocks - total)
-            mismatch = 1;
-        else
-            total += runs[j].count;
-    }
-    if (mismatch || total != n_blocks) {
-        ect__free(rr);
-        return ect__error(ECT_ERR_PEER,
-                          "xport: peer %s sent %" PRIu64 " block indices for %s%" PRIu64
-                          " local blocks",
-                          peer_key, n_blocks, mismatch ? "more than " : "", total);
-    }
-    ect_xport_segment_t *segs = NULL;
-    if (n_rr + n_runs != 0 && (segs = ect__malloc((n_rr + n_runs) * sizeof(*segs))) == NULL) {
-        ect__free(rr);
-        return ect__error(ECT_ERR_NO_MEMORY, "xport: out of memory");
-    }
-    /* Walk both lists of runs at once; a piece ends where either run does. */
-    size_t n = 0, i = 0, j = 0;
-    uint64_t ro = 0, lo = 0, bs = c->block_size;
-    uint8_t *base = c->data;
-    while (i < n_rr && j < n_runs) {
-        uint64_t take =
-            rr[i].count - ro < runs[j].count - lo ? rr[i].count - ro : runs[j].count - lo;
-        uint64_t roff = (rr[i].first + ro) * bs;
-        uint8_t *local = base + (runs[j].first + lo) * bs;
-        ect_xport_segment_t *last = n ? &segs[n - 1] : NULL;
-        if (last != NULL && last->remote_off + last->len == roff &&
-            (uint8_t *)last->local + last->len == local)
-            last->len += (size_t)(take * bs);
-        else
-            segs[n++] = (ect_xport_segment_t){
-                .remote_off = roff, .local = local, .len = (size_t)(take * bs)};
-        if ((ro += take) == rr[i].count) {
-            i++;
-            ro = 0;
-        }
-        if ((lo += take) == runs[j].count) {
-            j++;
-            lo = 0;
-        }
-    }
-    ect__free(rr);
-    *segs_p = segs;
-    *n_segs_p = n;
-    *bytes_p = n_blocks * bs;
     return ECT_OK;
 }
 
@@ -600,7 +255,7 @@ read_update(ect_xport_client_t *c, ect_xport_read_t *r)
     if (r->peer != NULL) {
         struct peer *p = r->peer;
         r->peer = NULL;
-        peer_unbusy(c, p);
+        ect__xport_peer_unbusy(c, p);
     }
 }
 
@@ -821,14 +476,17 @@ ect__xport_read_start(ect_xport_client_t *c, const ect_xport_read_params_t *rp,
     ect_xport_segment_t *segs = NULL;
     size_t n_segs = 0;
     uint64_t bytes = 0;
-    if ((st = plan_segments(c, key, &desc, rp->remote_blocks, rp->n_remote, rp->local_runs,
-                            rp->n_local_runs, &segs, &n_segs, &bytes)) != ECT_OK)
+    st = ect__xport_plan_segments(c, key, &desc, rp->remote_blocks, rp->n_remote, rp->local_runs,
+                                  rp->n_local_runs, &segs, &n_segs, &bytes);
+    if (st != ECT_OK)
         return st;
     struct peer *p = NULL;
     ect_xport_kind_t kind = ECT_XPORT_NONE;
     ect_xport_read_t *r = NULL;
-    if ((st = get_peer(c, key, rp->host, rp->agent_metadata, rp->agent_len, &p)) != ECT_OK ||
-        (st = choose(c, p, &desc, &kind)) != ECT_OK)
+    st = ect__xport_peer_get(c, key, rp->host, rp->agent_metadata, rp->agent_len, &p);
+    if (st == ECT_OK)
+        st = ect__xport_choose(c, p, &desc, &kind);
+    if (st != ECT_OK)
         goto free_segs;
     if ((r = ect__calloc(1, sizeof(*r))) == NULL) {
         st = ect__error(ECT_ERR_NO_MEMORY, "xport read: out of memory");
@@ -903,10 +561,10 @@ ect__xport_client_forget_peer(ect_xport_client_t *c, const char *host, uint16_t 
         return;
     char key[PEER_KEY_MAX + 1];
     snprintf(key, sizeof(key), "%s:%u", host, (unsigned)port);
-    struct peer *p = find_peer(c, key);
+    struct peer *p = ect__xport_peer_find(c, key);
     if (p != NULL) {
         ECT_LOG_D("xport: forgetting peer %s", key);
-        retire_peer(c, p);
+        ect__xport_peer_retire(c, p);
     }
 }
 
@@ -918,7 +576,7 @@ ect__xport_client_expect_read(ect_xport_client_t *c, const char *host, uint16_t 
         return;
     char key[PEER_KEY_MAX + 1];
     snprintf(key, sizeof(key), "%s:%u", host, (unsigned)port);
-    const struct peer *p = find_peer(c, key);
+    const struct peer *p = ect__xport_peer_find(c, key);
     if (p != NULL && p->shm != NULL)
         ect__copy_cpu_prewake(c->copy, budget_ns);
 }
@@ -984,7 +642,7 @@ ect__xport_client_destroy(ect_xport_client_t *c)
     for (int i = 0; i < 2; i++)
         for (struct peer *p = lists[i], *next; p != NULL; p = next) {
             next = p->next;
-            peer_free(p);
+            ect__xport_peer_free(p);
         }
     ect__free(c);
 }

@@ -1,6 +1,10 @@
 /*
  * The TCP data stream's server (transport.h, format in proto/stream.h): the
- * producer sends granted runs straight out of its region.
+ * producer sends granted runs straight out of its region.  This file holds
+ * the worker threads, their connections, requests and sends, and start and
+ * stop; xport_tcp_groups.c holds the stripe groups and the grant claim;
+ * xport_tcp_server_internal.h the structs both use, who owns what and the
+ * lock order.
  *
  * Server.  N_WORKERS threads, each with its own epoll set and connections,
  * non-blocking sockets, no allocation per unstriped stream (one per stripe
@@ -9,8 +13,8 @@
  * unstriped request that finds its worker already sending moves to a less
  * busy one, so several consumers' reads are sent on several threads
  * (struct worker).  Stripe groups live on one list under groups_lock, which is
- * taken before the grant callbacks' own locks (struct stripe_group).  The
- * peer is hostile, so:
+ * taken before the grant callbacks' own locks (struct stripe_group,
+ * xport_tcp_groups.c).  The peer is hostile, so:
  *   - the listener is bound to the control plane's address only;
  *   - at most MAX_CONNS connections; more are accepted and closed at once
  *     (counted), and when accept runs out of descriptors the listener is
@@ -55,199 +59,16 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/thread.h"
-#include "p2p/xport_internal.h"
+#include "p2p/xport_tcp_server_internal.h"
 
-#define MAX_CONNS       512
-#define N_WORKERS       ECT_STREAM_MAX_STRIPES
 #define REQUEST_NS      (5ull * 1000 * 1000 * 1000)
 #define IDLE_NS         (30ull * 1000 * 1000 * 1000)
 #define REFUSAL_NS      (1ull * 1000 * 1000 * 1000)
 #define ACCEPT_PAUSE_NS (100ull * 1000 * 1000)
 #define TICK_MS         100
 
-enum sconn_state {
-    S_REQUEST, /* reading a request (or idle before one) */
-    S_SEND,    /* sending an OK header and the granted runs */
-    S_REFUSE,  /* sending a refusal, then closing */
-};
-
-struct stripe_group;
-
-struct sconn {
-    int fd;
-    size_t slot; /* in the conns of the worker that owns it */
-    enum sconn_state state;
-    uint64_t deadline_ns;
-    size_t req_len;  /* bytes of the request received */
-    size_t req_need; /* ECT_STREAM_REQ_FIXED until the fixed part is in, then the total */
-    uint8_t hdr[ECT_STREAM_RESP_LEN];
-    size_t hdr_off;
-    void *grant;                /* unstriped: claimed; finished exactly once */
-    struct stripe_group *group; /* striped: joined; left exactly once */
-    uint32_t stripe_bit;
-    const ect_run_t *runs;
-    size_t n_runs, run_i;
-    uint64_t run_off; /* bytes of runs[run_i] already sent */
-    uint64_t left;    /* payload bytes still to send */
-    uint64_t total;
-    int loads;    /* counted in its worker's load */
-    int balanced; /* moved for its request to a less busy worker: served there */
-    struct sconn *next_handoff;
-    uint8_t req[ECT_STREAM_REQ_MAX];
-};
-
-/* One grant streamed in stripes (proto/stream.h).  Lives on the server's
- * group list, under groups_lock, from the claim until its last reference
- * goes: one per connection sending a stripe of it, one while stripes are
- * still to come (dropped when the last stripe joins or at the deadline). */
-struct stripe_group {
-    uint8_t token[ECT_STREAM_TOKEN_LEN];
-    uint64_t expect;
-    uint32_t stripes;
-    uint32_t joined; /* stripe bits */
-    uint32_t sent;   /* stripe bits */
-    int failed;
-    int waiting; /* holds the reference of the stripes still to come */
-    unsigned refs;
-    uint64_t deadline_ns;
-    void *grant;
-    ect_xport_grant_view_t view;
-    struct stripe_group *next;
-    size_t session_len, hash_len;
-    char names[]; /* session bytes then hash bytes */
-};
-
-/* A server thread: its own epoll and connections.  Worker 0 also accepts
- * and keeps the group deadlines.  A request for stripe i is served by
- * worker i % N_WORKERS (the connection is handed over), so the stripes of
- * one read are sent on as many threads.  An unstriped request is served
- * where it arrives unless that worker is sending already and another is
- * sending less (its load): then the connection moves there for it, so the
- * reads of several consumers are not all sent by one thread (a lone read
- * pays no hand-over). */
-struct worker {
-    ect_xport_stream_server_t *s;
-    unsigned index;
-    unsigned load; /* atomic: its connections sending, or moved to it to send */
-    int epoll_fd;
-    int wake_fd; /* eventfd: a hand-over or stop */
-    pthread_t thread;
-    int started;
-    pthread_mutex_t handoff_lock;
-    struct sconn *handoff; /* connections handed to this worker */
-    struct sconn *conns[MAX_CONNS];
-    char session[ECT_WIRE_MAX_STR + 1]; /* this thread's scratch */
-    char hash[ECT_WIRE_MAX_STR + 1];
-};
-
-struct ect_xport_stream_server {
-    int listen_fd;
-    uint16_t port;
-    const uint8_t *data;
-    uint64_t block_size;
-    uint64_t num_blocks;
-    uint64_t send_timeout_ns;
-    ect_xport_grant_ops_t ops;
-    int stop;                     /* atomic */
-    unsigned n_conns;             /* atomic; over all workers and hand-overs */
-    uint64_t accept_paused_until; /* worker 0's */
-    unsigned next_owner;          /* worker 0's: who gets the next accepted connection */
-    pthread_mutex_t groups_lock;  /* taken before the grant callbacks' locks */
-    struct stripe_group *groups;
-    pthread_mutex_t counters_lock;
-    ect_xport_server_counters_t counters;
-    struct worker workers[N_WORKERS];
-};
-
 /* epoll tags for the two non-connection descriptors. */
 static int listen_tag, wake_tag;
-
-#define COUNT(s, field, n)                                                                         \
-    do {                                                                                           \
-        pthread_mutex_lock(&(s)->counters_lock);                                                   \
-        (s)->counters.field += (n);                                                                \
-        pthread_mutex_unlock(&(s)->counters_lock);                                                 \
-    } while (0)
-
-/* ---- stripe groups ------------------------------------------------------------- */
-
-/* The bits of every stripe of g. */
-static uint32_t
-all_stripes(const struct stripe_group *g)
-{
-    return (1u << g->stripes) - 1u; /* stripes <= ECT_STREAM_MAX_STRIPES */
-}
-
-/* Drop one reference; the last one finishes the grant (sent only when
- * every stripe was) and frees the group.  Called with groups_lock held. */
-static void
-group_put_locked(ect_xport_stream_server_t *s, struct stripe_group *g)
-{
-    if (--g->refs > 0)
-        return;
-    for (struct stripe_group **gp = &s->groups; *gp != NULL; gp = &(*gp)->next)
-        if (*gp == g) {
-            *gp = g->next;
-            break;
-        }
-    int sent = !g->failed && g->sent == all_stripes(g);
-    if (sent)
-        COUNT(s, streams_served, 1); /* before the grant ends, as unstriped streams */
-    s->ops.finish(s->ops.user, g->grant, sent);
-    ect__free(g);
-}
-
-/* A connection is done with its stripe: sent, or cut. */
-static void
-group_leave(ect_xport_stream_server_t *s, struct stripe_group *g, uint32_t stripe_bit, int sent)
-{
-    pthread_mutex_lock(&s->groups_lock);
-    if (sent) {
-        g->sent |= stripe_bit;
-    } else {
-        g->failed = 1;
-        if (g->waiting) { /* no stripe may join a failed group: stop waiting */
-            g->waiting = 0;
-            group_put_locked(s, g);
-        }
-    }
-    group_put_locked(s, g);
-    pthread_mutex_unlock(&s->groups_lock);
-}
-
-/* The live group of that name and token, or NULL.  groups_lock held. */
-static struct stripe_group *
-group_find_locked(ect_xport_stream_server_t *s, const ect_stream_req_t *req)
-{
-    for (struct stripe_group *g = s->groups; g != NULL; g = g->next)
-        if (g->session_len == req->session_len && g->hash_len == req->hash_len &&
-            memcmp(g->names, req->session_id, req->session_len) == 0 &&
-            memcmp(g->names + g->session_len, req->mm_hash, req->hash_len) == 0 &&
-            ect__stream_token_equal(g->token, req->token))
-            return g;
-    return NULL;
-}
-
-/* Groups whose missing stripes did not come in time give up waiting: the
- * grant is released as soon as no stripe of it is being sent. */
-static void
-groups_sweep(ect_xport_stream_server_t *s, uint64_t now)
-{
-    pthread_mutex_lock(&s->groups_lock);
-    for (struct stripe_group *g = s->groups, *next; g != NULL; g = next) {
-        next = g->next;
-        if (g->waiting && now >= g->deadline_ns) {
-            ECT_LOG_W("xport tcp server: a striped stream got %u of its %u stripes in time; its "
-                      "grant is released",
-                      (unsigned)__builtin_popcount(g->joined), (unsigned)g->stripes);
-            COUNT(s, timeouts, 1);
-            g->waiting = 0;
-            g->failed = 1;
-            group_put_locked(s, g);
-        }
-    }
-    pthread_mutex_unlock(&s->groups_lock);
-}
 
 /* ---- connections --------------------------------------------------------------- */
 
@@ -267,7 +88,7 @@ conn_free(ect_xport_stream_server_t *s, struct sconn *c)
         c->grant = NULL;
     }
     if (c->group != NULL) {
-        group_leave(s, c->group, c->stripe_bit, 0);
+        ect__xport_group_leave(s, c->group, c->stripe_bit, 0);
         c->group = NULL;
     }
     close(c->fd);
@@ -468,7 +289,7 @@ conn_send(struct worker *w, struct sconn *c)
     s->counters.bytes_sent += c->total;
     pthread_mutex_unlock(&s->counters_lock);
     if (c->group != NULL) {
-        group_leave(s, c->group, c->stripe_bit, 1);
+        ect__xport_group_leave(s, c->group, c->stripe_bit, 1);
         c->group = NULL;
     } else {
         s->ops.finish(s->ops.user, c->grant, 1);
@@ -477,113 +298,6 @@ conn_send(struct worker *w, struct sconn *c)
     conn_unload(w, c);
     c->balanced = 0;
     conn_expect_request(w, c, ect__now_ns() + IDLE_NS);
-}
-
-/* Every run lies in the region and they add up to view->bytes. */
-static int
-view_ok(const ect_xport_stream_server_t *s, const ect_xport_grant_view_t *v)
-{
-    uint64_t blocks = 0;
-    for (size_t i = 0; i < v->n_runs; i++) {
-        const ect_run_t *r = &v->runs[i];
-        if (r->count == 0 || r->first >= s->num_blocks || r->count > s->num_blocks - r->first)
-            return 0;
-        blocks += r->count;
-    }
-    return blocks * s->block_size == v->bytes;
-}
-
-/* Claim a grant by name and token, its view checked.  The strings go
- * through w's scratch (the callbacks take NUL-terminated names). */
-static ect_stream_status_t
-claim(struct worker *w, const ect_stream_req_t *req, ect_xport_grant_view_t *view_p, void **grant_p)
-{
-    ect_xport_stream_server_t *s = w->s;
-    memcpy(w->session, req->session_id, req->session_len);
-    w->session[req->session_len] = '\0';
-    memcpy(w->hash, req->mm_hash, req->hash_len);
-    w->hash[req->hash_len] = '\0';
-    ect_stream_status_t st = s->ops.claim(s->ops.user, w->session, w->hash, req->token,
-                                          req->expect_bytes, view_p, grant_p);
-    if (st == ECT_STREAM_OK && !view_ok(s, view_p)) {
-        ECT_LOG_E("xport tcp server: the grant for '%s' names blocks outside the region", w->hash);
-        s->ops.finish(s->ops.user, *grant_p, 0);
-        st = ECT_STREAM_DENIED;
-    }
-    return st;
-}
-
-/* Join (or, as its first stripe, claim and open) the stripe group the
- * request names.  ECT_STREAM_OK: c->group, c->stripe_bit and the stripe's
- * blocks (*first_p, *count_p, in the grant's order) are set. */
-static ect_stream_status_t
-stripe_join(struct worker *w, struct sconn *c, const ect_stream_req_t *req, uint64_t *first_p,
-            uint64_t *count_p)
-{
-    ect_xport_stream_server_t *s = w->s;
-    uint32_t bit = 1u << req->stripe;
-    uint64_t now = ect__now_ns();
-    ect_stream_status_t st = ECT_STREAM_OK;
-    pthread_mutex_lock(&s->groups_lock);
-    struct stripe_group *g = group_find_locked(s, req);
-    if (g != NULL) {
-        /* Refusals leave the group as it was. */
-        if (g->failed || !g->waiting || now >= g->deadline_ns || g->stripes != req->stripes ||
-            (g->joined & bit) != 0)
-            st = ECT_STREAM_DENIED;
-        else if (g->expect != req->expect_bytes)
-            st = ECT_STREAM_SIZE_MISMATCH;
-    } else {
-        /* Claimed under groups_lock, so two stripes arriving at once cannot
-         * both miss the group and the second find the grant used up. */
-        ect_xport_grant_view_t view = {0};
-        void *grant = NULL;
-        st = claim(w, req, &view, &grant);
-        if (st == ECT_STREAM_OK && view.bytes / s->block_size < req->stripes) {
-            s->ops.finish(s->ops.user, grant, 0); /* fewer blocks than stripes */
-            st = ECT_STREAM_SIZE_MISMATCH;
-        }
-        if (st == ECT_STREAM_OK) {
-            g = ect__malloc(sizeof(*g) + req->session_len + req->hash_len);
-            if (g == NULL) {
-                ECT_LOG_E("xport tcp server: out of memory for a stripe group");
-                s->ops.finish(s->ops.user, grant, 0);
-                st = ECT_STREAM_DENIED;
-            } else {
-                memset(g, 0, sizeof(*g));
-                memcpy(g->token, req->token, ECT_STREAM_TOKEN_LEN);
-                g->expect = req->expect_bytes;
-                g->stripes = req->stripes;
-                g->waiting = 1;
-                g->refs = 1;
-                g->deadline_ns = now + s->send_timeout_ns;
-                g->grant = grant;
-                g->view = view;
-                g->session_len = req->session_len;
-                g->hash_len = req->hash_len;
-                memcpy(g->names, req->session_id, req->session_len);
-                memcpy(g->names + req->session_len, req->mm_hash, req->hash_len);
-                g->next = s->groups;
-                s->groups = g;
-            }
-        }
-    }
-    if (st == ECT_STREAM_OK) {
-        g->joined |= bit;
-        g->refs++;
-        if (g->joined == all_stripes(g)) {
-            g->waiting = 0; /* every stripe is in: drop the waiting reference */
-            group_put_locked(s, g);
-        }
-        c->group = g;
-        c->stripe_bit = bit;
-        c->runs = g->view.runs;
-        c->n_runs = g->view.n_runs;
-        ect__stream_stripe_blocks(g->view.bytes / s->block_size, req->stripe, req->stripes, first_p,
-                                  count_p);
-    }
-    pthread_mutex_unlock(&s->groups_lock);
-    return st;
 }
 
 /* The worker an unstriped request arriving at w should move to: one
@@ -642,10 +356,10 @@ handle_request(struct worker *w, struct sconn *c)
     ect_stream_status_t st;
     uint64_t first = 0, count = 0;
     if (req.stripes > 1) {
-        st = stripe_join(w, c, &req, &first, &count);
+        st = ect__xport_stripe_join(w, c, &req, &first, &count);
     } else {
         ect_xport_grant_view_t view = {0};
-        st = claim(w, &req, &view, &c->grant);
+        st = ect__xport_grant_claim(w, &req, &view, &c->grant);
         c->runs = view.runs;
         c->n_runs = view.n_runs;
         count = view.bytes / s->block_size;
@@ -760,7 +474,7 @@ sweep(struct worker *w, uint64_t now)
     }
     if (w->index != 0)
         return;
-    groups_sweep(s, now);
+    ect__xport_groups_sweep(s, now);
     if (s->accept_paused_until != 0 && now >= s->accept_paused_until) {
         s->accept_paused_until = 0;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &listen_tag};
@@ -830,7 +544,7 @@ close_everything(ect_xport_stream_server_t *s)
         struct stripe_group *g = s->groups;
         g->waiting = 0;
         g->failed = 1;
-        group_put_locked(s, g); /* no connection holds it any more */
+        ect__xport_group_put_locked(s, g); /* no connection holds it any more */
     }
     pthread_mutex_unlock(&s->groups_lock);
 }
