@@ -28,18 +28,6 @@
 
 /* ---- sockets and bytes ------------------------------------------------------------ */
 
-unsigned
-ts_hostile_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-          getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 int
 ts_hostile_tcp_connect_rcvbuf(unsigned port, int rcvbuf)
 {
@@ -136,7 +124,7 @@ ts_hostile_producer_spawn_with(struct ts_hostile_producer *p, unsigned n, uint64
     memset(p, 0, sizeof(*p));
     p->n = n;
     p->tokens = tokens;
-    p->metrics_port = ts_hostile_free_port();
+    p->metrics_port = ts_free_loopback_port();
     char cfg[768], fill[16], tok[32];
     snprintf(cfg, sizeof(cfg),
              "{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_producer\", "

@@ -33,10 +33,6 @@
 
 /* ---- sockets and bytes ------------------------------------------------------------ */
 
-/* A loopback TCP port free at the moment of the call (bound, read back and
- * released).  Fails the case when no socket can be bound. */
-unsigned ts_hostile_free_port(void);
-
 /* A connected TCP socket to 127.0.0.1:port.  When rcvbuf is not 0 its
  * SO_RCVBUF is set to rcvbuf before the handshake, so the advertised window
  * never grows past it and a peer that stops reading holds the sender up for

@@ -1,12 +1,16 @@
 /*
- * Clocks, pseudo-random bytes, sleeping, whole reads and writes, CPU time
- * (see util.h).
+ * Clocks, pseudo-random bytes, sleeping, whole reads and writes, CPU time,
+ * threads by name, a free loopback port (see util.h).
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "support/util.h"
 
@@ -135,4 +139,16 @@ ts_threads_named(const char *name)
     }
     closedir(d);
     return n;
+}
+
+unsigned
+ts_free_loopback_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+          getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
 }

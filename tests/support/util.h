@@ -64,4 +64,9 @@ double ts_cpu_seconds(pid_t pid);
  * each thread under /proc/self/task). */
 unsigned ts_threads_named(const char *name);
 
+/* A loopback TCP port free at the moment of the call (bound, read back and
+ * released): nothing listens on it, so a connection to it is refused.
+ * Fails the case when no socket can be bound. */
+unsigned ts_free_loopback_port(void);
+
 #endif /* ECT_TESTS_SUPPORT_UTIL_H */

@@ -269,7 +269,7 @@ ucx_wait(ucp_worker_h w, ucs_status_ptr_t req, double seconds)
 static void
 ucx_attack_port(unsigned target, const char *tls)
 {
-    unsigned mine = ts_hostile_free_port();
+    unsigned mine = ts_free_loopback_port();
     char range[32];
     snprintf(range, sizeof(range), "%u-%u", mine, mine);
     setenv("UCX_TCP_PORT_RANGE", range, 1);

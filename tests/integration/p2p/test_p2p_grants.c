@@ -269,19 +269,6 @@ test_ack_carries_runs_for_consumers_that_take_them(void)
     ect_cli_instance_close(&p);
 }
 
-/* A free loopback port with nothing listening on it. */
-static unsigned
-closed_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-          getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* The consumer's wait for a producer that never answers: the ack timeout
  * (0.5 s), not the defer budget (30 s), whatever the connection does. */
 static void
@@ -311,7 +298,7 @@ gives_up_after_the_ack_timeout(unsigned port)
 static void
 test_unreachable_producer_costs_the_ack_timeout_not_the_defer_budget(void)
 {
-    gives_up_after_the_ack_timeout(closed_port());
+    gives_up_after_the_ack_timeout(ts_free_loopback_port());
 }
 
 static void

@@ -11,22 +11,9 @@
 #include <sys/socket.h>
 
 #include "support/cli.h"
+#include "support/util.h"
 
 #define LINK ECT_BUILD_DIR "/ectier-tcp-link"
-
-/* A loopback port nobody listens on now. */
-static unsigned
-free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    CHECK(fd >= 0);
-    CHECK(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-    CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* Both ends at once: the server in the background, the measuring end's
  * exit status last (the shell's), the server's output after its own. */
@@ -35,7 +22,7 @@ run_pair(struct ts_cli_run *r, const char *serve_bytes, const char *measure_byte
          const char *conns)
 {
     char cmd[512];
-    unsigned port = free_port();
+    unsigned port = ts_free_loopback_port();
     snprintf(cmd, sizeof(cmd),
              "%s serve 127.0.0.1 %u %s %s & s=$!; %s measure 127.0.0.1 %u %s 6 %s; rc=$?; "
              "wait $s; echo \"server $?\" >&2; exit $rc",

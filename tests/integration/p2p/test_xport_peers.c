@@ -325,7 +325,7 @@ TS_SHM_CASE(test_transport_choice_is_logged_once_per_peer_and_counted)
 /* The copy threads' prewakes so far, once all of them sleep (at most
  * 5 s): a prewake wakes no thread while another one polls. */
 static uint64_t
-prewakes_with_a_sleeper(ect_xport_client_t *client)
+prewakes_once_all_asleep(ect_xport_client_t *client)
 {
     struct ect__copy_cpu_stats st;
     for (int tries = 0; tries < 5000; tries++) {
@@ -359,7 +359,7 @@ TS_SHM_CASE(test_a_read_expected_from_a_same_host_peer_wakes_the_copy_threads)
     CHECK_EQ_U64(st.prewakes, 0); /* no copy engine yet */
     read_ok(&c, &q, 2, q.agent, q.agent_len, ECT_XPORT_TCP);
     read_ok(&c, &p, 1, p.agent, p.agent_len, ECT_XPORT_SAME_HOST);
-    uint64_t before = prewakes_with_a_sleeper(c.client);
+    uint64_t before = prewakes_once_all_asleep(c.client);
     ect__xport_client_expect_read(c.client, "127.0.0.1", 2, budget);
     ect__xport_client_expect_read(c.client, "127.0.0.1", 3, budget);
     ect__xport_client_expect_read(NULL, "127.0.0.1", 1, budget);
