@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -458,12 +459,20 @@ enum way_kernel { WAY_MEMCPY, WAY_NT, WAY_MOVSB };
 struct way {
     enum way_kernel kernel;
     unsigned threads;
-    char name[40];
+    int asleep; /* helpers asleep when the clock starts, woken by the driver */
+    char name[48];
 };
 
-/* Locking: `lock` guards job, armed and stop, and helpers sleep on cv.  While
- * a multi-threaded copy is timed the driver and the helpers meet on the
- * atomics ready, go and done, without the lock. */
+/* A way with sleeping helpers copies in pieces claimed one at a time, so
+ * that the driver copies whatever the helpers are too late for: eight a
+ * thread, but none below ASLEEP_MIN_PIECE_BYTES. */
+#define ASLEEP_PIECES_PER_THREAD 8
+#define ASLEEP_MIN_PIECE_BYTES   ((size_t)64 << 10)
+
+/* Locking: `lock` guards job, armed, asleep_job, sleeping and stop, and
+ * helpers sleep on cv.  While a multi-threaded copy is timed the driver and
+ * the helpers meet on the atomics ready, go and done (helpers already
+ * spinning), or next_piece and done (helpers woken), without the lock. */
 struct ect_bench_ceiling {
     unsigned threads;
     struct way ways[ECT_BENCH_MAX_WAYS];
@@ -472,18 +481,21 @@ struct ect_bench_ceiling {
     unsigned best;                 /* the way that won the last ect_bench_ceiling_gbps */
     double *t[ECT_BENCH_MAX_WAYS]; /* samples (seconds) of each way */
     size_t n, cap;
-    char describe[256];
+    char describe[512];
 
     pthread_t *helpers;
     unsigned n_helpers;
     pthread_mutex_t lock;
     pthread_cond_t cv;
     int armed, stop;
-    unsigned job; /* increases per multi-threaded copy */
+    int asleep_job;    /* the current job is a way with sleeping helpers */
+    unsigned sleeping; /* helpers waiting on cv */
+    unsigned job;      /* increases per multi-threaded copy */
     const ect_copy_op_t *ops;
     size_t n_ops, total;
     enum way_kernel kernel;
-    unsigned ready, go, done; /* atomics */
+    size_t n_pieces;                      /* of the current job, with sleeping helpers */
+    unsigned ready, go, done, next_piece; /* atomics */
 };
 
 /* Copy the bytes [lo, hi) of the ops' concatenated stream. */
@@ -523,6 +535,31 @@ struct helper_arg {
     unsigned index; /* 1 .. threads-1; the driver is 0 */
 };
 
+/* The piece size of a way with sleeping helpers for `total` bytes on
+ * `threads` threads: a multiple of 64 bytes. */
+static size_t
+asleep_piece_bytes(size_t total, unsigned threads)
+{
+    size_t piece = (total / ((size_t)threads * ASLEEP_PIECES_PER_THREAD)) & ~(size_t)63;
+    return piece > ASLEEP_MIN_PIECE_BYTES ? piece : ASLEEP_MIN_PIECE_BYTES;
+}
+
+/* Claim pieces of the current job and copy them until none is left. */
+static void
+copy_pieces(ect_bench_ceiling_t *c, const ect_copy_op_t *ops, size_t n_ops, size_t total,
+            size_t n_pieces, enum way_kernel kernel)
+{
+    size_t piece = asleep_piece_bytes(total, c->threads);
+    for (;;) {
+        size_t i = __atomic_fetch_add(&c->next_piece, 1, __ATOMIC_RELAXED);
+        if (i >= n_pieces)
+            return;
+        size_t lo = i * piece, hi = lo + piece;
+        copy_share(ops, n_ops, lo, hi < total ? hi : total, kernel);
+        __atomic_fetch_add(&c->done, 1, __ATOMIC_RELEASE);
+    }
+}
+
 static void *
 helper_main(void *p)
 {
@@ -532,25 +569,77 @@ helper_main(void *p)
     free(a);
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        while (!c->stop && (!c->armed || c->job == last))
+        while (!c->stop && (!c->armed || c->job == last)) {
+            c->sleeping++;
             pthread_cond_wait(&c->cv, &c->lock);
+            c->sleeping--;
+        }
         if (c->stop)
             break;
         unsigned job = last = c->job;
         const ect_copy_op_t *ops = c->ops;
-        size_t n_ops = c->n_ops, total = c->total, lo, hi;
+        size_t n_ops = c->n_ops, total = c->total, n_pieces = c->n_pieces, lo, hi;
         enum way_kernel kernel = c->kernel;
+        int asleep = c->asleep_job;
         pthread_mutex_unlock(&c->lock);
-        share_bounds(total, me, c->threads, &lo, &hi);
-        __atomic_fetch_add(&c->ready, 1, __ATOMIC_ACQ_REL);
-        while (__atomic_load_n(&c->go, __ATOMIC_ACQUIRE) != job)
-            __builtin_ia32_pause();
-        copy_share(ops, n_ops, lo, hi, kernel);
-        __atomic_fetch_add(&c->done, 1, __ATOMIC_RELEASE);
+        if (asleep) {
+            copy_pieces(c, ops, n_ops, total, n_pieces, kernel);
+        } else {
+            share_bounds(total, me, c->threads, &lo, &hi);
+            __atomic_fetch_add(&c->ready, 1, __ATOMIC_ACQ_REL);
+            while (__atomic_load_n(&c->go, __ATOMIC_ACQUIRE) != job)
+                __builtin_ia32_pause();
+            copy_share(ops, n_ops, lo, hi, kernel);
+            __atomic_fetch_add(&c->done, 1, __ATOMIC_RELEASE);
+        }
         pthread_mutex_lock(&c->lock);
     }
     pthread_mutex_unlock(&c->lock);
     return NULL;
+}
+
+/* A way whose helpers sleep when the clock starts: the driver wakes them
+ * (one broadcast, as a copy engine signals its sleeping threads) and starts
+ * on the pieces at once; a helper takes pieces from when it runs.  So the
+ * time is the best a copy can do that finds no thread polling: the
+ * wake-up's cost to the driver, and the helpers' late start, are in it. */
+static double
+time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t *ops, size_t n_ops,
+                size_t total)
+{
+    /* Untimed: every helper back on cv since the last job. */
+    pthread_mutex_lock(&c->lock);
+    while (c->sleeping != c->n_helpers) {
+        pthread_mutex_unlock(&c->lock);
+        sched_yield();
+        pthread_mutex_lock(&c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    size_t piece = asleep_piece_bytes(total, c->threads);
+    size_t n_pieces = (total + piece - 1) / piece;
+    uint64_t t0 = ect__now_ns();
+    pthread_mutex_lock(&c->lock);
+    c->ops = ops;
+    c->n_ops = n_ops;
+    c->total = total;
+    c->n_pieces = n_pieces;
+    c->kernel = w->kernel;
+    c->asleep_job = 1;
+    c->job++;
+    __atomic_store_n(&c->next_piece, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->done, 0, __ATOMIC_RELAXED);
+    c->armed = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->lock);
+    copy_pieces(c, ops, n_ops, total, n_pieces, w->kernel);
+    while (__atomic_load_n(&c->done, __ATOMIC_ACQUIRE) != n_pieces)
+        __builtin_ia32_pause();
+    double s = (double)(ect__now_ns() - t0) / 1e9;
+    pthread_mutex_lock(&c->lock);
+    c->armed = 0;
+    c->asleep_job = 0;
+    pthread_mutex_unlock(&c->lock);
+    return s;
 }
 
 static double
@@ -562,6 +651,8 @@ time_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t *ops, 
         copy_share(ops, n_ops, 0, total, w->kernel);
         return (double)(ect__now_ns() - t0) / 1e9;
     }
+    if (w->asleep)
+        return time_asleep_way(c, w, ops, n_ops, total);
     pthread_mutex_lock(&c->lock);
     c->ops = ops;
     c->n_ops = n_ops;
@@ -699,12 +790,17 @@ ect_bench_ceiling_sample(ect_bench_ceiling_t *c, const ect_copy_op_t *ops, size_
     return 0;
 }
 
-double
-ect_bench_ceiling_gbps(ect_bench_ceiling_t *c, double bytes, const char **way_p)
+/* The best of the median times of the ways with sleeping helpers or one
+ * thread (asleep 1), or of the others (asleep 0); *way_p gets its index. */
+static double
+best_of(ect_bench_ceiling_t *c, double bytes, int asleep, unsigned *way_p)
 {
     double best = 0;
     unsigned best_way = 0;
     for (unsigned w = 0; w < c->n_ways && c->n > 0; w++) {
+        const struct way *x = &c->ways[w];
+        if (asleep ? !(x->asleep || x->threads == 1) : x->asleep)
+            continue;
         double med = ect_bench_median(c->t[w], c->n);
         double gbps = med > 0 ? bytes / med / 1e9 : 0;
         if (gbps > best) {
@@ -712,10 +808,50 @@ ect_bench_ceiling_gbps(ect_bench_ceiling_t *c, double bytes, const char **way_p)
             best_way = w;
         }
     }
-    c->best = best_way;
-    if (way_p != NULL)
-        *way_p = c->ways[best_way].name;
+    *way_p = best_way;
     return best;
+}
+
+double
+ect_bench_ceiling_gbps(ect_bench_ceiling_t *c, double bytes, const char **way_p)
+{
+    double best = best_of(c, bytes, 0, &c->best);
+    if (way_p != NULL)
+        *way_p = c->ways[c->best].name;
+    return best;
+}
+
+double
+ect_bench_ceiling_asleep_gbps(ect_bench_ceiling_t *c, double bytes, const char **way_p)
+{
+    unsigned way;
+    double best = best_of(c, bytes, 1, &way);
+    if (way_p != NULL)
+        *way_p = c->ways[way].name;
+    return best;
+}
+
+int
+ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c)
+{
+    if (c->threads == 1 || c->cap > 0) /* sampled already: the ways have their arrays */
+        return 0;
+    unsigned n = c->n_ways;
+    for (unsigned w = 0; w < n; w++) {
+        if (c->ways[w].threads == 1 || c->ways[w].asleep || c->n_ways == ECT_BENCH_MAX_WAYS)
+            continue;
+        struct way *x = &c->ways[c->n_ways++];
+        *x = c->ways[w];
+        x->asleep = 1;
+        snprintf(x->name, sizeof(x->name), "%s, helpers woken", c->ways[w].name);
+    }
+    size_t len = strlen(c->describe);
+    snprintf(c->describe + len, sizeof(c->describe) - len,
+             ";\n    and with no thread polling: the best of 1 thread and %u threads whose helpers "
+             "sleep when the clock starts, woken by the copying thread, each taking pieces "
+             "(%d a thread, at least %zu KiB) as it comes",
+             c->threads, ASLEEP_PIECES_PER_THREAD, ASLEEP_MIN_PIECE_BYTES >> 10);
+    return 0;
 }
 
 double

@@ -11,7 +11,9 @@
  *   - the CPU copy ceiling: the machine's best copy of the same bytes, the
  *     best of memcpy, non-temporal stores and rep movsb, on one thread and on as many
  *     threads as the engine copies with (helpers already spinning when the
- *     clock starts, so the hand-off costs a cache line, not a wake-up);
+ *     clock starts, so the hand-off costs a cache line, not a wake-up), and
+ *     beside it, where a bench asks, the best copy that finds no thread
+ *     polling (one thread, or helpers woken when the clock starts);
  *   - cache state: ect_bench_cold / ect_bench_warm put the bytes of both
  *     sides of a copy in a stated state before each timed copy, the same for
  *     the engine and its ceiling;
@@ -106,7 +108,7 @@ const char *ect_bench_cold_describe(void);
 
 /* ---- the CPU copy ceiling -------------------------------------------------------------- */
 
-#define ECT_BENCH_MAX_WAYS 6
+#define ECT_BENCH_MAX_WAYS 9
 
 typedef struct ect_bench_ceiling ect_bench_ceiling_t;
 
@@ -136,6 +138,25 @@ int ect_bench_ceiling_sample(ect_bench_ceiling_t *c, const ect_copy_op_t *ops, s
  * the median time of that way.  *way_p (may be NULL) gets the winner's name
  * ("NT stores, 2 threads"), valid while c lives. */
 double ect_bench_ceiling_gbps(ect_bench_ceiling_t *c, double bytes, const char **way_p);
+
+/*
+ * A second, lower ceiling beside the first, for a figure whose copy may find
+ * no thread polling: every multi-threaded way again, its helpers asleep
+ * when the clock starts, woken by the copying thread as a copy engine wakes
+ * its threads (one condition-variable broadcast), each thread taking
+ * pieces (eight a thread, at least 64 KiB) as it comes.  So the wake-up's
+ * cost to the waker and the helpers' late start are in its time, and
+ * nothing else is.  Call before the first sample; afterwards each sample
+ * times these ways too.  A no-op on a one-thread ceiling, or once sampled.
+ * ect_bench_ceiling_gbps never picks these ways.  Returns 0.
+ */
+int ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c);
+
+/* The best, in GB/s for `bytes` a sample, of the ways that need no thread
+ * polling before the clock starts: one thread, or helpers woken (where
+ * ect_bench_ceiling_add_asleep added them).  *way_p as for
+ * ect_bench_ceiling_gbps; it does not change which way copy_best uses. */
+double ect_bench_ceiling_asleep_gbps(ect_bench_ceiling_t *c, double bytes, const char **way_p);
 
 /* Copy the ops once with the way that won the last ect_bench_ceiling_gbps
  * (for a figure that must copy the way its ceiling did); returns seconds. */

@@ -9,7 +9,11 @@
  * already spinning when the clock starts: a physical limit, so a
  * ratio above 1 would mean the ceiling is wrong.  It copies each entry
  * contiguously on both sides, so a fragmented entry is held to the
- * contiguous ceiling.
+ * contiguous ceiling.  Beside each one-entry figure a reference row holds it
+ * to a second ceiling, the best copy that finds no thread polling (bench.h:
+ * one thread, or helpers asleep when the clock starts and woken by the
+ * copying thread): what any engine whose threads sleep between batches
+ * could do here, so the row tells the wake-up's share of the gap from ours.
  *
  * The region side is a real /dev/shm mapping, unlinked as soon as it is
  * mapped (nothing can be left behind) and written once so every page exists
@@ -246,6 +250,15 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
             .name = what, .value = gbps, .unit = "GB/s", .ceiling = ceiling, .ceiling_is = way});
     } else {
         ect_bench_copy_figure(what, series, gbps, ceiling, way, (double)c->payload);
+        if (c->entries == 1) {
+            /* What a copy that finds no thread polling could do here. */
+            double asleep = ect_bench_ceiling_asleep_gbps(b->ceiling, (double)total, &way);
+            snprintf(what, sizeof(what), "  ref: %s %zu MiB, %zu run%s, vs no thread polling",
+                     dir == ECT_COPY_SAVE ? "save" : "load", c->payload >> 20, c->n_runs,
+                     c->n_runs == 1 ? "" : "s");
+            ect_bench_figure(&(ect_bench_fig_t){
+                .name = what, .value = gbps, .unit = "GB/s", .ceiling = asleep, .ceiling_is = way});
+        }
     }
     fflush(stdout);
     rc = 0;
@@ -301,6 +314,7 @@ ect_bench_copy(int argc, char **argv)
     b.ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(ENGINE_THREADS));
     if (b.ceiling == NULL)
         goto destroy_engine;
+    ect_bench_ceiling_add_asleep(b.ceiling);
     printf("  cpu engine, %u copy threads, default pieces; %u-byte blocks; region: /dev/shm, "
            "%.1f MiB, pre-faulted\n",
            ENGINE_THREADS, BLOCK_BYTES, (double)b.region_len / (1 << 20));

@@ -34,7 +34,11 @@
  * after a large entry's copy: the small parts of the 8 and 32 MiB
  * breakdowns grow by that much).
  *
- * Then references that tell the machine's share from ours.  After each
+ * Then references that tell the machine's share from ours.  Two rows per
+ * size hold the save and load steps to the best copy that finds no thread
+ * polling (bench.h: one thread, or helpers asleep when the clock starts and
+ * woken by the copying thread), sampled beside the first ceiling: the
+ * figure an engine whose threads sleep between steps could reach.  After each
  * size's figures, a line times the ceiling's winning way copying the save's
  * bytes into the blocks of the oldest entry the region holds (the blocks
  * the next save gets, last written as many steps before as the region
@@ -490,6 +494,8 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
             sm.part[d][p] = mem + (2 + (size_t)d * N_PARTS + (size_t)p) * reps;
     ect_bench_ceiling_t *cs = b->ceiling;
     ect_bench_ceiling_t *cl = ect_bench_ceiling_create(ect__copy_cpu_copiers(b->cfg.copy_threads));
+    if (cl != NULL)
+        ect_bench_ceiling_add_asleep(cl);
     double *age = mem + (2 + 2 * (size_t)N_PARTS) * reps;
     ect_run_t runs[MAX_RUNS];
     ect_copy_op_t ops[MAX_RUNS];
@@ -580,6 +586,21 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     snprintf(series, sizeof(series), "round trip%s", b->label);
     ect_bench_copy_figure(what, series, 2 * gb / (ms + ml), 2 * gb / (gb / ceil_s + gb / ceil_l),
                           "both ceilings", (double)payload);
+    if (b->label[0] == '\0') {
+        /* The same steps against what a copy that finds no thread polling
+         * could do here: the share of the gap a wake-up must cost. */
+        for (int d = 0; d < 2; d++) {
+            const char *way;
+            double asleep = ect_bench_ceiling_asleep_gbps(d == 0 ? cs : cl, (double)payload, &way);
+            snprintf(what, sizeof(what), "  ref: %s step %zu MiB vs no thread polling",
+                     d == 0 ? "save" : "load", payload >> 20);
+            ect_bench_figure(&(ect_bench_fig_t){.name = what,
+                                                .value = gb / (d == 0 ? ms : ml),
+                                                .unit = "GB/s",
+                                                .ceiling = asleep,
+                                                .ceiling_is = way});
+        }
+    }
     print_breakdown(&sm, 0, reps, "save", gb / ceil_s);
     print_breakdown(&sm, 1, reps, "load", gb / ceil_l);
     ect_bench_copy_engine_line("    ", &before, &after);
@@ -732,6 +753,8 @@ ect_bench_step(int argc, char **argv)
     if (make_worker(&b) != 0)
         goto destroy_scheduler;
     b.ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(b.cfg.copy_threads));
+    if (b.ceiling != NULL)
+        ect_bench_ceiling_add_asleep(b.ceiling);
     b.src = malloc(MAX_PAYLOAD);
     b.dst = malloc(MAX_PAYLOAD + BLOCK_BYTES);
     b.written = calloc(b.geom.num_blocks, sizeof(*b.written));
