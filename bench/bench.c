@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -468,8 +469,13 @@ struct way {
  * thread, but none below ASLEEP_MIN_PIECE_BYTES. */
 #define ASLEEP_PIECES_PER_THREAD 8
 #define ASLEEP_MIN_PIECE_BYTES   ((size_t)64 << 10)
+/* How long the helpers sleep before such a copy at least: longer than the
+ * kernel's and the hypervisor's idle polling (about 200 us by default),
+ * which would wake a CPU that has just gone idle at once, while a copy
+ * engine's threads between steps have slept far longer. */
+#define ASLEEP_MIN_SLEEP_NS (1000u * 1000u)
 
-/* Locking: `lock` guards job, armed, asleep_job, sleeping and stop, and
+/* Locking: `lock` guards job, armed, asleep_job, sleeping, slept_at_ns and stop, and
  * helpers sleep on cv.  While a multi-threaded copy is timed the driver and
  * the helpers meet on the atomics ready, go and done (helpers already
  * spinning), or next_piece and done (helpers woken), without the lock. */
@@ -488,9 +494,10 @@ struct ect_bench_ceiling {
     pthread_mutex_t lock;
     pthread_cond_t cv;
     int armed, stop;
-    int asleep_job;    /* the current job is a way with sleeping helpers */
-    unsigned sleeping; /* helpers waiting on cv */
-    unsigned job;      /* increases per multi-threaded copy */
+    int asleep_job;       /* the current job is a way with sleeping helpers */
+    unsigned sleeping;    /* helpers waiting on cv */
+    uint64_t slept_at_ns; /* when the last of them began to */
+    unsigned job;         /* increases per multi-threaded copy */
     const ect_copy_op_t *ops;
     size_t n_ops, total;
     enum way_kernel kernel;
@@ -571,6 +578,7 @@ helper_main(void *p)
     for (;;) {
         while (!c->stop && (!c->armed || c->job == last)) {
             c->sleeping++;
+            c->slept_at_ns = ect__now_ns();
             pthread_cond_wait(&c->cv, &c->lock);
             c->sleeping--;
         }
@@ -607,14 +615,20 @@ static double
 time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t *ops, size_t n_ops,
                 size_t total)
 {
-    /* Untimed: every helper back on cv since the last job. */
+    /* Untimed: every helper back on cv since the last job, for at least
+     * ASLEEP_MIN_SLEEP_NS. */
     pthread_mutex_lock(&c->lock);
     while (c->sleeping != c->n_helpers) {
         pthread_mutex_unlock(&c->lock);
         sched_yield();
         pthread_mutex_lock(&c->lock);
     }
+    uint64_t slept_ns = ect__now_ns() - c->slept_at_ns;
     pthread_mutex_unlock(&c->lock);
+    if (slept_ns < ASLEEP_MIN_SLEEP_NS) {
+        uint64_t left = ASLEEP_MIN_SLEEP_NS - slept_ns;
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = (long)left}, NULL);
+    }
     size_t piece = asleep_piece_bytes(total, c->threads);
     size_t n_pieces = (total + piece - 1) / piece;
     uint64_t t0 = ect__now_ns();
@@ -848,7 +862,8 @@ ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c)
     size_t len = strlen(c->describe);
     snprintf(c->describe + len, sizeof(c->describe) - len,
              ";\n    and with no thread polling: the best of 1 thread and %u threads whose helpers "
-             "sleep when the clock starts, woken by the copying thread, each taking pieces "
+             "have slept 1 ms or more when the clock starts, woken by the copying thread, each "
+             "taking pieces "
              "(%d a thread, at least %zu KiB) as it comes",
              c->threads, ASLEEP_PIECES_PER_THREAD, ASLEEP_MIN_PIECE_BYTES >> 10);
     return 0;

@@ -142,7 +142,8 @@ double ect_bench_ceiling_gbps(ect_bench_ceiling_t *c, double bytes, const char *
 /*
  * A second, lower ceiling beside the first, for a figure whose copy may find
  * no thread polling: every multi-threaded way again, its helpers asleep
- * when the clock starts, woken by the copying thread as a copy engine wakes
+ * when the clock starts (for at least 1 ms, longer than the kernel's and
+ * the hypervisor's idle polling), woken by the copying thread as a copy engine wakes
  * its threads (one condition-variable broadcast), each thread taking
  * pieces (eight a thread, at least 64 KiB) as it comes.  So the wake-up's
  * cost to the waker and the helpers' late start are in its time, and

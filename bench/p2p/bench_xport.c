@@ -46,7 +46,11 @@
  *              movsb, on 1 thread and on as many as copy one batch in the
  *              client's engine) of the same bytes from the
  *              producer's region (mapped read-only) into ours, in the same
- *              cache state, reps alternating with the reads.
+ *              cache state, reps alternating with the reads; and beside
+ *              each contiguous row a reference row against the best copy
+ *              that finds no thread polling (one thread, or helpers woken
+ *              when the clock starts): what a read whose copy threads
+ *              sleep until it comes could do here.
  */
 #include <errno.h>
 #include <signal.h>
@@ -400,6 +404,10 @@ struct answer {
     double fig[N_FIGS];
     char way[N_FIGS][WAY_LEN];
     struct read_parts parts[N_FIGS / 2]; /* of the reads of FIG(cold, fr, 0) */
+    /* Same-host: the best copy that finds no thread polling (bench.h), of
+     * the reads of FIG(cold, fr, 0), and its way. */
+    double asleep[N_FIGS / 2];
+    char asleep_way[N_FIGS / 2][WAY_LEN];
     /* The client's copy engine before and after the size's reads
      * (same-host: how the reads were copied). */
     struct ect__copy_cpu_stats copy_a, copy_z;
@@ -461,6 +469,8 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     if (mode == MODE_SAME_HOST &&
         (ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(2))) == NULL)
         goto destroy_client;
+    if (ceiling != NULL)
+        ect_bench_ceiling_add_asleep(ceiling);
     uint8_t i;
     while (ect_cli_read_full(cmd, &i, 1) == 0 && (i < N_SIZES || i >= SEED_CMD)) {
         static struct answer a;
@@ -497,6 +507,13 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                 a.status = measure_shape(&client, 1, mine, theirs, p, &shape, ceiling, bare, cold,
                                          &a.fig[FIG(cold, fr, 0)], &a.fig[FIG(cold, fr, 1)],
                                          a.way[FIG(cold, fr, 1)], &a.parts[FIG(cold, fr, 0) / 2]);
+                if (a.status == 0 && ceiling != NULL) {
+                    const char *w;
+                    int k = FIG(cold, fr, 0) / 2;
+                    a.asleep[k] =
+                        ect_bench_ceiling_asleep_gbps(ceiling, (double)shape.n_blocks * BLOCK, &w);
+                    snprintf(a.asleep_way[k], WAY_LEN, "%s", w);
+                }
             }
         if (a.status == 0 && ect__xport_client_copy_stats(client, &a.copy_z) != ECT_OK)
             a.status = 1;
@@ -665,6 +682,20 @@ run_mode(enum mode mode)
                 print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], fig[FIG(cold, fr, 1)],
                           same_host ? "best copy" : "bare TCP", a.way[FIG(cold, fr, 1)],
                           same_host ? 0.8 : 0.9);
+                if (same_host && !fr) {
+                    /* What a read that finds no copy thread polling could do. */
+                    char what[96];
+                    snprintf(what, sizeof(what),
+                             "  ref: same_host %2zu MiB contiguous %-4s vs no "
+                             "thread polling",
+                             SIZES_MIB[i], cold ? "cold" : "warm");
+                    int k = FIG(cold, fr, 0) / 2;
+                    ect_bench_figure(&(ect_bench_fig_t){.name = what,
+                                                        .value = fig[FIG(cold, fr, 0)],
+                                                        .unit = "GB/s",
+                                                        .ceiling = a.asleep[k],
+                                                        .ceiling_is = a.asleep_way[k]});
+                }
                 if (same_host)
                     continue;
                 if (!cold)
