@@ -629,11 +629,13 @@ print_row(enum mode mode, size_t i, int fr, int cold, double value, double ceili
     }
 }
 
-/* Where one size's tcp reads spent their time besides moving bytes
- * (struct read_parts), next to their whole time.  A bare transfer has no
- * hand-off to a waiting thread, and its start is only the request's send. */
+/* Where one size's reads spent their time besides moving bytes (struct
+ * read_parts), next to their whole time.  A bare transfer has no hand-off
+ * to a waiting thread, and its start is only the request's send.  A
+ * same-host read copies inside its start on the calling thread, so its
+ * start is most of it. */
 static void
-print_tcp_parts(size_t bytes, const struct answer *a)
+print_read_parts(enum mode mode, size_t bytes, const struct answer *a)
 {
     static const int ORDER[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}}; /* {cold, fr} */
     double v[3][4];
@@ -643,12 +645,15 @@ print_tcp_parts(size_t bytes, const struct answer *a)
         v[1][k] = a->parts[fig / 2].start * 1e6;
         v[2][k] = a->parts[fig / 2].handoff * 1e6;
     }
-    printf("    a tcp read's parts (medians, us; contiguous warm / cold, 16 runs warm / cold): "
-           "in all %.0f / %.0f / %.0f / %.0f; starting it (request sent, producer woken) "
+    printf("    a %s read's parts (medians, us; contiguous warm / cold, 16 runs warm / cold): "
+           "in all %.0f / %.0f / %.0f / %.0f; starting it (%s) "
            "%.1f / %.1f / %.1f / %.1f; last byte landed to the waiting thread seeing DONE "
            "%.1f / %.1f / %.1f / %.1f\n",
-           v[0][0], v[0][1], v[0][2], v[0][3], v[1][0], v[1][1], v[1][2], v[1][3], v[2][0], v[2][1],
-           v[2][2], v[2][3]);
+           MODE_NAMES[mode], v[0][0], v[0][1], v[0][2], v[0][3],
+           mode == MODE_TCP ? "request sent, producer woken"
+                            : "the batch submitted, copy threads woken or not, this thread's "
+                              "pieces copied",
+           v[1][0], v[1][1], v[1][2], v[1][3], v[2][0], v[2][1], v[2][2], v[2][3]);
 }
 
 static int
@@ -701,8 +706,7 @@ run_mode(enum mode mode)
                 if (!cold)
                     print_row(mode, i, fr, cold, fig[FIG(cold, fr, 0)], tag, "UCX tag_bw", NULL, 0);
             }
-        if (mode == MODE_TCP)
-            print_tcp_parts(bytes, &a);
+        print_read_parts(mode, bytes, &a);
         if (mode == MODE_SAME_HOST)
             ect_bench_copy_engine_line("    the reads' ", &a.copy_a, &a.copy_z);
         fflush(stdout);
