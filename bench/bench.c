@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -503,6 +504,14 @@ struct ect_bench_ceiling {
     enum way_kernel kernel;
     size_t n_pieces;                      /* of the current job, with sleeping helpers */
     unsigned ready, go, done, next_piece; /* atomics */
+    /* Ways with sleeping helpers: when the driver began to wake them, each
+     * helper's delay from then to its first piece in the current job (0:
+     * it took none; written before its first piece is counted done), and
+     * the delays of every job so far. */
+    uint64_t woke_at_ns;
+    uint64_t *first_piece_ns; /* [threads]; index 0 unused */
+    double *starts;
+    size_t n_starts, cap_starts;
 };
 
 /* Copy the bytes [lo, hi) of the ops' concatenated stream. */
@@ -551,16 +560,19 @@ asleep_piece_bytes(size_t total, unsigned threads)
     return piece > ASLEEP_MIN_PIECE_BYTES ? piece : ASLEEP_MIN_PIECE_BYTES;
 }
 
-/* Claim pieces of the current job and copy them until none is left. */
+/* Claim pieces of the current job and copy them until none is left;
+ * thread `me` (0: the driver) notes when it took its first. */
 static void
-copy_pieces(ect_bench_ceiling_t *c, const ect_copy_op_t *ops, size_t n_ops, size_t total,
-            size_t n_pieces, enum way_kernel kernel)
+copy_pieces(ect_bench_ceiling_t *c, unsigned me, const ect_copy_op_t *ops, size_t n_ops,
+            size_t total, size_t n_pieces, enum way_kernel kernel, uint64_t woke_at_ns)
 {
     size_t piece = asleep_piece_bytes(total, c->threads);
-    for (;;) {
+    for (bool first = true;; first = false) {
         size_t i = __atomic_fetch_add(&c->next_piece, 1, __ATOMIC_RELAXED);
         if (i >= n_pieces)
             return;
+        if (first && me > 0)
+            c->first_piece_ns[me] = ect__now_ns() - woke_at_ns;
         size_t lo = i * piece, hi = lo + piece;
         copy_share(ops, n_ops, lo, hi < total ? hi : total, kernel);
         __atomic_fetch_add(&c->done, 1, __ATOMIC_RELEASE);
@@ -589,9 +601,10 @@ helper_main(void *p)
         size_t n_ops = c->n_ops, total = c->total, n_pieces = c->n_pieces, lo, hi;
         enum way_kernel kernel = c->kernel;
         int asleep = c->asleep_job;
+        uint64_t woke_at_ns = c->woke_at_ns;
         pthread_mutex_unlock(&c->lock);
         if (asleep) {
-            copy_pieces(c, ops, n_ops, total, n_pieces, kernel);
+            copy_pieces(c, me, ops, n_ops, total, n_pieces, kernel, woke_at_ns);
         } else {
             share_bounds(total, me, c->threads, &lo, &hi);
             __atomic_fetch_add(&c->ready, 1, __ATOMIC_ACQ_REL);
@@ -631,8 +644,11 @@ time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t
     }
     size_t piece = asleep_piece_bytes(total, c->threads);
     size_t n_pieces = (total + piece - 1) / piece;
+    for (unsigned h = 1; h < c->threads; h++)
+        c->first_piece_ns[h] = 0;
     uint64_t t0 = ect__now_ns();
     pthread_mutex_lock(&c->lock);
+    c->woke_at_ns = t0;
     c->ops = ops;
     c->n_ops = n_ops;
     c->total = total;
@@ -645,7 +661,7 @@ time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t
     c->armed = 1;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->lock);
-    copy_pieces(c, ops, n_ops, total, n_pieces, w->kernel);
+    copy_pieces(c, 0, ops, n_ops, total, n_pieces, w->kernel, t0);
     while (__atomic_load_n(&c->done, __ATOMIC_ACQUIRE) != n_pieces)
         __builtin_ia32_pause();
     double s = (double)(ect__now_ns() - t0) / 1e9;
@@ -653,6 +669,20 @@ time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t
     c->armed = 0;
     c->asleep_job = 0;
     pthread_mutex_unlock(&c->lock);
+    /* Every piece is done, so every helper that took one has noted when. */
+    for (unsigned h = 1; h < c->threads; h++) {
+        if (c->first_piece_ns[h] == 0)
+            continue;
+        if (c->n_starts == c->cap_starts) {
+            size_t cap = c->cap_starts ? c->cap_starts * 2 : 256;
+            double *v = realloc(c->starts, cap * sizeof(*v));
+            if (v == NULL)
+                break; /* a figure short of samples, not a failure */
+            c->starts = v;
+            c->cap_starts = cap;
+        }
+        c->starts[c->n_starts++] = (double)c->first_piece_ns[h] / 1e3;
+    }
     return s;
 }
 
@@ -730,7 +760,8 @@ ect_bench_ceiling_create(unsigned threads)
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cv, NULL);
     c->helpers = calloc(c->threads, sizeof(*c->helpers));
-    if (c->helpers == NULL) {
+    c->first_piece_ns = calloc(c->threads, sizeof(*c->first_piece_ns));
+    if (c->helpers == NULL || c->first_piece_ns == NULL) {
         fprintf(stderr, "bench: out of memory for the copy ceiling\n");
         ect_bench_ceiling_destroy(c);
         return NULL;
@@ -761,6 +792,8 @@ ect_bench_ceiling_destroy(ect_bench_ceiling_t *c)
     for (unsigned i = 0; i < c->n_helpers; i++)
         pthread_join(c->helpers[i], NULL);
     free(c->helpers);
+    free(c->first_piece_ns);
+    free(c->starts);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->lock);
     for (unsigned w = 0; w < ECT_BENCH_MAX_WAYS; w++)
@@ -772,6 +805,23 @@ void
 ect_bench_ceiling_reset(ect_bench_ceiling_t *c)
 {
     c->n = 0;
+    c->n_starts = 0;
+}
+
+double
+ect_bench_ceiling_helper_start_us(ect_bench_ceiling_t *c, size_t *n_p)
+{
+    *n_p = c->n_starts;
+    if (c->n_starts == 0)
+        return -1;
+    /* A copy: the median sorts, and the samples stay in their order. */
+    double *v = malloc(c->n_starts * sizeof(*v));
+    if (v == NULL)
+        return -1;
+    memcpy(v, c->starts, c->n_starts * sizeof(*v));
+    double m = ect_bench_median(v, c->n_starts);
+    free(v);
+    return m;
 }
 
 int
