@@ -809,11 +809,16 @@ ect_bench_ceiling_reset(ect_bench_ceiling_t *c)
 }
 
 double
-ect_bench_ceiling_helper_start_us(ect_bench_ceiling_t *c, size_t *n_p)
+ect_bench_ceiling_helper_start_us(ect_bench_ceiling_t *c, size_t *n_p, double *mean_p)
 {
     *n_p = c->n_starts;
+    *mean_p = -1;
     if (c->n_starts == 0)
         return -1;
+    double sum = 0;
+    for (size_t i = 0; i < c->n_starts; i++)
+        sum += c->starts[i];
+    *mean_p = sum / (double)c->n_starts;
     /* A copy: the median sorts, and the samples stay in their order. */
     double *v = malloc(c->n_starts * sizeof(*v));
     if (v == NULL)

@@ -161,10 +161,11 @@ double ect_bench_ceiling_asleep_gbps(ect_bench_ceiling_t *c, double bytes, const
 
 /* The median delay, in microseconds, from the copying thread beginning to
  * wake the sleeping helpers to a helper taking its first piece, over the
- * helpers that took one since the last reset (*n_p gets how many); -1 with
- * none.  Beside a copy engine's own first-piece delay, it tells whether
- * the engine's threads wake later than the machine wakes a thread. */
-double ect_bench_ceiling_helper_start_us(ect_bench_ceiling_t *c, size_t *n_p);
+ * helpers that took one since the last reset (*n_p gets how many, *mean_p
+ * their mean); -1 with none.  Beside a copy engine's own first-piece delay,
+ * it tells whether the engine's threads wake later than the machine wakes
+ * a thread. */
+double ect_bench_ceiling_helper_start_us(ect_bench_ceiling_t *c, size_t *n_p, double *mean_p);
 
 /* Copy the ops once with the way that won the last ect_bench_ceiling_gbps
  * (for a figure that must copy the way its ceiling did); returns seconds. */

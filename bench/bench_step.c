@@ -606,13 +606,15 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     ect_bench_copy_engine_line("    ", &before, &after);
     if (b->label[0] == '\0') {
         size_t n_s, n_l;
-        double us_s = ect_bench_ceiling_helper_start_us(cs, &n_s),
-               us_l = ect_bench_ceiling_helper_start_us(cl, &n_l);
+        double mean_s, mean_l;
+        double us_s = ect_bench_ceiling_helper_start_us(cs, &n_s, &mean_s),
+               us_l = ect_bench_ceiling_helper_start_us(cl, &n_l, &mean_l);
         if (n_s > 0 && n_l > 0)
             printf("    the no-polling ceilings' helpers, asleep 1 ms or more and woken as the "
-                   "engine wakes its copy threads, took their first piece a median %.1f / %.1f "
-                   "us after the wake (save / load; of the %zu / %zu that took one)\n",
-                   us_s, us_l, n_s, n_l);
+                   "engine wakes its copy threads, took their first piece %.1f / %.1f us after "
+                   "the wake (save / load; mean, median %.1f / %.1f; of the %zu / %zu that took "
+                   "one)\n",
+                   mean_s, mean_l, us_s, us_l, n_s, n_l);
     }
     /* Once per size: the other rows change the blocks or the threads. */
     if (b->label[0] == '\0' && oldest_blocks_line(b, payload, ms) != 0)
