@@ -164,7 +164,9 @@ double ect_bench_ceiling_asleep_gbps(ect_bench_ceiling_t *c, double bytes, const
  * helpers that took one since the last reset (*n_p gets how many, *mean_p
  * their mean); -1 with none.  Beside a copy engine's own first-piece delay,
  * it tells whether the engine's threads wake later than the machine wakes
- * a thread. */
+ * a thread.  A helper that woke after the copying thread took the last
+ * piece is not counted, so with few pieces (small copies) the figure leans
+ * early; compare sizes where every helper finds work. */
 double ect_bench_ceiling_helper_start_us(ect_bench_ceiling_t *c, size_t *n_p, double *mean_p);
 
 /* Copy the ops once with the way that won the last ect_bench_ceiling_gbps
