@@ -900,11 +900,11 @@ ect_bench_ceiling_asleep_gbps(ect_bench_ceiling_t *c, double bytes, const char *
     return best;
 }
 
-int
+void
 ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c)
 {
     if (c->threads == 1 || c->cap > 0) /* sampled already: the ways have their arrays */
-        return 0;
+        return;
     unsigned n = c->n_ways;
     for (unsigned w = 0; w < n; w++) {
         if (c->ways[w].threads == 1 || c->ways[w].asleep || c->n_ways == ECT_BENCH_MAX_WAYS)
@@ -918,10 +918,8 @@ ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c)
     snprintf(c->describe + len, sizeof(c->describe) - len,
              ";\n    and with no thread polling: the best of 1 thread and %u threads whose helpers "
              "have slept 1 ms or more when the clock starts, woken by the copying thread, each "
-             "taking pieces "
-             "(%d a thread, at least %zu KiB) as it comes",
+             "taking pieces (%d a thread, at least %zu KiB) as it comes",
              c->threads, ASLEEP_PIECES_PER_THREAD, ASLEEP_MIN_PIECE_BYTES >> 10);
-    return 0;
 }
 
 double

@@ -149,9 +149,9 @@ double ect_bench_ceiling_gbps(ect_bench_ceiling_t *c, double bytes, const char *
  * cost to the waker and the helpers' late start are in its time, and
  * nothing else is.  Call before the first sample; afterwards each sample
  * times these ways too.  A no-op on a one-thread ceiling, or once sampled.
- * ect_bench_ceiling_gbps never picks these ways.  Returns 0.
+ * ect_bench_ceiling_gbps never picks these ways.
  */
-int ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c);
+void ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c);
 
 /* The best, in GB/s for `bytes` a sample, of the ways that need no thread
  * polling before the clock starts: one thread, or helpers woken (where

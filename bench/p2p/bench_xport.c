@@ -691,8 +691,7 @@ run_mode(enum mode mode)
                     /* What a read that finds no copy thread polling could do. */
                     char what[96];
                     snprintf(what, sizeof(what),
-                             "  ref: same_host %2zu MiB contiguous %-4s vs no "
-                             "thread polling",
+                             "  ref: same_host %2zu MiB contiguous %-4s vs no thread polling",
                              SIZES_MIB[i], cold ? "cold" : "warm");
                     int k = FIG(cold, fr, 0) / 2;
                     ect_bench_figure(&(ect_bench_fig_t){.name = what,
