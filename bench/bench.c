@@ -1,8 +1,9 @@
 /*
  * `ectier bench [--json] [--plot DIR] [NAME...]`: runs the registered
  * benchmarks (all by default), and holds what they share (bench.h): figure
- * output (text, JSON lines, gnuplot charts), medians and cache-state
- * helpers.  The CPU copy ceiling they share is in copy_ceiling.c.
+ * output (text, JSON lines, gnuplot charts), the copy engine's line and
+ * cache-state helpers.  The CPU copy ceiling they share is in
+ * copy_ceiling.c, medians in median.c.
  *
  * Under --json, stdout carries only the JSON objects, one a line; every
  * other line a benchmark prints (headers, breakdowns, notes) goes to stderr,
@@ -325,21 +326,7 @@ plot_bench(const char *bench)
     return rc;
 }
 
-/* ---- medians ------------------------------------------------------------------------ */
-
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double
-ect_bench_median(double *v, size_t n)
-{
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+/* ---- the copy engine's line ------------------------------------------------------------ */
 
 void
 ect_bench_copy_engine_line(const char *indent, const struct ect__copy_cpu_stats *a,

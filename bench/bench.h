@@ -3,8 +3,8 @@
  * measured in the same run and the ratio (SPEC §12).  One function per
  * bench/bench_<name>.c, registered in bench/bench.c.
  *
- * bench/bench.c (and bench/copy_ceiling.c, the copy ceiling) is the one
- * home of what the benchmarks share:
+ * bench/bench.c (with bench/copy_ceiling.c, the copy ceiling, and
+ * bench/median.c) is the one home of what the benchmarks share:
  *   - figures: every result goes through ect_bench_figure (or its short form
  *     ect_bench_row), which prints the text row, or one JSON object a line
  *     (`ectier bench --json`), and keeps it for the charts of
