@@ -339,6 +339,24 @@ poll_until(const struct cpu_engine *e, const uint64_t *counter, uint64_t seen, b
     }
 }
 
+/* A copy thread out of work polls for the next batch for budget_ns,
+ * counted as a spinner meanwhile (submit then signals nobody), without the
+ * mutex, which it holds again on return.  Returns true when work came. */
+static bool
+poll_for_work_locked(struct cpu_engine *e, uint64_t budget_ns)
+{
+    e->spinners++;
+    pthread_mutex_unlock(&e->lock);
+    bool found = poll_until(e, &e->queued, 0, true, budget_ns);
+    pthread_mutex_lock(&e->lock);
+    e->spinners--;
+    if (found)
+        e->stats.polls_found_work++;
+    else
+        e->stats.polls_timed_out++;
+    return found;
+}
+
 void *
 ect__cpu_copy_thread_main(void *arg)
 {
@@ -384,16 +402,8 @@ ect__cpu_copy_thread_main(void *arg)
              * within microseconds, and polling for it costs less than the
              * wake-up it saves.  Submit sees the spinner and does not
              * signal. */
-            e->spinners++;
-            pthread_mutex_unlock(&e->lock);
-            may_spin = poll_until(e, &e->queued, 0, true, e->spin_ns);
-            pthread_mutex_lock(&e->lock);
-            e->spinners--;
+            may_spin = poll_for_work_locked(e, e->spin_ns);
             polled = true;
-            if (may_spin)
-                e->stats.polls_found_work++;
-            else
-                e->stats.polls_timed_out++;
             continue;
         }
         uint64_t now = ect__now_ns();
@@ -401,19 +411,9 @@ ect__cpu_copy_thread_main(void *arg)
             /* A batch is expected (ect__copy_cpu_prewake): poll for it
              * until the prewake's deadline, which a later prewake may
              * have moved on meanwhile. */
-            e->spinners++;
             e->stats.prewoken++;
-            uint64_t budget = e->warm_until_ns - now;
-            pthread_mutex_unlock(&e->lock);
-            bool found = poll_until(e, &e->queued, 0, true, budget);
-            pthread_mutex_lock(&e->lock);
-            e->spinners--;
+            may_spin = poll_for_work_locked(e, e->warm_until_ns - now);
             polled = true;
-            may_spin = found;
-            if (found)
-                e->stats.polls_found_work++;
-            else
-                e->stats.polls_timed_out++;
             continue;
         }
         may_spin = false;
