@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -100,4 +101,35 @@ ts_cli_run_free(struct ts_cli_run *r)
     free(r->out);
     free(r->err);
     r->out = r->err = NULL;
+}
+
+pid_t
+ts_cli_spawn(const char *const *argv, FILE **out_p, FILE **err_p)
+{
+    int out[2], err[2] = {-1, -1};
+    CHECK(pipe(out) == 0);
+    CHECK(err_p == NULL || pipe(err) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        close(out[1]);
+        if (err_p != NULL) {
+            dup2(err[1], STDERR_FILENO);
+            close(err[0]);
+            close(err[1]);
+        }
+        execv(ECT_CLI_PATH, (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    CHECK((*out_p = fdopen(out[0], "r")) != NULL);
+    if (err_p != NULL) {
+        close(err[1]);
+        CHECK((*err_p = fdopen(err[0], "r")) != NULL);
+    }
+    return pid;
 }

@@ -8,6 +8,9 @@
 #ifndef ECT_TESTS_SUPPORT_CLI_H
 #define ECT_TESTS_SUPPORT_CLI_H
 
+#include <stdio.h>
+#include <sys/types.h>
+
 #include "harness.h"
 
 struct ts_cli_run {
@@ -25,6 +28,14 @@ void ts_cli_exec(struct ts_cli_run *r, double deadline_s, int sh, const char *co
 /* Run `ectier ARGS...` (NULL-terminated, at most 62) within deadline_s
  * seconds, as ts_cli_exec. */
 void ts_cli_run(struct ts_cli_run *r, double deadline_s, const char *arg0, ...);
+
+/* Start `ectier ARGS...` (argv: "ectier" then the arguments, NULL-terminated)
+ * in the background, as a child that dies with the test (PR_SET_PDEATHSIG):
+ * *out_p reads its stdout, *err_p (when err_p is not NULL) its stderr, which
+ * is otherwise the test's.  For the long-running commands (`ectier
+ * producer`) whose output a test reads as it comes.  Returns the child's
+ * pid; fails the case if it cannot start. */
+pid_t ts_cli_spawn(const char *const *argv, FILE **out_p, FILE **err_p);
 
 /* Free the outputs of a run (r itself is the caller's). */
 void ts_cli_run_free(struct ts_cli_run *r);

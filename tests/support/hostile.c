@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +23,7 @@
 
 #include "harness.h"
 #include "proto/wire.h"
+#include "support/cli.h"
 #include "support/util.h"
 
 /* ---- sockets and bytes ------------------------------------------------------------ */
@@ -136,24 +136,13 @@ ts_hostile_producer_spawn_with(struct ts_hostile_producer *p, unsigned n, uint64
     snprintf(tok, sizeof(tok), "%llu", (unsigned long long)tokens);
     snprintf(p->params_path, sizeof(p->params_path), "/tmp/ectier_hostile_%d_params.jsonl",
              (int)getpid());
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execl(ECT_CLI_PATH, "ectier", "producer", "--config", cfg, "--model", "m", "--hidden",
-              TS_HOSTILE_HIDDEN, "--dtype", "bf16", "--engine-version", "0.11.0", "--listen",
-              "127.0.0.1:0", "--fill", fill, "--tokens", tok, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    p->pid = pid;
-    FILE *f = fdopen(fds[0], "r");
+    const char *const argv[] = {
+        "ectier",   "producer",        "--config", cfg,    "--model",          "m",
+        "--hidden", TS_HOSTILE_HIDDEN, "--dtype",  "bf16", "--engine-version", "0.11.0",
+        "--listen", "127.0.0.1:0",     "--fill",   fill,   "--tokens",         tok,
+        NULL};
+    FILE *f;
+    p->pid = ts_cli_spawn(argv, &f, NULL);
     FILE *out = fopen(p->params_path, "w");
     CHECK(f != NULL && out != NULL);
     char line[4096];
@@ -226,14 +215,20 @@ ts_hostile_metric_await(const struct ts_hostile_producer *p, const char *name, d
 }
 
 void
-ts_hostile_legit_consumer_verifies_all(const struct ts_hostile_producer *p)
+ts_hostile_consumer_config(const struct ts_hostile_producer *p, char *cfg, size_t len)
 {
-    char cfg[512];
-    snprintf(cfg, sizeof(cfg),
+    snprintf(cfg, len,
              "{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_consumer\", "
              "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": %llu, \"ec_enable_nixl\": true, "
              "\"transport\": \"tcp\", \"prefault\": false}}",
-             (unsigned long long)(p->n * p->tokens * TS_HOSTILE_BLOCK + (1u << 20)));
+             (unsigned long long)((uint64_t)p->n * p->tokens * TS_HOSTILE_BLOCK + (1u << 20)));
+}
+
+void
+ts_hostile_legit_consumer_verifies_all(const struct ts_hostile_producer *p)
+{
+    char cfg[512];
+    ts_hostile_consumer_config(p, cfg, sizeof(cfg));
     fflush(NULL);
     pid_t pid = fork();
     CHECK(pid >= 0);

@@ -106,6 +106,10 @@ double ts_hostile_metric(const struct ts_hostile_producer *p, const char *name);
 double ts_hostile_metric_await(const struct ts_hostile_producer *p, const char *name, double want,
                                double seconds);
 
+/* The config of an `ectier consumer` over the TCP stream whose region holds
+ * every entry p announces (no prefault), into cfg[len]. */
+void ts_hostile_consumer_config(const struct ts_hostile_producer *p, char *cfg, size_t len);
+
 /* Run `ectier consumer --verify-pattern` over the TCP stream against p's
  * announcements: it fetches every entry and checks each byte.  Fails the
  * case unless the consumer exits 0. */

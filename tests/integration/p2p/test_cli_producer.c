@@ -7,10 +7,10 @@
  */
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "support/cli.h"
 #include "metrics/scrape.h"
 
 #define HIDDEN "64"
@@ -29,29 +29,11 @@ start(struct producer *p, int with_metrics)
         "{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_producer\", "
         "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": 65536, \"ec_enable_nixl\": true%s}}",
         with_metrics ? ", \"metrics_address\": \"127.0.0.1:0\"" : "");
-    int out[2], err[2];
-    CHECK(pipe(out) == 0 && pipe(err) == 0);
-    fflush(NULL);
-    p->pid = fork();
-    CHECK(p->pid >= 0);
-    if (p->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(out[1], STDOUT_FILENO);
-        dup2(err[1], STDERR_FILENO);
-        close(out[0]);
-        close(out[1]);
-        close(err[0]);
-        close(err[1]);
-        execl(ECT_CLI_PATH, "ectier", "producer", "--config", cfg, "--model", "m", "--hidden",
-              HIDDEN, "--dtype", "bf16", "--listen", "127.0.0.1:0", "--fill", "3", "--tokens", "2",
-              (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    p->out = fdopen(out[0], "r");
-    p->err = fdopen(err[0], "r");
-    CHECK(p->out != NULL && p->err != NULL);
+    const char *const argv[] = {"ectier",   "producer",    "--config", cfg,       "--model",
+                                "m",        "--hidden",    HIDDEN,     "--dtype", "bf16",
+                                "--listen", "127.0.0.1:0", "--fill",   "3",       "--tokens",
+                                "2",        NULL};
+    p->pid = ts_cli_spawn(argv, &p->out, &p->err);
 }
 
 /* Read stdout up to "ready": exactly n params objects before it. */

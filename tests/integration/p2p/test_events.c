@@ -15,7 +15,6 @@
  * peers of the replay endpoint: test_events_hostile.c.
  */
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +26,7 @@
 #include "pattern.h"
 #include "step/scheduler_hooks.h"
 #include "support/events.h"
+#include "support/cli.h"
 
 static void
 test_batches_are_numbered_and_follow_save_announce_and_eviction(void)
@@ -319,23 +319,12 @@ test_late_router_learns_what_a_producer_process_filled(void)
              "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": 65536, \"ec_enable_nixl\": true, "
              "\"events_endpoint\": \"%s\", \"events_replay_endpoint\": \"%s\"}}",
              fx.endpoint, fx.replay);
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execl(ECT_CLI_PATH, "ectier", "producer", "--config", cfg, "--model", "m", "--hidden",
-              TS_EV_HIDDEN, "--dtype", "bf16", "--listen", "127.0.0.1:0", "--fill", "20",
-              "--tokens", "3", (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    FILE *f = fdopen(fds[0], "r");
+    const char *const argv[] = {"ectier",   "producer",    "--config",   cfg,       "--model",
+                                "m",        "--hidden",    TS_EV_HIDDEN, "--dtype", "bf16",
+                                "--listen", "127.0.0.1:0", "--fill",     "20",      "--tokens",
+                                "3",        NULL};
+    FILE *f;
+    pid_t pid = ts_cli_spawn(argv, &f, NULL);
     CHECK(f != NULL);
     char line[4096];
     unsigned announced = 0;

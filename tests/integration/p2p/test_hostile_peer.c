@@ -439,11 +439,7 @@ test_consumers_killed_mid_read_never_take_the_producer_down(void)
     struct ts_hostile_producer p;
     ts_hostile_producer_spawn(&p, ENTRIES, TOKENS);
     char cfg[512];
-    snprintf(cfg, sizeof(cfg),
-             "{\"ec_connector\": \"ectier\", \"ec_role\": \"ec_consumer\", "
-             "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": %llu, \"ec_enable_nixl\": true, "
-             "\"transport\": \"tcp\", \"prefault\": false}}",
-             (unsigned long long)((uint64_t)ENTRIES * TOKENS * TS_HOSTILE_BLOCK + (1u << 20)));
+    ts_hostile_consumer_config(&p, cfg, sizeof(cfg));
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     unsigned held_at_kill = 0;
     double most_held = 0;

@@ -7,10 +7,10 @@
  * same port.  Producers that must die run in forked processes.
  */
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include "support/p2p.h"
+#include "support/cli.h"
 
 static void
 open_instance(struct ect_cli_instance *in, const char *role, unsigned long long cpu_bytes,
@@ -131,8 +131,6 @@ test_announced_encoding_is_not_evictable(void)
 static pid_t
 spawn_producer(unsigned port, uint64_t tokens, char **params_p)
 {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
     char listen[32], tok[32], cfg[512];
     snprintf(listen, sizeof(listen), "127.0.0.1:%u", port);
     snprintf(tok, sizeof(tok), "%llu", (unsigned long long)tokens);
@@ -141,22 +139,13 @@ spawn_producer(unsigned port, uint64_t tokens, char **params_p)
              "\"ec_connector_extra_config\": {\"ec_cpu_bytes\": %llu, \"ec_enable_nixl\": true, "
              "\"transport\": \"tcp\"}}",
              (unsigned long long)BIG_REGION);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        /* Die with the test, whatever way it ends. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execl(ECT_CLI_PATH, "ectier", "producer", "--config", cfg, "--model", "m", "--hidden",
-              BIG_HIDDEN, "--dtype", "bf16", "--engine-version", "0.11.0", "--listen", listen,
-              "--fill", "1", "--tokens", tok, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    FILE *f = fdopen(fds[0], "r");
+    const char *const argv[] = {
+        "ectier",   "producer", "--config", cfg,    "--model",          "m",
+        "--hidden", BIG_HIDDEN, "--dtype",  "bf16", "--engine-version", "0.11.0",
+        "--listen", listen,     "--fill",   "1",    "--tokens",         tok,
+        NULL};
+    FILE *f;
+    pid_t pid = ts_cli_spawn(argv, &f, NULL); /* dies with the test, whatever way it ends */
     char *line = calloc(1, 4096);
     CHECK_MSG(fgets(line, 4096, f) != NULL && line[0] == '{', "the producer did not announce: '%s'",
               line);

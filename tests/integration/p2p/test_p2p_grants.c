@@ -15,38 +15,15 @@
 #include <sys/socket.h>
 #include <zmq.h>
 
+#include "support/hostile.h"
 #include "support/p2p.h"
 #include "proto/wire.h"
 
 #define HIDDEN "64" /* bf16: 128-byte blocks */
 #define BLOCK  128u
 
-struct dealer {
-    void *ctx;
-    void *sock;
-};
-
 static void
-dealer_open(struct dealer *d, unsigned port)
-{
-    d->ctx = zmq_ctx_new();
-    d->sock = zmq_socket(d->ctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(d->sock, ZMQ_LINGER, &zero, sizeof(zero));
-    char ep[64];
-    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", port);
-    CHECK(zmq_connect(d->sock, ep) == 0);
-}
-
-static void
-dealer_close(struct dealer *d)
-{
-    zmq_close(d->sock);
-    zmq_ctx_term(d->ctx);
-}
-
-static void
-dealer_send(struct dealer *d, const ect__wire_buf_t *b)
+dealer_send(struct ts_hostile_dealer *d, const ect__wire_buf_t *b)
 {
     CHECK(zmq_send(d->sock, "", 0, ZMQ_SNDMORE) == 0);
     CHECK(zmq_send(d->sock, b->data, b->len, 0) == (int)b->len);
@@ -56,8 +33,8 @@ dealer_send(struct dealer *d, const ect__wire_buf_t *b)
  * the ack's status (-1: no reply within 2 s), and its block count and
  * descriptor runs when wanted. */
 static int
-request_ex(struct dealer *d, const char *hash, const char *compat, const char *session, int runs,
-           size_t *n_blocks_p, size_t *n_runs_p)
+request_ex(struct ts_hostile_dealer *d, const char *hash, const char *compat, const char *session,
+           int runs, size_t *n_blocks_p, size_t *n_runs_p)
 {
     ect_xfer_req_t req = {.mm_hash = hash,
                           .compatibility_hash = compat,
@@ -94,13 +71,13 @@ request_ex(struct dealer *d, const char *hash, const char *compat, const char *s
 }
 
 static int
-request(struct dealer *d, const char *hash, const char *compat, const char *session)
+request(struct ts_hostile_dealer *d, const char *hash, const char *compat, const char *session)
 {
     return request_ex(d, hash, compat, session, 0, NULL, NULL);
 }
 
 static void
-send_done(struct dealer *d, const char *hash, const char *session)
+send_done(struct ts_hostile_dealer *d, const char *hash, const char *session)
 {
     ect_xfer_done_t done = {.mm_hash = hash, .session_id = session};
     ect__wire_buf_t b;
@@ -149,9 +126,9 @@ test_grants_are_capped_per_connection_and_in_total(void)
     char hash[65], compat[65];
     unsigned port;
     producer_with_entry(&p, "\"max_grants\": 6, \"max_grants_per_peer\": 4", hash, compat, &port);
-    struct dealer a, b;
-    dealer_open(&a, port);
-    dealer_open(&b, port);
+    struct ts_hostile_dealer a, b;
+    ts_hostile_dealer_open(&a, port);
+    ts_hostile_dealer_open(&b, port);
     char s[32];
     for (int i = 0; i < 4; i++) {
         snprintf(s, sizeof(s), "a%d", i);
@@ -172,11 +149,11 @@ test_grants_are_capped_per_connection_and_in_total(void)
     CHECK_EQ_U64(ts_p2p_metrics(&p).grants_outstanding, 6);
     /* The first connection dies: its four grants come back, and the other
      * connection may have more. */
-    dealer_close(&a);
+    ts_hostile_dealer_close(&a);
     wait_grants(&p, 2, 15);
     CHECK_EQ_INT(request(&b, hash, compat, "b2"), ECT_XFER_OK);
     CHECK_EQ_U64(ts_p2p_metrics(&p).cache.pins, 3);
-    dealer_close(&b);
+    ts_hostile_dealer_close(&b);
     wait_grants(&p, 0, 15);
     CHECK_EQ_U64(ts_p2p_metrics(&p).cache.pins, 0);
     ect_cli_instance_close(&p);
@@ -189,8 +166,8 @@ test_thousands_of_long_session_ids_hold_at_most_the_cap(void)
     char hash[65], compat[65];
     unsigned port;
     producer_with_entry(&p, "\"max_grants\": 64, \"max_grants_per_peer\": 64", hash, compat, &port);
-    struct dealer a;
-    dealer_open(&a, port);
+    struct ts_hostile_dealer a;
+    ts_hostile_dealer_open(&a, port);
     /* 4 KiB session ids, the longest the wire takes. */
     char *s = malloc(ECT_WIRE_MAX_STR + 1);
     memset(s, 'x', ECT_WIRE_MAX_STR);
@@ -209,7 +186,7 @@ test_thousands_of_long_session_ids_hold_at_most_the_cap(void)
     CHECK_EQ_U64(m.grants_outstanding, 64);
     CHECK_EQ_U64(m.grants_refused, 1000 - 64);
     free(s);
-    dealer_close(&a);
+    ts_hostile_dealer_close(&a);
     wait_grants(&p, 0, 15);
     ect_cli_instance_close(&p);
 }
@@ -221,9 +198,9 @@ test_done_from_another_connection_does_not_end_the_grant(void)
     char hash[65], compat[65];
     unsigned port;
     producer_with_entry(&p, NULL, hash, compat, &port);
-    struct dealer holder, other;
-    dealer_open(&holder, port);
-    dealer_open(&other, port);
+    struct ts_hostile_dealer holder, other;
+    ts_hostile_dealer_open(&holder, port);
+    ts_hostile_dealer_open(&other, port);
     CHECK_EQ_INT(request(&holder, hash, compat, "sess"), ECT_XFER_OK);
     /* The other connection knows the session id and sends "done". */
     send_done(&other, hash, "sess");
@@ -241,8 +218,8 @@ test_done_from_another_connection_does_not_end_the_grant(void)
     send_done(&holder, hash, "sess");
     wait_grants(&p, 0, 3);
     CHECK_EQ_U64(ts_p2p_metrics(&p).cache.pins, 0);
-    dealer_close(&other);
-    dealer_close(&holder);
+    ts_hostile_dealer_close(&other);
+    ts_hostile_dealer_close(&holder);
     ect_cli_instance_close(&p);
 }
 
@@ -255,8 +232,8 @@ test_ack_carries_runs_for_consumers_that_take_them(void)
     char hash[65], compat[65];
     unsigned port;
     producer_with_entry(&p, NULL, hash, compat, &port);
-    struct dealer d;
-    dealer_open(&d, port);
+    struct ts_hostile_dealer d;
+    ts_hostile_dealer_open(&d, port);
     size_t blocks = 99, runs = 99;
     CHECK_EQ_INT(request_ex(&d, hash, compat, "seed", 0, &blocks, &runs), ECT_XFER_OK);
     CHECK_EQ_U64(blocks, 10);
@@ -264,7 +241,7 @@ test_ack_carries_runs_for_consumers_that_take_them(void)
     CHECK_EQ_INT(request_ex(&d, hash, compat, "ectier", 1, &blocks, &runs), ECT_XFER_OK);
     CHECK_EQ_U64(blocks, 0);
     CHECK_EQ_U64(runs, 1);
-    dealer_close(&d);
+    ts_hostile_dealer_close(&d);
     wait_grants(&p, 0, 15);
     ect_cli_instance_close(&p);
 }
