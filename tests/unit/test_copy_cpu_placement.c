@@ -388,7 +388,7 @@ static void
 test_learned_choice_tries_both_ways_then_keeps_the_faster(void)
 {
     /* The rule itself (copy/learn.h): `first` until it has its samples,
-     * then the other, then the faster by its running average, and the slower
+     * then the other, then the faster by its recent median, and the slower
      * once in every ECT__LEARN_EXPLORE_EVERY decisions; a change of speed
      * moves the choice over. */
     struct ect__learned l = {0};
@@ -419,6 +419,43 @@ test_learned_choice_tries_both_ways_then_keeps_the_faster(void)
     CHECK_EQ_INT(ect__learn_class((size_t)1 << 17), 1);
     CHECK_EQ_INT(ect__learn_class(((size_t)1 << 20) + 1), 4);
     CHECK_EQ_INT(ect__learn_class(SIZE_MAX), ECT__LEARN_CLASSES - 1);
+}
+
+static void
+test_learned_choice_ignores_a_rare_slow_sample(void)
+{
+    /* A hand-off's time has a long tail.  Way 0 at 100 ns a KiB against
+     * way 1 at 130: a sample of way 0 ten times slower, even three in a
+     * row, must not move the choice (a running average moved it after one,
+     * and kept the slower way until the next exploring decision); a lasting
+     * change, more than half the window, does, either way. */
+    struct ect__learned l = {0};
+    const size_t kib = 1024;
+    for (int i = 0; i < ECT__LEARN_WINDOW; i++) {
+        ect__learn_record(&l, 0, kib, 100);
+        ect__learn_record(&l, 1, kib, 130);
+    }
+    l.decisions = 1; /* the next pick is not an exploring one */
+    for (int slow = 1; slow <= ECT__LEARN_WINDOW / 2 - 1; slow++) {
+        ect__learn_record(&l, 0, kib, 1000);
+        CHECK_EQ_INT(ect__learn_pick(&l, 1), 0);
+    }
+    for (int more = 0; more < 2; more++)
+        ect__learn_record(&l, 0, kib, 1000); /* five of the last eight: it is slow now */
+    l.decisions = 1;
+    CHECK_EQ_INT(ect__learn_pick(&l, 1), 1);
+    for (int fast = 0; fast < ECT__LEARN_WINDOW / 2 + 1; fast++)
+        ect__learn_record(&l, 0, kib, 100); /* and fast again */
+    l.decisions = 1;
+    CHECK_EQ_INT(ect__learn_pick(&l, 1), 0);
+    /* The median of an even count is the mean of the middle two; an odd
+     * count (before the window fills) its middle one. */
+    struct ect__learned m = {0};
+    ect__learn_record(&m, 0, kib, 100);
+    ect__learn_record(&m, 0, kib, 900);
+    CHECK(m.typical[0] > 499.0f && m.typical[0] < 501.0f);
+    ect__learn_record(&m, 0, kib, 200);
+    CHECK(m.typical[0] > 199.0f && m.typical[0] < 201.0f);
 }
 
 /* Wait (at most 1 s) until the engine's stats count more than `seen`
@@ -504,6 +541,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_copy_kernels_write_exactly_their_bytes_at_any_alignment),
     ECT_CASE(test_spin_and_inline_params_are_checked),
     ECT_CASE(test_learned_choice_tries_both_ways_then_keeps_the_faster),
+    ECT_CASE(test_learned_choice_ignores_a_rare_slow_sample),
     ECT_CASE(test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured),
     ECT_CASE(test_a_batch_submitted_while_the_threads_have_work_is_handed_off),
     ECT_CASE(test_copy_spin_setting_decides_whether_copy_threads_poll),
