@@ -27,6 +27,7 @@
 #define ECT_BENCH_BENCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <ectier/copy.h>
 
@@ -153,6 +154,14 @@ double ect_bench_ceiling_gbps(ect_bench_ceiling_t *c, double bytes, const char *
  * ect_bench_ceiling_gbps never picks these ways.
  */
 void ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c);
+
+/* How long the helpers of those ways have slept at least when the clock
+ * starts: longer than the kernel's and the hypervisor's idle polling (about
+ * 200 us by default), which would wake a CPU that has just gone idle at
+ * once.  A copy engine's threads between steps often sleep far longer, and
+ * on some hosts wake the slower for it (bench copy's "threads asleep" rows
+ * time the engine after the same sleep). */
+#define ECT_BENCH_ASLEEP_MIN_NS ((uint64_t)1000 * 1000)
 
 /* The best, in GB/s for `bytes` a sample, of the ways that need no thread
  * polling before the clock starts: one thread, or helpers woken (where

@@ -14,6 +14,10 @@
  * one thread, or helpers asleep when the clock starts and woken by the
  * copying thread): what any engine whose threads sleep between batches
  * could do here, so the row tells the wake-up's share of the gap from ours.
+ * Two more reference rows time the 1 MiB entry again: once after its copy
+ * threads were woken and then slept as long as the ceiling's helpers (so
+ * how long they slept is the same on both sides), and once with an engine
+ * whose threads keep polling (so there is no wake-up at all).
  *
  * The region side is a real /dev/shm mapping, unlinked as soon as it is
  * mapped (nothing can be left behind) and written once so every page exists
@@ -28,10 +32,14 @@
  * the same machine, and each figure is the median.
  */
 #include <fcntl.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ectier/ectier.h>
@@ -181,13 +189,56 @@ prepare(void *arg)
                    st->c->payload * st->c->entries);
 }
 
-/* One figure.  polling: a reference row for an engine whose copy threads
- * poll for work all along (so every batch's hand-off is free); its reps
- * all run before the ceiling's, whose helpers would otherwise compete with
- * the polling threads for the CPUs. */
+/* How measure times the engine. */
+enum mode {
+    MODE_PLAIN,   /* as it comes: the copy threads asleep since the last rep */
+    MODE_POLLING, /* an engine whose copy threads poll for work all along */
+    MODE_RESTED,  /* copy threads woken, then asleep as long as the no-polling
+                   * ceiling's helpers before each rep */
+};
+
+/* MODE_RESTED's untimed prelude: an 8 MiB save (more than any engine copies
+ * on the caller's thread, so every copy thread gets a piece) into the
+ * region's start, then a wait until every copy thread sleeps, and
+ * ECT_BENCH_ASLEEP_MIN_NS more, as the ceiling lets its helpers sleep. */
 static int
-measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned reps, int polling)
+rest_copy_threads(struct copy_bench *b)
 {
+    ect_copy_op_t op = {b->region, b->save_src, (size_t)8 << 20};
+    ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
+    uint64_t ticket;
+    if (ect_copy_engine_submit(b->engine, &batch, &ticket) != ECT_OK ||
+        ect_copy_engine_wait(b->engine, ticket) != ECT_OK)
+        return fail("wake the copy threads");
+    uint64_t give_up = ect__now_ns() + 1000000000u; /* a copy thread that never sleeps */
+    for (;;) {
+        struct ect__copy_cpu_stats st;
+        ect__copy_cpu_stats(b->engine, &st);
+        if (st.threads_asleep == st.threads)
+            break;
+        if (ect__now_ns() > give_up) {
+            fprintf(stderr,
+                    "bench copy: %" PRIu64 " of %" PRIu64
+                    " copy threads still awake 1 s after their last batch\n",
+                    st.threads - st.threads_asleep, st.threads);
+            return 1;
+        }
+        sched_yield();
+    }
+    uint64_t ns = ECT_BENCH_ASLEEP_MIN_NS;
+    nanosleep(&(struct timespec){.tv_sec = (time_t)(ns / 1000000000u),
+                                 .tv_nsec = (long)(ns % 1000000000u)},
+              NULL);
+    return 0;
+}
+
+/* One figure, or with MODE_POLLING and MODE_RESTED a reference row.  A
+ * polling engine's reps all run before the ceiling's, whose helpers would
+ * otherwise compete with the polling threads for the CPUs. */
+static int
+measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned reps, enum mode mode)
+{
+    bool polling = mode == MODE_POLLING;
     uint64_t need = (c->payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
     size_t total = c->payload * c->entries;
     for (unsigned j = 0; j < c->entries; j++)
@@ -218,6 +269,8 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
         if (engine_copy(b, dir, c) != 0)
             goto free_times;
     for (unsigned i = 0; i < reps; i++) {
+        if (mode == MODE_RESTED && rest_copy_threads(b) != 0)
+            goto free_times;
         prepare(&st);
         uint64_t t0 = ect__now_ns();
         if (engine_copy(b, dir, c) != 0)
@@ -248,6 +301,13 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
                  dir == ECT_COPY_SAVE ? "save" : "load", c->payload >> 20);
         ect_bench_figure(&(ect_bench_fig_t){
             .name = what, .value = gbps, .unit = "GB/s", .ceiling = ceiling, .ceiling_is = way});
+    } else if (mode == MODE_RESTED) {
+        double asleep = ect_bench_ceiling_asleep_gbps(b->ceiling, (double)total, &way);
+        snprintf(what, sizeof(what), "  ref: %s %zu MiB, threads asleep %g ms, vs no polling",
+                 dir == ECT_COPY_SAVE ? "save" : "load", c->payload >> 20,
+                 (double)ECT_BENCH_ASLEEP_MIN_NS / 1e6);
+        ect_bench_figure(&(ect_bench_fig_t){
+            .name = what, .value = gbps, .unit = "GB/s", .ceiling = asleep, .ceiling_is = way});
     } else {
         ect_bench_copy_figure(what, series, gbps, ceiling, way, (double)c->payload);
         if (c->entries == 1) {
@@ -331,10 +391,24 @@ ect_bench_copy(int argc, char **argv)
                 c.payload = plans[p].payload;
                 c.entries = plans[p].entries;
                 c.fragmented = fragmented;
-                if (measure(&b, &c, (ect_copy_dir_t)dir, plans[p].reps, 0) != 0)
+                if (measure(&b, &c, (ect_copy_dir_t)dir, plans[p].reps, MODE_PLAIN) != 0)
                     goto destroy_engine;
             }
         }
+    }
+    /* Whether the engine's threads wake as fast as the ceiling's helpers
+     * when they have slept as long: the same 1 MiB batches, each after the
+     * copy threads were woken and slept as the helpers do. */
+    printf("  reference: the 1 MiB entry again, each rep after an untimed 8 MiB save that wakes "
+           "every copy thread, which then sleep %g ms, as the no-polling ceiling's helpers "
+           "do\n",
+           (double)ECT_BENCH_ASLEEP_MIN_NS / 1e6);
+    for (int dir = ECT_COPY_SAVE; dir <= ECT_COPY_LOAD; dir++) {
+        c.payload = (size_t)1 << 20;
+        c.entries = 1;
+        c.fragmented = 0;
+        if (measure(&b, &c, (ect_copy_dir_t)dir, 301, MODE_RESTED) != 0)
+            goto destroy_engine;
     }
     /* What the hand-off costs: the same 1 MiB batches with an engine whose
      * copy threads never fall asleep between them. */
@@ -351,7 +425,7 @@ ect_bench_copy(int argc, char **argv)
         c.payload = (size_t)1 << 20;
         c.entries = 1;
         c.fragmented = 0;
-        if (measure(&b, &c, (ect_copy_dir_t)dir, 301, 1) != 0)
+        if (measure(&b, &c, (ect_copy_dir_t)dir, 301, MODE_POLLING) != 0)
             goto destroy_engine;
     }
     rc = 0;

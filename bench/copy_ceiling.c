@@ -38,11 +38,6 @@ struct way {
  * thread, but none below ASLEEP_MIN_PIECE_BYTES. */
 #define ASLEEP_PIECES_PER_THREAD 8
 #define ASLEEP_MIN_PIECE_BYTES   ((size_t)64 << 10)
-/* How long the helpers sleep before such a copy at least: longer than the
- * kernel's and the hypervisor's idle polling (about 200 us by default),
- * which would wake a CPU that has just gone idle at once, while a copy
- * engine's threads between steps have slept far longer. */
-#define ASLEEP_MIN_SLEEP_NS (1000u * 1000u)
 
 /* Locking: `lock` guards job, armed, asleep_job, sleeping, slept_at_ns and stop, and
  * helpers sleep on cv.  While a multi-threaded copy is timed the driver and
@@ -197,7 +192,7 @@ time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t
                 size_t total)
 {
     /* Untimed: every helper back on cv since the last job, for at least
-     * ASLEEP_MIN_SLEEP_NS. */
+     * ECT_BENCH_ASLEEP_MIN_NS. */
     pthread_mutex_lock(&c->lock);
     while (c->sleeping != c->n_helpers) {
         pthread_mutex_unlock(&c->lock);
@@ -206,8 +201,8 @@ time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t
     }
     uint64_t slept_ns = ect__now_ns() - c->slept_at_ns;
     pthread_mutex_unlock(&c->lock);
-    if (slept_ns < ASLEEP_MIN_SLEEP_NS) {
-        uint64_t left = ASLEEP_MIN_SLEEP_NS - slept_ns;
+    if (slept_ns < ECT_BENCH_ASLEEP_MIN_NS) {
+        uint64_t left = ECT_BENCH_ASLEEP_MIN_NS - slept_ns;
         nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = (long)left}, NULL);
     }
     size_t piece = asleep_piece_bytes(total, c->threads);
