@@ -10,7 +10,8 @@
  *     (`ectier bench --json`), and keeps it for the charts of
  *     `ectier bench --plot DIR`;
  *   - the CPU copy ceiling: the machine's best copy of the same bytes, the
- *     best of memcpy, non-temporal stores and rep movsb, on one thread and on as many
+ *     best of memcpy, non-temporal stores and rep movsb (each thread's pages
+ *     prefetched first, as the engine's are), on one thread and on as many
  *     threads as the engine copies with (helpers already spinning when the
  *     clock starts, so the hand-off costs a cache line, not a wake-up), and
  *     beside it, where a bench asks, the best copy that finds no thread
