@@ -12,7 +12,8 @@
  *   - the CPU copy ceiling: the machine's best copy of the same bytes, the
  *     best of memcpy, non-temporal stores and rep movsb (each thread's pages
  *     prefetched first, as the engine's are), on one thread and on as many
- *     threads as the engine copies with (helpers already spinning when the
+ *     threads as the engine copies with, in equal shares or in pieces taken
+ *     as they come (helpers already spinning when the
  *     clock starts, so the hand-off costs a cache line, not a wake-up), and
  *     beside it, where a bench asks, the best copy that finds no thread
  *     polling (one thread, or helpers woken when the clock starts);
@@ -111,7 +112,7 @@ const char *ect_bench_cold_describe(void);
 
 /* ---- the CPU copy ceiling -------------------------------------------------------------- */
 
-#define ECT_BENCH_MAX_WAYS 9
+#define ECT_BENCH_MAX_WAYS 12
 
 typedef struct ect_bench_ceiling ect_bench_ceiling_t;
 
@@ -119,7 +120,8 @@ typedef struct ect_bench_ceiling ect_bench_ceiling_t;
  * one batch in the engine: ect__copy_cpu_copiers; at least 1).  It measures
  * every way of copying the same ops: memcpy, non-temporal stores and rep
  * movsb (where built), on 1 thread and on `threads` threads, each thread
- * taking an equal share of the bytes.  The helper threads sleep except
+ * taking an equal share of the bytes or, in a second way of each, pieces
+ * as it comes (eight a thread, at least 64 KiB).  The helper threads sleep except
  * while a ceiling copy is being timed.  NULL on failure (message printed).
  * Release with ect_bench_ceiling_destroy. */
 ect_bench_ceiling_t *ect_bench_ceiling_create(unsigned threads);

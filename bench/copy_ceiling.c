@@ -3,9 +3,10 @@
  * copy of the same bytes, by memcpy, non-temporal stores and rep movsb
  * (each thread's share of pages prefetched first, as the engine prefetches
  * a piece's), on one thread and on as many threads as the engine copies
- * with, its helper threads spinning when the clock starts; and, where a bench asks, the same
- * ways with the helpers asleep and woken by the copying thread (the best
- * copy that finds no thread polling).
+ * with (in equal shares, or in pieces each thread takes as it comes), its
+ * helper threads spinning when the clock starts; and, where a bench asks,
+ * the same ways with the helpers asleep and woken by the copying thread
+ * (the best copy that finds no thread polling).
  *
  * Not thread-safe: one driver thread per ceiling (bench.h); the helpers
  * are the ceiling's own.
@@ -31,14 +32,18 @@ struct way {
     enum way_kernel kernel;
     unsigned threads;
     int asleep; /* helpers asleep when the clock starts, woken by the driver */
+    int pieces; /* helpers spinning, every thread claiming pieces as it comes
+                 * (else an equal share each); ways with sleeping helpers
+                 * always take pieces */
     char name[48];
 };
 
-/* A way with sleeping helpers copies in pieces claimed one at a time, so
- * that the driver copies whatever the helpers are too late for: eight a
- * thread, but none below ASLEEP_MIN_PIECE_BYTES. */
-#define ASLEEP_PIECES_PER_THREAD 8
-#define ASLEEP_MIN_PIECE_BYTES   ((size_t)64 << 10)
+/* A way in pieces (every way with sleeping helpers, and one of each kernel
+ * with spinning helpers) copies pieces claimed one at a time, so that the
+ * threads that come first or copy faster copy more: eight a thread, but
+ * none below MIN_PIECE_BYTES. */
+#define PIECES_PER_THREAD 8
+#define MIN_PIECE_BYTES   ((size_t)64 << 10)
 
 /* Locking: `lock` guards job, armed, asleep_job, sleeping, slept_at_ns and stop, and
  * helpers sleep on cv.  While a multi-threaded copy is timed the driver and
@@ -60,13 +65,14 @@ struct ect_bench_ceiling {
     pthread_cond_t cv;
     int armed, stop;
     int asleep_job;       /* the current job is a way with sleeping helpers */
+    int pieces_job;       /* the current job takes pieces (every asleep_job does) */
     unsigned sleeping;    /* helpers waiting on cv */
     uint64_t slept_at_ns; /* when the last of them began to */
     unsigned job;         /* increases per multi-threaded copy */
     const ect_copy_op_t *ops;
     size_t n_ops, total;
     enum way_kernel kernel;
-    size_t n_pieces;                      /* of the current job, with sleeping helpers */
+    size_t n_pieces;                      /* of the current job, when it takes pieces */
     unsigned ready, go, done, next_piece; /* atomics */
     /* Ways with sleeping helpers: when the driver began to wake them, each
      * helper's delay from then to its first piece in the current job (0:
@@ -124,27 +130,28 @@ struct helper_arg {
     unsigned index; /* 1 .. threads-1; the driver is 0 */
 };
 
-/* The piece size of a way with sleeping helpers for `total` bytes on
- * `threads` threads: a multiple of 64 bytes. */
+/* The piece size of a way in pieces for `total` bytes on `threads`
+ * threads: a multiple of 64 bytes. */
 static size_t
-asleep_piece_bytes(size_t total, unsigned threads)
+piece_bytes(size_t total, unsigned threads)
 {
-    size_t piece = (total / ((size_t)threads * ASLEEP_PIECES_PER_THREAD)) & ~(size_t)63;
-    return piece > ASLEEP_MIN_PIECE_BYTES ? piece : ASLEEP_MIN_PIECE_BYTES;
+    size_t piece = (total / ((size_t)threads * PIECES_PER_THREAD)) & ~(size_t)63;
+    return piece > MIN_PIECE_BYTES ? piece : MIN_PIECE_BYTES;
 }
 
-/* Claim pieces of the current job and copy them until none is left;
- * thread `me` (0: the driver) notes when it took its first. */
+/* Claim pieces of the current job and copy them until none is left; a
+ * helper `me` (0: the driver) woken at woke_at_ns (0: it was spinning)
+ * notes when it took its first. */
 static void
 copy_pieces(ect_bench_ceiling_t *c, unsigned me, const ect_copy_op_t *ops, size_t n_ops,
             size_t total, size_t n_pieces, enum way_kernel kernel, uint64_t woke_at_ns)
 {
-    size_t piece = asleep_piece_bytes(total, c->threads);
+    size_t piece = piece_bytes(total, c->threads);
     for (bool first = true;; first = false) {
         size_t i = __atomic_fetch_add(&c->next_piece, 1, __ATOMIC_RELAXED);
         if (i >= n_pieces)
             return;
-        if (first && me > 0)
+        if (first && me > 0 && woke_at_ns != 0)
             c->first_piece_ns[me] = ect__now_ns() - woke_at_ns;
         size_t lo = i * piece, hi = lo + piece;
         copy_share(ops, n_ops, lo, hi < total ? hi : total, kernel);
@@ -173,7 +180,7 @@ helper_main(void *p)
         const ect_copy_op_t *ops = c->ops;
         size_t n_ops = c->n_ops, total = c->total, n_pieces = c->n_pieces, lo, hi;
         enum way_kernel kernel = c->kernel;
-        int asleep = c->asleep_job;
+        int asleep = c->asleep_job, pieces = c->pieces_job;
         uint64_t woke_at_ns = c->woke_at_ns;
         pthread_mutex_unlock(&c->lock);
         if (asleep) {
@@ -183,8 +190,12 @@ helper_main(void *p)
             __atomic_fetch_add(&c->ready, 1, __ATOMIC_ACQ_REL);
             while (__atomic_load_n(&c->go, __ATOMIC_ACQUIRE) != job)
                 __builtin_ia32_pause();
-            copy_share(ops, n_ops, lo, hi, kernel);
-            __atomic_fetch_add(&c->done, 1, __ATOMIC_RELEASE);
+            if (pieces) {
+                copy_pieces(c, me, ops, n_ops, total, n_pieces, kernel, 0);
+            } else {
+                copy_share(ops, n_ops, lo, hi, kernel);
+                __atomic_fetch_add(&c->done, 1, __ATOMIC_RELEASE);
+            }
         }
         pthread_mutex_lock(&c->lock);
     }
@@ -215,7 +226,7 @@ time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t
         uint64_t left = ECT_BENCH_ASLEEP_MIN_NS - slept_ns;
         nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = (long)left}, NULL);
     }
-    size_t piece = asleep_piece_bytes(total, c->threads);
+    size_t piece = piece_bytes(total, c->threads);
     size_t n_pieces = (total + piece - 1) / piece;
     for (unsigned h = 1; h < c->threads; h++)
         c->first_piece_ns[h] = 0;
@@ -228,6 +239,7 @@ time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t
     c->n_pieces = n_pieces;
     c->kernel = w->kernel;
     c->asleep_job = 1;
+    c->pieces_job = 1;
     c->job++;
     __atomic_store_n(&c->next_piece, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->done, 0, __ATOMIC_RELAXED);
@@ -241,6 +253,7 @@ time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t
     pthread_mutex_lock(&c->lock);
     c->armed = 0;
     c->asleep_job = 0;
+    c->pieces_job = 0;
     pthread_mutex_unlock(&c->lock);
     /* Every piece is done, so every helper that took one has noted when. */
     for (unsigned h = 1; h < c->threads; h++) {
@@ -270,15 +283,20 @@ time_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t *ops, 
     }
     if (w->asleep)
         return time_asleep_way(c, w, ops, n_ops, total);
+    size_t piece = piece_bytes(total, c->threads);
+    size_t n_pieces = (total + piece - 1) / piece;
     pthread_mutex_lock(&c->lock);
     c->ops = ops;
     c->n_ops = n_ops;
     c->total = total;
     c->kernel = w->kernel;
+    c->pieces_job = w->pieces;
+    c->n_pieces = n_pieces;
     c->job++;
     unsigned job = c->job;
     __atomic_store_n(&c->ready, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->done, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->next_piece, 0, __ATOMIC_RELAXED);
     c->armed = 1;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->lock);
@@ -289,12 +307,17 @@ time_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t *ops, 
     share_bounds(total, 0, c->threads, &lo, &hi);
     uint64_t t0 = ect__now_ns();
     __atomic_store_n(&c->go, job, __ATOMIC_RELEASE);
-    copy_share(ops, n_ops, lo, hi, w->kernel);
-    while (__atomic_load_n(&c->done, __ATOMIC_ACQUIRE) != c->n_helpers)
+    if (w->pieces)
+        copy_pieces(c, 0, ops, n_ops, total, n_pieces, w->kernel, 0);
+    else
+        copy_share(ops, n_ops, lo, hi, w->kernel);
+    unsigned want = w->pieces ? (unsigned)n_pieces : c->n_helpers;
+    while (__atomic_load_n(&c->done, __ATOMIC_ACQUIRE) != want)
         __builtin_ia32_pause();
     double s = (double)(ect__now_ns() - t0) / 1e9;
     pthread_mutex_lock(&c->lock);
     c->armed = 0;
+    c->pieces_job = 0;
     pthread_mutex_unlock(&c->lock);
     return s;
 }
@@ -310,15 +333,17 @@ ect_bench_ceiling_create(unsigned threads)
     c->threads = threads > 0 ? threads : 1;
     static const char *const kernel_names[] = {"memcpy", "NT stores", "rep movsb"};
     const int have[] = {1, ect__copy_nt_available(), ect__copy_movsb_available()};
-    for (unsigned multi = 0; multi <= (c->threads > 1); multi++) {
+    /* 0: one thread; 1: an equal share a thread; 2: pieces as they come. */
+    for (unsigned split = 0; split <= (c->threads > 1 ? 2u : 0u); split++) {
         for (enum way_kernel k = WAY_MEMCPY; k <= WAY_MOVSB; k++) {
             if (!have[k])
                 continue;
             struct way *w = &c->ways[c->n_ways++];
             w->kernel = k;
-            w->threads = multi ? c->threads : 1;
-            snprintf(w->name, sizeof(w->name), "%s, %u thread%s", kernel_names[k], w->threads,
-                     w->threads == 1 ? "" : "s");
+            w->threads = split > 0 ? c->threads : 1;
+            w->pieces = split == 2;
+            snprintf(w->name, sizeof(w->name), "%s, %u thread%s%s", kernel_names[k], w->threads,
+                     w->threads == 1 ? "" : "s", w->pieces ? " in pieces" : "");
         }
     }
     char on[32] = "1 thread";
@@ -326,10 +351,11 @@ ect_bench_ceiling_create(unsigned threads)
         snprintf(on, sizeof(on), "1 and %u threads", c->threads);
     snprintf(c->describe, sizeof(c->describe),
              "the best of memcpy%s%s on %s%s, each thread's pages prefetched first as the "
-             "engine's are: the same bytes between the same buffers, in the same cache state",
+             "engine's are%s: the same bytes between the same buffers, in the same cache state",
              ect__copy_nt_available() ? ", non-temporal stores" : "",
              ect__copy_movsb_available() ? ", rep movsb" : "", on,
-             c->threads > 1 ? " (helpers already spinning when the clock starts)" : "");
+             c->threads > 1 ? " (helpers already spinning when the clock starts)" : "",
+             c->threads > 1 ? ", in equal shares or in pieces taken as they come" : "");
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cv, NULL);
     c->helpers = calloc(c->threads, sizeof(*c->helpers));
@@ -480,7 +506,8 @@ ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c)
         return;
     unsigned n = c->n_ways;
     for (unsigned w = 0; w < n; w++) {
-        if (c->ways[w].threads == 1 || c->ways[w].asleep || c->n_ways == ECT_BENCH_MAX_WAYS)
+        if (c->ways[w].threads == 1 || c->ways[w].asleep || c->ways[w].pieces ||
+            c->n_ways == ECT_BENCH_MAX_WAYS)
             continue;
         struct way *x = &c->ways[c->n_ways++];
         *x = c->ways[w];
@@ -490,9 +517,10 @@ ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c)
     size_t len = strlen(c->describe);
     snprintf(c->describe + len, sizeof(c->describe) - len,
              ";\n    and with no thread polling: the best of 1 thread and %u threads whose helpers "
-             "have slept 1 ms or more when the clock starts, woken by the copying thread, each "
+             "have slept %g ms or more when the clock starts, woken by the copying thread, each "
              "taking pieces (%d a thread, at least %zu KiB) as it comes",
-             c->threads, ASLEEP_PIECES_PER_THREAD, ASLEEP_MIN_PIECE_BYTES >> 10);
+             c->threads, (double)ECT_BENCH_ASLEEP_MIN_NS / 1e6, PIECES_PER_THREAD,
+             MIN_PIECE_BYTES >> 10);
 }
 
 double
