@@ -45,10 +45,11 @@ struct way {
 #define PIECES_PER_THREAD 8
 #define MIN_PIECE_BYTES   ((size_t)64 << 10)
 
-/* Locking: `lock` guards job, armed, asleep_job, sleeping, slept_at_ns and stop, and
- * helpers sleep on cv.  While a multi-threaded copy is timed the driver and
- * the helpers meet on the atomics ready, go and done (helpers already
- * spinning), or next_piece and done (helpers woken), without the lock. */
+/* Locking: `lock` guards job, armed, asleep_job, pieces_job, the job's
+ * description, sleeping, slept_at_ns and stop, and helpers sleep on cv.
+ * While a multi-threaded copy is timed the driver and the helpers meet on
+ * the atomics ready, go and done (helpers already spinning; next_piece too
+ * in pieces), or next_piece and done (helpers woken), without the lock. */
 struct ect_bench_ceiling {
     unsigned threads;
     struct way ways[ECT_BENCH_MAX_WAYS];
