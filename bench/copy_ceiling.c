@@ -46,7 +46,7 @@ struct way {
 #define MIN_PIECE_BYTES   ((size_t)64 << 10)
 
 /* Locking: `lock` guards job, armed, asleep_job, pieces_job, the job's
- * description, sleeping, slept_at_ns and stop, and helpers sleep on cv.
+ * description, joined, sleeping, slept_at_ns and stop, and helpers sleep on cv.
  * While a multi-threaded copy is timed the driver and the helpers meet on
  * the atomics ready, go and done (helpers already spinning; next_piece too
  * in pieces), or next_piece and done (helpers woken), without the lock. */
@@ -75,6 +75,11 @@ struct ect_bench_ceiling {
     enum way_kernel kernel;
     size_t n_pieces;                      /* of the current job, when it takes pieces */
     unsigned ready, go, done, next_piece; /* atomics */
+    /* Helpers that took the current job (under lock) and that are done with
+     * it (atomic): a job's driver waits, untimed, until every helper that
+     * took it is done, so that none still claims pieces or counts done when
+     * the next job resets them. */
+    unsigned joined, left;
     /* Ways with sleeping helpers: when the driver began to wake them, each
      * helper's delay from then to its first piece in the current job (0:
      * it took none; written before its first piece is counted done), and
@@ -178,6 +183,7 @@ helper_main(void *p)
         if (c->stop)
             break;
         unsigned job = last = c->job;
+        c->joined++;
         const ect_copy_op_t *ops = c->ops;
         size_t n_ops = c->n_ops, total = c->total, n_pieces = c->n_pieces, lo, hi;
         enum way_kernel kernel = c->kernel;
@@ -198,6 +204,7 @@ helper_main(void *p)
                 __atomic_fetch_add(&c->done, 1, __ATOMIC_RELEASE);
             }
         }
+        __atomic_fetch_add(&c->left, 1, __ATOMIC_RELEASE);
         pthread_mutex_lock(&c->lock);
     }
     pthread_mutex_unlock(&c->lock);
@@ -241,6 +248,8 @@ time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t
     c->kernel = w->kernel;
     c->asleep_job = 1;
     c->pieces_job = 1;
+    c->joined = 0;
+    __atomic_store_n(&c->left, 0, __ATOMIC_RELAXED);
     c->job++;
     __atomic_store_n(&c->next_piece, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->done, 0, __ATOMIC_RELAXED);
@@ -255,7 +264,10 @@ time_asleep_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t
     c->armed = 0;
     c->asleep_job = 0;
     c->pieces_job = 0;
+    unsigned joined = c->joined;
     pthread_mutex_unlock(&c->lock);
+    while (__atomic_load_n(&c->left, __ATOMIC_ACQUIRE) != joined)
+        __builtin_ia32_pause();
     /* Every piece is done, so every helper that took one has noted when. */
     for (unsigned h = 1; h < c->threads; h++) {
         if (c->first_piece_ns[h] == 0)
@@ -293,6 +305,8 @@ time_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t *ops, 
     c->kernel = w->kernel;
     c->pieces_job = w->pieces;
     c->n_pieces = n_pieces;
+    c->joined = 0;
+    __atomic_store_n(&c->left, 0, __ATOMIC_RELAXED);
     c->job++;
     unsigned job = c->job;
     __atomic_store_n(&c->ready, 0, __ATOMIC_RELAXED);
@@ -320,6 +334,9 @@ time_way(ect_bench_ceiling_t *c, const struct way *w, const ect_copy_op_t *ops, 
     c->armed = 0;
     c->pieces_job = 0;
     pthread_mutex_unlock(&c->lock);
+    /* Untimed: every helper out of the job (all of them took it). */
+    while (__atomic_load_n(&c->left, __ATOMIC_ACQUIRE) != c->n_helpers)
+        __builtin_ia32_pause();
     return s;
 }
 
