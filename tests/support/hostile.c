@@ -224,22 +224,31 @@ ts_hostile_consumer_config(const struct ts_hostile_producer *p, char *cfg, size_
              (unsigned long long)((uint64_t)p->n * p->tokens * TS_HOSTILE_BLOCK + (1u << 20)));
 }
 
-void
-ts_hostile_legit_consumer_verifies_all(const struct ts_hostile_producer *p)
+pid_t
+ts_hostile_consumer_start(const struct ts_hostile_producer *p, const char *cfg, bool verify)
 {
-    char cfg[512];
-    ts_hostile_consumer_config(p, cfg, sizeof(cfg));
     fflush(NULL);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
         int null = open("/dev/null", O_WRONLY);
         dup2(null, STDOUT_FILENO);
+        if (!verify)
+            dup2(null, STDERR_FILENO);
         execl(ECT_CLI_PATH, "ectier", "consumer", "--config", cfg, "--model", "m", "--hidden",
               TS_HOSTILE_HIDDEN, "--dtype", "bf16", "--engine-version", "0.11.0", "--params",
-              p->params_path, "--verify-pattern", (char *)NULL);
+              p->params_path, verify ? "--verify-pattern" : (char *)NULL, (char *)NULL);
         _exit(127);
     }
+    return pid;
+}
+
+void
+ts_hostile_legit_consumer_verifies_all(const struct ts_hostile_producer *p)
+{
+    char cfg[512];
+    ts_hostile_consumer_config(p, cfg, sizeof(cfg));
+    pid_t pid = ts_hostile_consumer_start(p, cfg, true);
     int st;
     CHECK(waitpid(pid, &st, 0) == pid);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0,

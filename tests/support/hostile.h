@@ -19,6 +19,7 @@
 #ifndef ECT_TESTS_SUPPORT_HOSTILE_H
 #define ECT_TESTS_SUPPORT_HOSTILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -109,6 +110,11 @@ double ts_hostile_metric_await(const struct ts_hostile_producer *p, const char *
 /* The config of an `ectier consumer` over the TCP stream whose region holds
  * every entry p announces (no prefault), into cfg[len]. */
 void ts_hostile_consumer_config(const struct ts_hostile_producer *p, char *cfg, size_t len);
+
+/* Start `ectier consumer` (cfg from ts_hostile_consumer_config) for every
+ * entry of p; verify: with --verify-pattern and its stderr kept, else
+ * silent.  Returns its pid (the caller waits for it). */
+pid_t ts_hostile_consumer_start(const struct ts_hostile_producer *p, const char *cfg, bool verify);
 
 /* Run `ectier consumer --verify-pattern` over the TCP stream against p's
  * announcements: it fetches every entry and checks each byte.  Fails the

@@ -437,18 +437,7 @@ kill_a_consumer_mid_read(struct ts_hostile_producer *p, const char *cfg, uint64_
                          bool after_bytes)
 {
     double bytes_before = ts_hostile_metric(p, "ectier_data_stream_bytes_total");
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, STDOUT_FILENO);
-        dup2(null, STDERR_FILENO);
-        execl(ECT_CLI_PATH, "ectier", "consumer", "--config", cfg, "--model", "m", "--hidden",
-              TS_HOSTILE_HIDDEN, "--dtype", "bf16", "--engine-version", "0.11.0", "--params",
-              p->params_path, (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = ts_hostile_consumer_start(p, cfg, false);
     uint64_t end = ts_now_ns() + 10ull * 1000000000ull;
     while (ts_hostile_metric(p, "ectier_grants_outstanding") <= 0 && ts_now_ns() < end)
         usleep(500);
