@@ -41,11 +41,12 @@
  * figure an engine whose threads sleep between steps could reach.  After each
  * size's figures, a line times the ceiling's winning way copying the save's
  * bytes into the blocks of the oldest entry the region holds (the blocks
- * the next save gets, last written as many steps before as the region
- * holds entries) and into blocks a step has just written (what the
+ * the next save gets: with steps paced so that they are as old as the
+ * timed steps' blocks were, and untouched since they were flushed, as a
+ * save step meets them) and into blocks a step has just written (what the
  * ceiling beside the figure meets), and gives the save step's ratio to the
- * first.  A line times 1 MiB copied into region pages last written 0 s, as
- * long before as the 1 MiB save steps' blocks were (their median age,
+ * first, and the engine's copy alone into such old blocks.  A line times 1 MiB copied into region
+ * pages last written 0 s, as long before as the 1 MiB save steps' blocks were (their median age,
  * tracked block by block) and 1 s before, by every way of the ceiling.  The 1, 8 and 32 MiB
  * rows run again with each save's blocks written (and evicted) just before
  * the step, untimed ("fresh blocks"): the ceilings beside the figures copy
@@ -379,22 +380,45 @@ library_allocations(void)
 /* The blocks a save writes are those of the oldest entry, evicted to make
  * room: last written as many steps before as the region holds entries, so
  * neither their lines nor (for large entries) the page-table entries that
- * translate them are in any cache, while the ceiling beside a figure copies
- * right after the step into the blocks it has just written.  So after the
- * figure, steps go on untimed, and after each the ceiling's winning way
- * copies the save's bytes into the blocks of the oldest entry still held
- * (the next save's; it holds the same bytes, so nothing changes) and into
- * the blocks the step has just written, both evicted from the caches, the
- * source warm.  Prints the save step against the first: its ratio to a
- * ceiling that meets the blocks as the step does.  Then the copy engine
- * alone (submit to wait, no step around it) copies the same bytes into the
- * next-oldest entry's blocks, as old and evicted: the first against it
- * says how much of the gap is the engine's copy and how much the step
- * around it (on the GPU host at 32 MiB the engine alone reached 0.89-1.06
- * of the first in 8 runs of 9 while the save step was 0.46-0.57).  Returns
- * 0, or 1 on a failed step or out of memory (message printed). */
+ * translate them are in any cache, and on the project's VMs a page left
+ * alone for long costs more to write; while the ceiling beside a figure
+ * copies right after the step into the blocks it has just written.  So
+ * after the figure, steps go on untimed, paced (by spinning) so that the
+ * blocks of the oldest entry are as old as the timed save steps' were
+ * (their median age, `step_age_s`), and each is followed by one copy of
+ * the save's bytes into the blocks of the oldest entry still held (the next
+ * save's; it holds the same bytes, so nothing changes), met as the save step
+ * meets them: flushed from the caches right after they were last written
+ * and not touched since (a flush just before the copy would load their
+ * translations).  The copy is by turns the ceiling's winning way and the
+ * copy engine alone (submit to wait, no step around it).  Each step is
+ * also followed by the ceiling's copy into the blocks it has just written,
+ * flushed first, as the ceiling beside the figure copies.  Prints the save
+ * step against the first copy (its ratio to a ceiling that meets the blocks
+ * as the step does) and the first against the engine's (how much of the
+ * gap is the engine's copy, how much the step around it).  Returns 0, or 1
+ * on a failed step or out of memory (message printed). */
+/* Evict the destinations of ops from the caches (written back first). */
+static void
+flush_dst(const ect_copy_op_t *ops, size_t n_ops)
+{
+    for (size_t k = 0; k < n_ops; k++)
+        ect_bench_cold(ops[k].dst, ops[k].len);
+}
+
+/* An untimed 64 KiB copy between the engine buffers by the ceiling's
+ * winning way: its helpers, asleep since the last copy, run again just
+ * before a timed copy (as they do in a ceiling sample, one way after the
+ * other), so that the pacing's idle time does not count against them. */
+static void
+wake_ceiling(struct step_bench *b)
+{
+    ect_copy_op_t op = {b->dst, b->src, (size_t)64 << 10};
+    (void)ect_bench_ceiling_copy_best(b->ceiling, &op, 1);
+}
+
 static int
-oldest_blocks_line(struct step_bench *b, size_t payload, double save_s)
+oldest_blocks_line(struct step_bench *b, size_t payload, double save_s, double step_age_s)
 {
     enum { REPS = 7 };
     uint64_t entry_blocks = (payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
@@ -411,67 +435,81 @@ oldest_blocks_line(struct step_bench *b, size_t payload, double save_s)
         fprintf(stderr, "bench step: out of memory\n");
         return 1;
     }
-    double aged[REPS], fresh[REPS], engine[REPS];
-    unsigned n = 0, gone = 0;
+    /* A step every period: the oldest entry's blocks, written depth steps
+     * before, are then as old as the timed steps' were. */
+    uint64_t period_ns = (uint64_t)(step_age_s * 1e9 / (double)depth), next_ns = ect__now_ns();
+    double aged[REPS], fresh[2 * REPS], engine[REPS], age[2 * REPS];
+    unsigned na = 0, nf = 0, ne = 0, n_age = 0, gone = 0;
     int rc = 1;
-    for (size_t i = 0; n < REPS && i < depth + 2 * REPS; i++) {
+    for (size_t i = 0; (na < REPS || ne < REPS) && i < depth + 3 * REPS; i++) {
         struct held_runs *cur = &h[i % ring];
         struct stamps s;
+        ect_copy_op_t ops[MAX_RUNS];
+        struct state st = {.b = b, .ops = ops, .dir = ECT_COPY_SAVE};
+        while (ect__now_ns() < next_ns)
+            ;
+        next_ns = ect__now_ns() + period_ns;
         snprintf(cur->key, sizeof(cur->key), "o-%zu-%zu", payload, i);
         ect_bench_warm(b->src, payload);
         if (save_step(b, cur->key, payload, cur->runs, &cur->n, &s) != 0)
             goto out;
-        if (i < depth)
-            continue;
-        const struct held_runs *old = &h[(i - depth) % ring], *next = &h[(i - depth + 1) % ring];
-        ect_cache_entry_t e;
-        bool found = false, next_found = false;
-        if (ect_cache_find(ect__scheduler_cache(b->sched), old->key, &e, &found) != ECT_OK ||
-            ect_cache_find(ect__scheduler_cache(b->sched), next->key, &e, &next_found) != ECT_OK ||
-            !found || !next_found) {
-            gone++; /* evicted already (the region held one fewer): no sample */
-            continue;
+        /* Each timed copy below finds no dirty line of another's in the
+         * caches (a write-back would be charged to it). */
+        flush_dst(ops, entry_ops(b, ECT_COPY_SAVE, cur->runs, cur->n, payload, ops));
+        if (i >= depth) {
+            const struct held_runs *old = &h[(i - depth) % ring];
+            ect_cache_entry_t e;
+            bool found = false;
+            if (ect_cache_find(ect__scheduler_cache(b->sched), old->key, &e, &found) != ECT_OK ||
+                !found) {
+                gone++; /* evicted already (the region held one fewer): no sample */
+            } else {
+                st.n_ops = entry_ops(b, ECT_COPY_SAVE, old->runs, old->n, payload, ops);
+                ect_bench_warm(b->src, payload);
+                bool by_engine = na >= REPS || (ne < REPS && (na + ne) % 2 == 1);
+                age[n_age++] = written_age(b, old->runs, old->n, ect__now_ns());
+                if (!by_engine) {
+                    wake_ceiling(b);
+                    aged[na++] = ect_bench_ceiling_copy_best(b->ceiling, ops, st.n_ops);
+                } else {
+                    ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = ops, .n_ops = st.n_ops};
+                    uint64_t ticket, t0 = ect__now_ns();
+                    if (ect_copy_engine_submit(b->engine, &batch, &ticket) != ECT_OK ||
+                        ect_copy_engine_wait(b->engine, ticket) != ECT_OK) {
+                        fprintf(stderr, "bench step: engine copy: %s\n", ect_last_error());
+                        goto out;
+                    }
+                    engine[ne++] = (double)(ect__now_ns() - t0) / 1e9;
+                }
+                flush_dst(ops, st.n_ops);
+            }
         }
-        ect_copy_op_t ops[MAX_RUNS];
-        struct state st = {.b = b, .ops = ops, .dir = ECT_COPY_SAVE};
-        st.n_ops = entry_ops(b, ECT_COPY_SAVE, old->runs, old->n, payload, ops);
-        prepare(&st);
-        aged[n] = ect_bench_ceiling_copy_best(b->ceiling, ops, st.n_ops);
-        (void)written_age(b, old->runs, old->n, ect__now_ns());
-        /* The engine alone (submit to wait, no step around it) into the
-         * next-oldest entry's blocks, as old: the copy without the step. */
-        st.n_ops = entry_ops(b, ECT_COPY_SAVE, next->runs, next->n, payload, ops);
-        prepare(&st);
-        ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = ops, .n_ops = st.n_ops};
-        uint64_t ticket, t0 = ect__now_ns();
-        if (ect_copy_engine_submit(b->engine, &batch, &ticket) != ECT_OK ||
-            ect_copy_engine_wait(b->engine, ticket) != ECT_OK) {
-            fprintf(stderr, "bench step: engine copy: %s\n", ect_last_error());
-            goto out;
-        }
-        engine[n] = (double)(ect__now_ns() - t0) / 1e9;
-        (void)written_age(b, next->runs, next->n, ect__now_ns());
         st.n_ops = entry_ops(b, ECT_COPY_SAVE, cur->runs, cur->n, payload, ops);
-        prepare(&st);
-        fresh[n] = ect_bench_ceiling_copy_best(b->ceiling, ops, st.n_ops);
+        if (i >= depth && nf < 2 * REPS) {
+            prepare(&st);
+            wake_ceiling(b);
+            fresh[nf++] = ect_bench_ceiling_copy_best(b->ceiling, ops, st.n_ops);
+        }
         (void)written_age(b, cur->runs, cur->n, ect__now_ns());
-        n++;
+        flush_dst(ops, st.n_ops); /* out of the caches until it is the oldest */
     }
-    if (n == 0) {
+    if (na == 0 || ne == 0) {
         printf("    the best copy into the oldest entry's blocks: not measured (%u of them "
                "evicted first)\n",
                gone);
         rc = 0;
         goto out;
     }
-    double a = ect_bench_median(aged, n), f = ect_bench_median(fresh, n),
-           g = ect_bench_median(engine, n);
+    double a = ect_bench_median(aged, na), f = ect_bench_median(fresh, nf),
+           g = ect_bench_median(engine, ne), old_s = ect_bench_median(age, n_age);
     printf("    the best copy of the save's bytes into the blocks of the oldest entry held (the "
-           "next save's, last written %zu steps before) %.1f us, into blocks a step has just "
-           "written (as the ceiling beside the figure) %.1f us, median of %u: the save step "
-           "against the first, ratio %.2f; the engine's copy alone (submit to wait) into the "
-           "next-oldest entry's blocks %.1f us, %.2f of the first\n",
-           depth, a * 1e6, f * 1e6, n, a / save_s, g * 1e6, a / g);
+           "next save's, last written %zu steps and %.0f ms before, as the timed save steps' "
+           "%.0f ms, and not touched since) %.1f us, into blocks a step has just written (as the "
+           "ceiling beside the figure) %.1f us, medians of %u / %u: the save step against the "
+           "first, ratio %.2f; the engine's copy alone (submit to wait) into such old blocks "
+           "%.1f us (median of %u), %.2f of the first\n",
+           depth, old_s * 1e3, step_age_s * 1e3, a * 1e6, f * 1e6, na, nf, a / save_s, g * 1e6, ne,
+           a / g);
     rc = 0;
 out:
     free(h);
@@ -553,8 +591,9 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     ect__copy_cpu_stats(b->engine, &after);
     if (allocs != UINT64_MAX)
         allocs = library_allocations() - allocs;
+    double step_age_s = ect_bench_median(age, reps);
     if (payload == ((size_t)1 << 20) && b->save_age_s == 0)
-        b->save_age_s = ect_bench_median(age, reps);
+        b->save_age_s = step_age_s;
     double ms = ect_bench_median(sm.save, reps), ml = ect_bench_median(sm.load, reps);
     double gb = (double)payload / 1e9;
     if (payload < BLOCK_BYTES) {
@@ -617,7 +656,7 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
                    mean_s, mean_l, us_s, us_l, n_s, n_l);
     }
     /* Once per size: the other rows change the blocks or the threads. */
-    if (b->label[0] == '\0' && oldest_blocks_line(b, payload, ms) != 0)
+    if (b->label[0] == '\0' && oldest_blocks_line(b, payload, ms, step_age_s) != 0)
         goto free_ceiling;
     fflush(stdout);
     rc = 0;
