@@ -45,9 +45,11 @@
  * timed steps' blocks were, and untouched since they were flushed, as a
  * save step meets them) and into blocks a step has just written (what the
  * ceiling beside the figure meets), and gives the save step's ratio to the
- * first, and the engine's copy alone into such old blocks.  A line times 1 MiB copied into region
- * pages last written 0 s, as long before as the 1 MiB save steps' blocks were (their median age,
- * tracked block by block) and 1 s before, by every way of the ceiling.  The 1, 8 and 32 MiB
+ * first (also as a row of its own, "ref: save step N MiB vs copy into as old
+ * blocks"), and the engine's copy alone into such old blocks.  A line
+ * times 1 MiB copied into region pages last written 0 s, as long before as
+ * the 1 MiB save steps' blocks were (their median age, tracked block by
+ * block) and 1 s before, by every way of the ceiling.  The 1, 8 and 32 MiB
  * rows run again with each save's blocks written (and evicted) just before
  * the step, untimed ("fresh blocks"): the ceilings beside the figures copy
  * right after the step, into pages it has just written, while a save step
@@ -502,6 +504,16 @@ oldest_blocks_line(struct step_bench *b, size_t payload, double save_s, double s
     }
     double a = ect_bench_median(aged, na), f = ect_bench_median(fresh, nf),
            g = ect_bench_median(engine, ne), old_s = ect_bench_median(age, n_age);
+    /* The same as a row (and a --json object): the save step against the
+     * ceiling's copy into blocks as old as its own. */
+    const char *way;
+    (void)ect_bench_ceiling_gbps(b->ceiling, (double)payload, &way); /* the winner's name */
+    char what[96];
+    snprintf(what, sizeof(what), "  ref: save step %zu MiB vs copy into as old blocks",
+             payload >> 20);
+    double gb = (double)payload / 1e9;
+    ect_bench_figure(&(ect_bench_fig_t){
+        .name = what, .value = gb / save_s, .unit = "GB/s", .ceiling = gb / a, .ceiling_is = way});
     printf("    the best copy of the save's bytes into the blocks of the oldest entry held (the "
            "next save's, last written %zu steps and %.0f ms before, as the timed save steps' "
            "%.0f ms, and not touched since) %.1f us, into blocks a step has just written (as the "
