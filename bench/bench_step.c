@@ -385,9 +385,10 @@ library_allocations(void)
  * translate them are in any cache, and on the project's VMs a page left
  * alone for long costs more to write; while the ceiling beside a figure
  * copies right after the step into the blocks it has just written.  So
- * after the figure, steps go on untimed, paced (by spinning) so that the
- * blocks of the oldest entry are as old as the timed save steps' were
- * (their median age, `step_age_s`), and each is followed by one copy of
+ * after the figure, steps go on untimed, paced (by spinning, just before
+ * the timed copies) so that the blocks of the oldest entry are as old as
+ * the timed save steps' were (their median age, `step_age_s`) and the
+ * copying threads as long idle, and each is followed by one copy of
  * the save's bytes into the blocks of the oldest entry still held (the next
  * save's; it holds the same bytes, so nothing changes), met as the save step
  * meets them: flushed from the caches right after they were last written
@@ -437,8 +438,9 @@ oldest_blocks_line(struct step_bench *b, size_t payload, double save_s, double s
         fprintf(stderr, "bench step: out of memory\n");
         return 1;
     }
-    /* A step every period: the oldest entry's blocks, written depth steps
-     * before, are then as old as the timed steps' were. */
+    /* A step every period (the timed steps' own period): the oldest
+     * entry's blocks, written depth steps before, are then as old as the
+     * timed steps' were. */
     uint64_t period_ns = (uint64_t)(step_age_s * 1e9 / (double)depth), next_ns = ect__now_ns();
     double aged[REPS], fresh[2 * REPS], engine[REPS], age[2 * REPS];
     unsigned na = 0, nf = 0, ne = 0, n_age = 0, gone = 0;
@@ -448,9 +450,6 @@ oldest_blocks_line(struct step_bench *b, size_t payload, double save_s, double s
         struct stamps s;
         ect_copy_op_t ops[MAX_RUNS];
         struct state st = {.b = b, .ops = ops, .dir = ECT_COPY_SAVE};
-        while (ect__now_ns() < next_ns)
-            ;
-        next_ns = ect__now_ns() + period_ns;
         snprintf(cur->key, sizeof(cur->key), "o-%zu-%zu", payload, i);
         ect_bench_warm(b->src, payload);
         if (save_step(b, cur->key, payload, cur->runs, &cur->n, &s) != 0)
@@ -458,6 +457,15 @@ oldest_blocks_line(struct step_bench *b, size_t payload, double save_s, double s
         /* Each timed copy below finds no dirty line of another's in the
          * caches (a write-back would be charged to it). */
         flush_dst(ops, entry_ops(b, ECT_COPY_SAVE, cur->runs, cur->n, payload, ops));
+        /* The pause (spinning: only this thread runs) falls just before
+         * the timed copy: the copy threads and the ceiling's helpers have
+         * then been idle about as long as the engine's threads before a
+         * timed step, asleep while the ceiling samples between the timed
+         * steps ran (on the GPU host a copy onto CPUs idle 12 ms took 8 MiB
+         * from ~320 to ~530 us). */
+        while (ect__now_ns() < next_ns)
+            ;
+        next_ns = ect__now_ns() + period_ns;
         if (i >= depth) {
             const struct held_runs *old = &h[(i - depth) % ring];
             ect_cache_entry_t e;
