@@ -409,15 +409,19 @@ flush_dst(const ect_copy_op_t *ops, size_t n_ops)
         ect_bench_cold(ops[k].dst, ops[k].len);
 }
 
-/* An untimed 64 KiB copy between the engine buffers by the ceiling's
- * winning way: its helpers, asleep since the last copy, run again just
- * before a timed copy (as they do in a ceiling sample, one way after the
- * other), so that the pacing's idle time does not count against them. */
+/* Untimed 64 KiB copies between the engine buffers by the ceiling's
+ * winning way for 200 us: its helpers, asleep since the last copy, and
+ * their CPUs are busy just before a timed copy, as in a ceiling sample
+ * (one way after the other), so that the pacing's idle time does not count
+ * against them. */
 static void
 wake_ceiling(struct step_bench *b)
 {
     ect_copy_op_t op = {b->dst, b->src, (size_t)64 << 10};
-    (void)ect_bench_ceiling_copy_best(b->ceiling, &op, 1);
+    uint64_t until = ect__now_ns() + 200000;
+    do
+        (void)ect_bench_ceiling_copy_best(b->ceiling, &op, 1);
+    while (ect__now_ns() < until);
 }
 
 static int
