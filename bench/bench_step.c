@@ -379,28 +379,6 @@ library_allocations(void)
 #endif
 }
 
-/* The blocks a save writes are those of the oldest entry, evicted to make
- * room: last written as many steps before as the region holds entries, so
- * neither their lines nor (for large entries) the page-table entries that
- * translate them are in any cache, and on the project's VMs a page left
- * alone for long costs more to write; while the ceiling beside a figure
- * copies right after the step into the blocks it has just written.  So
- * after the figure, steps go on untimed, paced (by spinning, just before
- * the timed copies) so that the blocks of the oldest entry are as old as
- * the timed save steps' were (their median age, `step_age_s`) and the
- * copying threads as long idle, and each is followed by one copy of
- * the save's bytes into the blocks of the oldest entry still held (the next
- * save's; it holds the same bytes, so nothing changes), met as the save step
- * meets them: flushed from the caches right after they were last written
- * and not touched since (a flush just before the copy would load their
- * translations).  The copy is by turns the ceiling's winning way and the
- * copy engine alone (submit to wait, no step around it).  Each step is
- * also followed by the ceiling's copy into the blocks it has just written,
- * flushed first, as the ceiling beside the figure copies.  Prints the save
- * step against the first copy (its ratio to a ceiling that meets the blocks
- * as the step does) and the first against the engine's (how much of the
- * gap is the engine's copy, how much the step around it).  Returns 0, or 1
- * on a failed step or out of memory (message printed). */
 /* Evict the destinations of ops from the caches (written back first). */
 static void
 flush_dst(const ect_copy_op_t *ops, size_t n_ops)
@@ -424,6 +402,28 @@ wake_ceiling(struct step_bench *b)
     while (ect__now_ns() < until);
 }
 
+/* The blocks a save writes are those of the oldest entry, evicted to make
+ * room: last written as many steps before as the region holds entries, so
+ * neither their lines nor (for large entries) the page-table entries that
+ * translate them are in any cache, and on the project's VMs a page left
+ * alone for long costs more to write; while the ceiling beside a figure
+ * copies right after the step into the blocks it has just written.  So
+ * after the figure, steps go on untimed, paced (by spinning, just before
+ * the timed copies) so that the blocks of the oldest entry are as old as
+ * the timed save steps' were (their median age, `step_age_s`) and the
+ * copying threads as long idle, and each is followed by one copy of
+ * the save's bytes into the blocks of the oldest entry still held (the next
+ * save's; it holds the same bytes, so nothing changes), met as the save step
+ * meets them: flushed from the caches right after they were last written
+ * and not touched since (a flush just before the copy would load their
+ * translations).  The copy is by turns the ceiling's winning way and the
+ * copy engine alone (submit to wait, no step around it).  Each step is
+ * also followed by the ceiling's copy into the blocks it has just written,
+ * flushed first, as the ceiling beside the figure copies.  Prints the save
+ * step against the first copy (its ratio to a ceiling that meets the blocks
+ * as the step does) and the first against the engine's (how much of the
+ * gap is the engine's copy, how much the step around it).  Returns 0, or 1
+ * on a failed step or out of memory (message printed). */
 static int
 oldest_blocks_line(struct step_bench *b, size_t payload, double save_s, double step_age_s)
 {
@@ -462,11 +462,11 @@ oldest_blocks_line(struct step_bench *b, size_t payload, double save_s, double s
          * caches (a write-back would be charged to it). */
         flush_dst(ops, entry_ops(b, ECT_COPY_SAVE, cur->runs, cur->n, payload, ops));
         /* The pause (spinning: only this thread runs) falls just before
-         * the timed copy: the copy threads and the ceiling's helpers have
-         * then been idle about as long as the engine's threads before a
-         * timed step, asleep while the ceiling samples between the timed
-         * steps ran (on the GPU host a copy onto CPUs idle 12 ms took 8 MiB
-         * from ~320 to ~530 us). */
+         * the timed copy: the engine's copy threads have then been idle
+         * about as long as before a timed step, asleep while the ceiling
+         * samples between the timed steps ran (on the GPU host a copy onto
+         * CPUs idle 12 ms took 8 MiB from ~320 to ~530 us).  The ceiling's
+         * helpers are made busy again first (wake_ceiling), as in a sample. */
         while (ect__now_ns() < next_ns)
             ;
         next_ns = ect__now_ns() + period_ns;
