@@ -39,11 +39,10 @@
  * polling (bench.h: one thread, or helpers asleep when the clock starts and
  * woken by the copying thread), sampled beside the first ceiling: the
  * figure an engine whose threads sleep between steps could reach.  After each
- * size's figures, a line times the ceiling's winning way copying the save's
- * bytes into the blocks of the oldest entry the region holds (the blocks
- * the next save gets: with steps paced so that they are as old as the
- * timed steps' blocks were, and untouched since they were flushed, as a
- * save step meets them) and into blocks a step has just written (what the
+ * size's figures (bench/bench_step_machine.c), a line times the ceiling's winning way copying the
+ * save's bytes into the blocks of the oldest entry the region holds (the blocks the next save gets:
+ * with steps paced so that they are as old as the timed steps' blocks were, and untouched since
+ * they were flushed, as a save step meets them) and into blocks a step has just written (what the
  * ceiling beside the figure meets), and gives the save step's ratio to the
  * first (also as a row of its own, "ref: save step N MiB vs copy into as old
  * blocks"), and the engine's copy alone into such old blocks.  A line
@@ -71,50 +70,16 @@
 #include <ectier/ectier.h>
 
 #include "bench.h"
+#include "bench_step.h"
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "copy/cpu.h"
-#include "copy/ntcopy.h"
 #include "ectier_build_config.h"
 #include "step/report.h"
-#include "step/scheduler_hooks.h"
 
-#define HIDDEN      3584u
-#define BLOCK_BYTES (HIDDEN * 2u)
-#define MAX_PAYLOAD ((size_t)32 << 20)
-#define KEEP        3 /* largest entries the region holds at once */
-#define MAX_RUNS    64
-
-/* The parts of a step, in order; a step's time is their sum. */
-enum part { SCHEDULE, META, BIND, SUBMIT, COPY, REPORT, APPLY, N_PARTS };
+/* The parts' names, in enum part's order. */
 static const char *const PART_NAMES[N_PARTS] = {"schedule", "metadata", "bind", "submit",
                                                 "copy",     "report",   "apply"};
-
-struct step_bench {
-    ect_config_t cfg;
-    ect_geometry_t geom;
-    char instance[64];
-    ect_scheduler_t *sched;
-    ect_worker_t *worker;
-    ect_copy_engine_t *engine; /* the worker's, borrowed by it; ours for its counters */
-    ect_bench_ceiling_t *ceiling;
-    unsigned char *src; /* engine memory saved from */
-    unsigned char *dst; /* engine memory loaded into */
-    unsigned char *buf; /* encoded metadata / report */
-    size_t buf_cap;
-    const char *label; /* after the entry size in figure names ("" by default) */
-    bool cold_state;   /* read both buffers (64 MiB) before each step: the scheduler's and
-                        * worker's own state leaves the CPU caches, as after large copies */
-    bool fresh_blocks; /* write and evict a save's blocks just before it (untimed) */
-    uint64_t *written; /* per region block: the clock when it was last written (pre-faulted,
-                        * or by a save step and the ceiling copies after it) */
-    double save_age_s; /* median age of a 1 MiB save step's blocks (the first 1 MiB figure) */
-};
-
-/* One timed step: the clock at the start and after each part. */
-struct stamps {
-    uint64_t t[N_PARTS + 1];
-};
 
 static int
 fail(const char *what)
@@ -234,9 +199,9 @@ refresh_blocks(struct step_bench *b, const ect_run_t *runs, size_t n_runs, size_
 }
 
 /* One save step of key; runs and n_runs get its blocks (for the ceiling). */
-static int
-save_step(struct step_bench *b, const char *key, size_t payload, ect_run_t *runs, size_t *n_runs,
-          struct stamps *s)
+int
+ect_bench_step_save(struct step_bench *b, const char *key, size_t payload, ect_run_t *runs,
+                    size_t *n_runs, struct stamps *s)
 {
     uint64_t tokens = (payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
     s->t[0] = ect__now_ns();
@@ -284,9 +249,9 @@ load_step(struct step_bench *b, const char *key, size_t payload, struct stamps *
 }
 
 /* The entry's bytes as copy ops between the engine buffer and its blocks. */
-static size_t
-entry_ops(struct step_bench *b, ect_copy_dir_t dir, const ect_run_t *runs, size_t n_runs,
-          size_t payload, ect_copy_op_t *ops)
+size_t
+ect_bench_step_entry_ops(struct step_bench *b, ect_copy_dir_t dir, const ect_run_t *runs,
+                         size_t n_runs, size_t payload, ect_copy_op_t *ops)
 {
     size_t off = 0, n = 0;
     for (size_t i = 0; i < n_runs && off < payload; i++) {
@@ -302,16 +267,8 @@ entry_ops(struct step_bench *b, ect_copy_dir_t dir, const ect_run_t *runs, size_
     return n;
 }
 
-/* The cache state before every timed copy (see the file comment). */
-struct state {
-    struct step_bench *b;
-    const ect_copy_op_t *ops;
-    size_t n_ops;
-    ect_copy_dir_t dir;
-};
-
-static void
-prepare(void *arg)
+void
+ect_bench_step_prepare(void *arg)
 {
     const struct state *st = arg;
     for (size_t i = 0; i < st->n_ops; i++) {
@@ -353,8 +310,8 @@ print_breakdown(struct samples *sm, int is_load, unsigned reps, const char *what
 /* How long ago the blocks of runs were last written (the oldest, in
  * seconds), and mark them written at `now`: the step's copy writes them,
  * and so do the ceiling's right after. */
-static double
-written_age(struct step_bench *b, const ect_run_t *runs, size_t n_runs, uint64_t now)
+double
+ect_bench_step_written_age(struct step_bench *b, const ect_run_t *runs, size_t n_runs, uint64_t now)
 {
     uint64_t oldest = now;
     for (size_t i = 0; i < n_runs; i++) {
@@ -377,167 +334,6 @@ library_allocations(void)
 #else
     return UINT64_MAX;
 #endif
-}
-
-/* Evict the destinations of ops from the caches (written back first). */
-static void
-flush_dst(const ect_copy_op_t *ops, size_t n_ops)
-{
-    for (size_t k = 0; k < n_ops; k++)
-        ect_bench_cold(ops[k].dst, ops[k].len);
-}
-
-/* Untimed 64 KiB copies between the engine buffers by the ceiling's
- * winning way for 200 us: its helpers, asleep since the last copy, and
- * their CPUs are busy just before a timed copy, as in a ceiling sample
- * (one way after the other), so that the pacing's idle time does not count
- * against them. */
-static void
-wake_ceiling(struct step_bench *b)
-{
-    ect_copy_op_t op = {b->dst, b->src, (size_t)64 << 10};
-    uint64_t until = ect__now_ns() + 200000;
-    do
-        (void)ect_bench_ceiling_copy_best(b->ceiling, &op, 1);
-    while (ect__now_ns() < until);
-}
-
-/* The blocks a save writes are those of the oldest entry, evicted to make
- * room: last written as many steps before as the region holds entries, so
- * neither their lines nor (for large entries) the page-table entries that
- * translate them are in any cache, and on the project's VMs a page left
- * alone for long costs more to write; while the ceiling beside a figure
- * copies right after the step into the blocks it has just written.  So
- * after the figure, steps go on untimed, paced (by spinning, just before
- * the timed copies) so that the blocks of the oldest entry are as old as
- * the timed save steps' were (their median age, `step_age_s`) and the
- * copying threads as long idle, and each is followed by one copy of
- * the save's bytes into the blocks of the oldest entry still held (the next
- * save's; it holds the same bytes, so nothing changes), met as the save step
- * meets them: flushed from the caches right after they were last written
- * and not touched since (a flush just before the copy would load their
- * translations).  The copy is by turns the ceiling's winning way and the
- * copy engine alone (submit to wait, no step around it).  Each step is
- * also followed by the ceiling's copy into the blocks it has just written,
- * flushed first, as the ceiling beside the figure copies.  Prints the save
- * step against the first copy (its ratio to a ceiling that meets the blocks
- * as the step does) and the first against the engine's (how much of the
- * gap is the engine's copy, how much the step around it).  Returns 0, or 1
- * on a failed step or out of memory (message printed). */
-static int
-oldest_blocks_line(struct step_bench *b, size_t payload, double save_s, double step_age_s)
-{
-    enum { REPS = 7 };
-    uint64_t entry_blocks = (payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
-    uint64_t held = b->geom.num_blocks / entry_blocks; /* entries of this size the region holds */
-    if (held < 3)
-        return 0;
-    size_t depth = (size_t)held - 1, ring = depth + 1;
-    struct held_runs {
-        ect_run_t runs[MAX_RUNS];
-        size_t n;
-        char key[64];
-    } *h = calloc(ring, sizeof(*h));
-    if (h == NULL) {
-        fprintf(stderr, "bench step: out of memory\n");
-        return 1;
-    }
-    /* A step every period (the timed steps' own period): the oldest
-     * entry's blocks, written depth steps before, are then as old as the
-     * timed steps' were. */
-    uint64_t period_ns = (uint64_t)(step_age_s * 1e9 / (double)depth), next_ns = ect__now_ns();
-    double aged[REPS], fresh[2 * REPS], engine[REPS], age[2 * REPS];
-    unsigned na = 0, nf = 0, ne = 0, n_age = 0, gone = 0;
-    int rc = 1;
-    for (size_t i = 0; (na < REPS || ne < REPS) && i < depth + 3 * REPS; i++) {
-        struct held_runs *cur = &h[i % ring];
-        struct stamps s;
-        ect_copy_op_t ops[MAX_RUNS];
-        struct state st = {.b = b, .ops = ops, .dir = ECT_COPY_SAVE};
-        snprintf(cur->key, sizeof(cur->key), "o-%zu-%zu", payload, i);
-        ect_bench_warm(b->src, payload);
-        if (save_step(b, cur->key, payload, cur->runs, &cur->n, &s) != 0)
-            goto out;
-        /* Each timed copy below finds no dirty line of another's in the
-         * caches (a write-back would be charged to it). */
-        flush_dst(ops, entry_ops(b, ECT_COPY_SAVE, cur->runs, cur->n, payload, ops));
-        /* The pause (spinning: only this thread runs) falls just before
-         * the timed copy: the engine's copy threads have then been idle
-         * about as long as before a timed step, asleep while the ceiling
-         * samples between the timed steps ran (on the GPU host a copy onto
-         * CPUs idle 12 ms took 8 MiB from ~320 to ~530 us).  The ceiling's
-         * helpers are made busy again first (wake_ceiling), as in a sample. */
-        while (ect__now_ns() < next_ns)
-            ;
-        next_ns = ect__now_ns() + period_ns;
-        if (i >= depth) {
-            const struct held_runs *old = &h[(i - depth) % ring];
-            ect_cache_entry_t e;
-            bool found = false;
-            if (ect_cache_find(ect__scheduler_cache(b->sched), old->key, &e, &found) != ECT_OK ||
-                !found) {
-                gone++; /* evicted already (the region held one fewer): no sample */
-            } else {
-                st.n_ops = entry_ops(b, ECT_COPY_SAVE, old->runs, old->n, payload, ops);
-                ect_bench_warm(b->src, payload);
-                bool by_engine = na >= REPS || (ne < REPS && (na + ne) % 2 == 1);
-                age[n_age++] = written_age(b, old->runs, old->n, ect__now_ns());
-                if (!by_engine) {
-                    wake_ceiling(b);
-                    aged[na++] = ect_bench_ceiling_copy_best(b->ceiling, ops, st.n_ops);
-                } else {
-                    ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = ops, .n_ops = st.n_ops};
-                    uint64_t ticket, t0 = ect__now_ns();
-                    if (ect_copy_engine_submit(b->engine, &batch, &ticket) != ECT_OK ||
-                        ect_copy_engine_wait(b->engine, ticket) != ECT_OK) {
-                        fprintf(stderr, "bench step: engine copy: %s\n", ect_last_error());
-                        goto out;
-                    }
-                    engine[ne++] = (double)(ect__now_ns() - t0) / 1e9;
-                }
-                flush_dst(ops, st.n_ops);
-            }
-        }
-        st.n_ops = entry_ops(b, ECT_COPY_SAVE, cur->runs, cur->n, payload, ops);
-        if (i >= depth && nf < 2 * REPS) {
-            prepare(&st);
-            wake_ceiling(b);
-            fresh[nf++] = ect_bench_ceiling_copy_best(b->ceiling, ops, st.n_ops);
-        }
-        (void)written_age(b, cur->runs, cur->n, ect__now_ns());
-        flush_dst(ops, st.n_ops); /* out of the caches until it is the oldest */
-    }
-    if (na == 0 || ne == 0) {
-        printf("    the best copy into the oldest entry's blocks: not measured (%u of them "
-               "evicted first)\n",
-               gone);
-        rc = 0;
-        goto out;
-    }
-    double a = ect_bench_median(aged, na), f = ect_bench_median(fresh, nf),
-           g = ect_bench_median(engine, ne), old_s = ect_bench_median(age, n_age);
-    /* The same as a row (and a --json object): the save step against the
-     * ceiling's copy into blocks as old as its own. */
-    const char *way;
-    (void)ect_bench_ceiling_gbps(b->ceiling, (double)payload, &way); /* the winner's name */
-    char what[96];
-    snprintf(what, sizeof(what), "  ref: save step %zu MiB vs copy into as old blocks",
-             payload >> 20);
-    double gb = (double)payload / 1e9;
-    ect_bench_figure(&(ect_bench_fig_t){
-        .name = what, .value = gb / save_s, .unit = "GB/s", .ceiling = gb / a, .ceiling_is = way});
-    printf("    the best copy of the save's bytes into the blocks of the oldest entry held (the "
-           "next save's, last written %zu steps and %.0f ms before, as the timed save steps' "
-           "%.0f ms, and not touched since) %.1f us, into blocks a step has just written (as the "
-           "ceiling beside the figure) %.1f us, medians of %u / %u: the save step against the "
-           "first, ratio %.2f; the engine's copy alone (submit to wait) into such old blocks "
-           "%.1f us (median of %u), %.2f of the first\n",
-           depth, old_s * 1e3, step_age_s * 1e3, a * 1e6, f * 1e6, na, nf, a / save_s, g * 1e6, ne,
-           a / g);
-    rc = 0;
-out:
-    free(h);
-    return rc;
 }
 
 static int
@@ -572,7 +368,7 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     for (unsigned i = 0; i < 3; i++) {
         snprintf(key, sizeof(key), "warm-%zu%s-%u", payload, b->cold_state ? "c" : "", i);
         memset(b->dst, 0, payload);
-        if (save_step(b, key, payload, runs, &n_runs, &s) != 0 ||
+        if (ect_bench_step_save(b, key, payload, runs, &n_runs, &s) != 0 ||
             load_step(b, key, payload, &s) != 0)
             goto free_ceiling;
         if (memcmp(b->dst, b->src, payload) != 0) {
@@ -590,17 +386,17 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
         if (b->cold_state)
             ect_bench_warm(b->dst, MAX_PAYLOAD);
         ect_bench_warm(b->src, b->cold_state ? MAX_PAYLOAD : payload);
-        if (save_step(b, key, payload, runs, &n_runs, &s) != 0)
+        if (ect_bench_step_save(b, key, payload, runs, &n_runs, &s) != 0)
             goto free_ceiling;
         keep(&sm, 0, i, &s);
-        age[i] = written_age(b, runs, n_runs, s.t[SUBMIT]);
+        age[i] = ect_bench_step_written_age(b, runs, n_runs, s.t[SUBMIT]);
         struct state st = {.b = b, .ops = ops, .dir = ECT_COPY_SAVE};
-        st.n_ops = entry_ops(b, ECT_COPY_SAVE, runs, n_runs, payload, ops);
-        if (ect_bench_ceiling_sample(cs, ops, st.n_ops, prepare, &st) != 0)
+        st.n_ops = ect_bench_step_entry_ops(b, ECT_COPY_SAVE, runs, n_runs, payload, ops);
+        if (ect_bench_ceiling_sample(cs, ops, st.n_ops, ect_bench_step_prepare, &st) != 0)
             goto free_ceiling;
         st.dir = ECT_COPY_LOAD;
-        st.n_ops = entry_ops(b, ECT_COPY_LOAD, runs, n_runs, payload, ops);
-        prepare(&st);
+        st.n_ops = ect_bench_step_entry_ops(b, ECT_COPY_LOAD, runs, n_runs, payload, ops);
+        ect_bench_step_prepare(&st);
         if (b->cold_state) {
             ect_bench_warm(b->src, MAX_PAYLOAD);
             ect_bench_warm(b->dst, MAX_PAYLOAD);
@@ -608,9 +404,9 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
         if (load_step(b, key, payload, &s) != 0)
             goto free_ceiling;
         keep(&sm, 1, i, &s);
-        if (ect_bench_ceiling_sample(cl, ops, st.n_ops, prepare, &st) != 0)
+        if (ect_bench_ceiling_sample(cl, ops, st.n_ops, ect_bench_step_prepare, &st) != 0)
             goto free_ceiling;
-        prepare(&st); /* leaves the blocks cold for whichever entry reuses them */
+        ect_bench_step_prepare(&st); /* leaves the blocks cold for whichever entry reuses them */
     }
     ect__copy_cpu_stats(b->engine, &after);
     if (allocs != UINT64_MAX)
@@ -680,7 +476,7 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
                    mean_s, mean_l, us_s, us_l, n_s, n_l);
     }
     /* Once per size: the other rows change the blocks or the threads. */
-    if (b->label[0] == '\0' && oldest_blocks_line(b, payload, ms, step_age_s) != 0)
+    if (b->label[0] == '\0' && ect_bench_step_oldest_blocks_line(b, payload, ms, step_age_s) != 0)
         goto free_ceiling;
     fflush(stdout);
     rc = 0;
@@ -708,95 +504,6 @@ make_worker(struct step_bench *b)
         return 1;
     }
     return 0;
-}
-
-/* The prepare of the page-age probe's ceiling: each way copies into an area
- * of its own, all written and flushed at the same time, so that every way
- * meets pages of the same age (the ceiling calls prepare once before each
- * way and reads the ops after it). */
-struct aged_areas {
-    ect_copy_op_t *op;
-    unsigned char *const *area; /* n_areas of them, one per way */
-    unsigned n_areas, next;
-};
-
-static void
-next_area(void *arg)
-{
-    struct aged_areas *a = arg;
-    if (a->next < a->n_areas)
-        a->op->dst = a->area[a->next++];
-}
-
-/* How a write into region pages costs more the longer ago they were last
- * written (on the project's VMs; see copy/ntcopy.h).  The same 1 MiB copy
- * into region pages written and flushed just before, as long before as a
- * 1 MiB save step's blocks were (their median age, tracked block by block
- * during that figure) and 1 s before (or twice the saves' age, if longer),
- * by every way of the ceiling, each way into an area of its own of that
- * age: the best way is the ceiling for pages of that age.  The ceilings
- * beside the step figures copy right after the step, into pages it has just
- * written; a save step meets blocks last written when an entry since
- * evicted was saved, so this line tells how much of a save's gap is the
- * pages' age.  Returns 0, or 1 when out of memory (message printed). */
-static int
-page_age_probe(struct step_bench *b)
-{
-    enum { REPS = 5, AGES = 3, MAX_AREAS = ECT_BENCH_MAX_WAYS };
-    /* The longest age is 1 s, or twice the saves' where a slow machine
-     * left those blocks longer than half of that. */
-    const double age_s[AGES] = {0, b->save_age_s, b->save_age_s < 0.5 ? 1.0 : 2 * b->save_age_s};
-    const size_t mib = (size_t)1 << 20;
-    unsigned char *region = ect__worker_region_data(b->worker);
-    if ((size_t)(b->geom.num_blocks * BLOCK_BYTES) < (size_t)AGES * MAX_AREAS * mib) {
-        printf("  machine: not measured, the region is smaller than the %d MiB the probe "
-               "needs\n",
-               AGES * MAX_AREAS);
-        return 0;
-    }
-    ect_bench_ceiling_t *ceiling[AGES] = {NULL};
-    int rc = 1;
-    for (int a = 0; a < AGES; a++)
-        if ((ceiling[a] = ect_bench_ceiling_create(ect__copy_cpu_copiers(b->cfg.copy_threads))) ==
-            NULL)
-            goto destroy;
-    for (int r = 0; r < REPS; r++) {
-        unsigned char *area[AGES][MAX_AREAS];
-        uint64_t t0 = ect__now_ns();
-        /* Oldest first: each age's areas are written, flushed, then left
-         * alone until the end of the longest age. */
-        for (int a = AGES - 1; a >= 0; a--) {
-            uint64_t at = t0 + (uint64_t)((age_s[AGES - 1] - age_s[a]) * 1e9);
-            while (ect__now_ns() < at)
-                ;
-            for (int k = 0; k < MAX_AREAS; k++) {
-                area[a][k] = region + ((size_t)a * MAX_AREAS + (size_t)k) * mib;
-                memcpy(area[a][k], b->src, mib);
-                ect_bench_cold(area[a][k], mib);
-            }
-        }
-        ect_bench_warm(b->src, mib);
-        for (int a = 0; a < AGES; a++) {
-            ect_copy_op_t op = {area[a][0], b->src, mib};
-            struct aged_areas aa = {.op = &op, .area = area[a], .n_areas = MAX_AREAS};
-            if (ect_bench_ceiling_sample(ceiling[a], &op, 1, next_area, &aa) != 0)
-                goto destroy;
-        }
-    }
-    double best_us[AGES];
-    const char *way[AGES];
-    for (int a = 0; a < AGES; a++)
-        best_us[a] = (double)mib / 1e3 / ect_bench_ceiling_gbps(ceiling[a], (double)mib, &way[a]);
-    printf("  machine: the best copy of 1 MiB (every way of the ceiling) into region pages "
-           "last written 0 / %.1f ms (as long before as a 1 MiB save step's blocks, median) / "
-           "%.0f ms before, median of %d: %.1f / %.1f / %.1f us [%s / %s / %s]\n",
-           age_s[1] * 1e3, age_s[2] * 1e3, REPS, best_us[0], best_us[1], best_us[2], way[0], way[1],
-           way[2]);
-    rc = 0;
-destroy:
-    for (int a = 0; a < AGES; a++)
-        ect_bench_ceiling_destroy(ceiling[a]);
-    return rc;
 }
 
 int
@@ -866,7 +573,7 @@ ect_bench_step(int argc, char **argv)
         if (failed)
             goto free_buffers;
     }
-    if (page_age_probe(&b) != 0)
+    if (ect_bench_step_page_age_probe(&b) != 0)
         goto free_buffers;
     /* The copies again with each save's blocks written just before it: what
      * the pages' state (translations cached or not, and age) costs. */
