@@ -64,14 +64,29 @@ struct ect__entry {
  * fragmented region's entries allocate nothing once the pool has grown. */
 #define POOLED_RUNS 8
 
-/* One cache line of the key index (index.c): up to seven entries, a tag of
- * each one's hash (0: the slot is empty), and how many entries went past
- * this bucket because it was full. */
+/* The key index (index.c) keeps each bucket in two parts: a control word
+ * (a tag of each of up to seven entries' hashes, 0 for an empty slot, and
+ * how many entries went past this bucket because it was full) in a dense
+ * array of 8-byte words, and the seven entry pointers in a cache line of a
+ * second array.  A lookup reads the control word, and the pointers' line
+ * only when a tag matches. */
 #define ECT__BUCKET_SLOTS 7
-struct ect__bucket {
+struct ect__bucket_ctrl {
     uint8_t tags[ECT__BUCKET_SLOTS];
     uint8_t overflow;
+};
+struct ect__bucket_slots {
     struct ect__entry *slot[ECT__BUCKET_SLOTS];
+    uint64_t unused; /* pads the pointers to a cache line */
+};
+
+/* One table of buckets: size (a power of two) control words and as many
+ * pointer lines, in one allocation; used counts its entries. */
+struct ect__index_table {
+    struct ect__bucket_slots *slots; /* NULL: no table */
+    struct ect__bucket_ctrl *ctrl;   /* just past slots[size - 1] */
+    size_t size;
+    size_t used;
 };
 
 /* Open-addressing table of buckets keyed by the entry's key, grown by
@@ -80,10 +95,8 @@ struct ect__bucket {
  * table.  Tables of 2 MiB or more are mmap'd (zeroed lazily, huge pages
  * advised). */
 struct ect__index {
-    struct ect__bucket *tab[2];
-    size_t size[2];    /* buckets, powers of two */
-    size_t used[2];    /* entries */
-    size_t rehash_pos; /* next tab[0] bucket to move while tab[1] != NULL */
+    struct ect__index_table tab[2];
+    size_t rehash_pos; /* next tab[0] bucket to move while tab[1] exists */
     uint64_t k0, k1;   /* SipHash key */
 };
 
@@ -138,7 +151,7 @@ ect_status_t ect__index_reserve(struct ect__index *ix);
 /* Insert e (e->hash set); a reserve must have succeeded since the last insert. */
 void ect__index_insert(struct ect__index *ix, struct ect__entry *e);
 void ect__index_remove(struct ect__index *ix, struct ect__entry *e);
-/* Start loading the bucket of hash into the CPU cache. */
+/* Start loading the bucket of hash (both parts) into the CPU cache. */
 void ect__index_prefetch(const struct ect__index *ix, uint64_t hash);
 /* Call fn on every entry (destroy and checks; O(n)).  fn may free e but
  * must not call other index functions. */

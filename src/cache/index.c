@@ -1,25 +1,32 @@
 /*
- * The cache's key index: an open-addressing hash table of cache-line
- * buckets over SipHash-1-3 with a random key per cache (keys can come from
- * peers), grown by doubling with an incremental rehash (Redis's dict does
- * the same), so every operation stays O(1) even at the moment the table
- * grows.  It never shrinks: its size follows the peak number of entries.
+ * The cache's key index: an open-addressing hash table of buckets over
+ * SipHash-1-3 with a random key per cache (keys can come from peers), grown
+ * by doubling with an incremental rehash (Redis's dict does the same), so
+ * every operation stays O(1) even at the moment the table grows.  It never
+ * shrinks: its size follows the peak number of entries.
  *
  * Cache misses are the cost at a million entries (bench/bench_cache.c), so
- * a lookup should touch one cache line of the table and then only the
- * entry it wants.  A bucket is one 64-byte line: seven entry pointers, a
- * one-byte tag of each entry's hash, and an overflow count (the layout of
- * folly's F14 tables): the number of entries whose probe went past this
- * bucket because it was full.  A lookup compares the seven tags (7 bits of
- * the hash; a false match costs one entry read, about 1 in 128 per
- * occupied slot), reads only entries whose tag matches, and goes on to the
- * next bucket only while the overflow count says something may be there.
- * So looking up an absent key reads one line and nothing else, a present
- * key one line and its entry, and removing an entry rewrites a line or two
- * (the chained table before this one read every entry of a chain, one miss
- * each, to walk or unlink it).  At most BUCKET_FILL entries a bucket on
- * average before the table grows (71 % of the slots), so nine lookups in
- * ten stop at their home bucket.
+ * a lookup should touch as few lines the CPU does not hold as it can.  A
+ * bucket holds up to seven entries.  Its control word (8 bytes: a one-byte
+ * tag of each entry's hash and an overflow count, the number of entries
+ * whose probe went past this bucket because it was full; folly's F14 keeps
+ * the same in its chunks) lives in a dense array of its own, its seven
+ * entry pointers in a 64-byte line of a second array (as SwissTable keeps
+ * its control bytes apart from its slots).  A lookup compares the seven
+ * tags (7 bits of the hash; a false match costs one pointer and one entry
+ * read, about 1 in 128 per occupied slot), reads a pointer and its entry
+ * only when a tag matches (the home bucket's pointer line is prefetched
+ * with its control word), and goes on to the next bucket only while the
+ * overflow count says something may be there.  The control words take
+ * 8 bytes a bucket, 2 MiB at a million entries, little enough to stay in a
+ * server CPU's last-level cache: looking up an absent key (each new item's
+ * first question) then reads no line from memory, and a present key reads
+ * its pointer line and its entry.  With buckets of one line each (tags and
+ * pointers together) every lookup read its bucket from memory first; the
+ * chained table before that read every entry of a chain to walk or unlink
+ * it.  At most BUCKET_FILL entries a bucket on average before the table
+ * grows (71 % of the slots), so nine lookups in ten stop at their home
+ * bucket.
  *
  * Removal clears the slot and lowers the overflow counts on the path from
  * the entry's home bucket to its bucket; no tombstones, so a table with
@@ -47,7 +54,8 @@
 #define MMAP_BYTES     ((size_t)2 << 20)
 #define OVERFLOW_MAX   255
 
-_Static_assert(sizeof(struct ect__bucket) == 64, "a bucket is one cache line");
+_Static_assert(sizeof(struct ect__bucket_slots) == 64, "a bucket's pointers are one cache line");
+_Static_assert(sizeof(struct ect__bucket_ctrl) == 8, "a bucket's control word is 8 bytes");
 
 /* Never 0 (an empty slot): the top bit is set, the low 7 come from hash
  * bits the bucket number does not use. */
@@ -57,43 +65,55 @@ tag_of(uint64_t hash)
     return (uint8_t)(0x80 | (hash >> 57));
 }
 
-static struct ect__bucket *
-table_alloc(size_t size)
+static size_t
+table_bytes(size_t size)
 {
-    size_t bytes = size * sizeof(struct ect__bucket);
+    return size * (sizeof(struct ect__bucket_slots) + sizeof(struct ect__bucket_ctrl));
+}
+
+/* A zeroed table of size buckets into *t; ECT_OK or ECT_ERR_NO_MEMORY (no
+ * message: the callers say what failed). */
+static ect_status_t
+table_alloc(struct ect__index_table *t, size_t size)
+{
+    size_t bytes = table_bytes(size);
+    void *p;
     if (bytes < MMAP_BYTES) {
-        void *p = ect__aligned_alloc(sizeof(struct ect__bucket), bytes);
-        if (p != NULL)
-            memset(p, 0, bytes);
-        return p;
+        p = ect__aligned_alloc(sizeof(struct ect__bucket_slots), bytes);
+        if (p == NULL)
+            return ECT_ERR_NO_MEMORY;
+        memset(p, 0, bytes);
+    } else {
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return ECT_ERR_NO_MEMORY;
+        (void)madvise(p, bytes, MADV_HUGEPAGE);
     }
-    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
-        return NULL;
-    (void)madvise(m, bytes, MADV_HUGEPAGE);
-    return m;
+    t->slots = p;
+    t->ctrl = (struct ect__bucket_ctrl *)(t->slots + size);
+    t->size = size;
+    t->used = 0;
+    return ECT_OK;
 }
 
 static void
-table_free(struct ect__bucket *tab, size_t size)
+table_free(struct ect__index_table *t)
 {
-    size_t bytes = size * sizeof(struct ect__bucket);
-    if (tab == NULL)
-        return;
-    if (bytes < MMAP_BYTES)
-        ect__free(tab);
-    else
-        munmap(tab, bytes);
+    if (t->slots != NULL) {
+        if (table_bytes(t->size) < MMAP_BYTES)
+            ect__free(t->slots);
+        else
+            munmap(t->slots, table_bytes(t->size));
+    }
+    memset(t, 0, sizeof(*t));
 }
 
 ect_status_t
 ect__index_init(struct ect__index *ix)
 {
     memset(ix, 0, sizeof(*ix));
-    ix->tab[0] = table_alloc(INITIAL_SIZE);
-    if (ix->tab[0] == NULL)
+    if (table_alloc(&ix->tab[0], INITIAL_SIZE) != ECT_OK)
         return ect__error(ECT_ERR_NO_MEMORY, "cache: no memory for the key index");
-    ix->size[0] = INITIAL_SIZE;
     ect__siphash_random_key(&ix->k0, &ix->k1);
     return ECT_OK;
 }
@@ -101,8 +121,8 @@ ect__index_init(struct ect__index *ix)
 void
 ect__index_cleanup(struct ect__index *ix)
 {
-    table_free(ix->tab[0], ix->size[0]);
-    table_free(ix->tab[1], ix->size[1]);
+    table_free(&ix->tab[0]);
+    table_free(&ix->tab[1]);
     memset(ix, 0, sizeof(*ix));
 }
 
@@ -115,28 +135,28 @@ ect__index_hash(const struct ect__index *ix, const char *key, size_t len)
 static int
 rehashing(const struct ect__index *ix)
 {
-    return ix->tab[1] != NULL;
+    return ix->tab[1].slots != NULL;
 }
 
 /* Put e into table t, which has a free slot.  The buckets it passes, full,
  * count one more overflow. */
 static void
-put(struct ect__index *ix, int t, struct ect__entry *e)
+put(struct ect__index_table *t, struct ect__entry *e)
 {
-    size_t mask = ix->size[t] - 1;
+    size_t mask = t->size - 1;
     uint8_t tag = tag_of(e->hash);
     for (size_t b = (size_t)e->hash & mask;; b = (b + 1) & mask) {
-        struct ect__bucket *bk = &ix->tab[t][b];
+        struct ect__bucket_ctrl *ctrl = &t->ctrl[b];
         for (int i = 0; i < ECT__BUCKET_SLOTS; i++) {
-            if (bk->tags[i] == 0) {
-                bk->tags[i] = tag;
-                bk->slot[i] = e;
-                ix->used[t]++;
+            if (ctrl->tags[i] == 0) {
+                ctrl->tags[i] = tag;
+                t->slots[b].slot[i] = e;
+                t->used++;
                 return;
             }
         }
-        if (bk->overflow < OVERFLOW_MAX)
-            bk->overflow++;
+        if (ctrl->overflow < OVERFLOW_MAX)
+            ctrl->overflow++;
     }
 }
 
@@ -146,25 +166,25 @@ rehash_step(struct ect__index *ix, size_t n)
 {
     if (!rehashing(ix))
         return;
-    while (n-- > 0 && ix->rehash_pos < ix->size[0]) {
-        struct ect__bucket *old = &ix->tab[0][ix->rehash_pos++];
+    struct ect__index_table *from = &ix->tab[0];
+    while (n-- > 0 && ix->rehash_pos < from->size) {
+        size_t b = ix->rehash_pos++;
+        struct ect__bucket_ctrl *ctrl = &from->ctrl[b];
         for (int i = 0; i < ECT__BUCKET_SLOTS; i++) {
-            if (old->tags[i] != 0) {
-                put(ix, 1, old->slot[i]);
-                old->tags[i] = 0;
-                ix->used[0]--;
+            if (ctrl->tags[i] != 0) {
+                put(&ix->tab[1], from->slots[b].slot[i]);
+                ctrl->tags[i] = 0;
+                from->slots[b].slot[i] = NULL;
+                from->used--;
             }
         }
         /* Its overflow count may still send lookups past it: they find
          * the entries it sent on, or those moved too, in tab[1]. */
     }
-    if (ix->rehash_pos == ix->size[0]) {
-        table_free(ix->tab[0], ix->size[0]);
+    if (ix->rehash_pos == from->size) {
+        table_free(from);
         ix->tab[0] = ix->tab[1];
-        ix->size[0] = ix->size[1];
-        ix->used[0] = ix->used[1];
-        ix->tab[1] = NULL;
-        ix->size[1] = ix->used[1] = 0;
+        memset(&ix->tab[1], 0, sizeof(ix->tab[1]));
         ix->rehash_pos = 0;
     }
 }
@@ -175,17 +195,13 @@ rehash_step(struct ect__index *ix, size_t n)
 static void
 maybe_grow(struct ect__index *ix)
 {
-    if (rehashing(ix) || ix->used[0] < ix->size[0] * BUCKET_FILL)
+    if (rehashing(ix) || ix->tab[0].used < ix->tab[0].size * BUCKET_FILL)
         return;
-    size_t size = ix->size[0] * 2;
-    struct ect__bucket *tab = table_alloc(size);
-    if (tab == NULL) {
+    size_t size = ix->tab[0].size * 2;
+    if (table_alloc(&ix->tab[1], size) != ECT_OK) {
         ECT_LOG_W("cache: cannot grow the key index to %zu buckets; lookups will slow down", size);
         return;
     }
-    ix->tab[1] = tab;
-    ix->size[1] = size;
-    ix->used[1] = 0;
     ix->rehash_pos = 0;
 }
 
@@ -193,29 +209,29 @@ ect_status_t
 ect__index_reserve(struct ect__index *ix)
 {
     maybe_grow(ix);
-    int t = rehashing(ix) ? 1 : 0;
+    const struct ect__index_table *t = &ix->tab[rehashing(ix) ? 1 : 0];
     /* Keep one slot free: a probe for an absent key must end. */
-    if (ix->used[t] + 1 >= ix->size[t] * ECT__BUCKET_SLOTS)
+    if (t->used + 1 >= t->size * ECT__BUCKET_SLOTS)
         return ect__error(ECT_ERR_NO_MEMORY, "cache: the key index is full and cannot grow");
     return ECT_OK;
 }
 
 /* The bucket and slot of e in table t, or -1. */
 static int
-locate(const struct ect__index *ix, int t, const struct ect__entry *e, size_t *bucket_p)
+locate(const struct ect__index_table *t, const struct ect__entry *e, size_t *bucket_p)
 {
-    size_t mask = ix->size[t] - 1;
+    size_t mask = t->size - 1;
     uint8_t tag = tag_of(e->hash);
     size_t b = (size_t)e->hash & mask;
     for (size_t probes = 0; probes <= mask; probes++, b = (b + 1) & mask) {
-        const struct ect__bucket *bk = &ix->tab[t][b];
+        const struct ect__bucket_ctrl *ctrl = &t->ctrl[b];
         for (int i = 0; i < ECT__BUCKET_SLOTS; i++) {
-            if (bk->tags[i] == tag && bk->slot[i] == e) {
+            if (ctrl->tags[i] == tag && t->slots[b].slot[i] == e) {
                 *bucket_p = b;
                 return i;
             }
         }
-        if (bk->overflow == 0)
+        if (ctrl->overflow == 0)
             break;
     }
     return -1;
@@ -226,21 +242,26 @@ ect__index_find(struct ect__index *ix, const char *key, size_t len, uint64_t has
 {
     rehash_step(ix, REHASH_BUCKETS);
     uint8_t tag = tag_of(hash);
-    for (int t = 0; t < 2; t++) {
-        if (ix->tab[t] == NULL)
+    for (int k = 0; k < 2; k++) {
+        const struct ect__index_table *t = &ix->tab[k];
+        if (t->slots == NULL)
             continue;
-        size_t mask = ix->size[t] - 1;
+        size_t mask = t->size - 1;
         size_t b = (size_t)hash & mask;
+        /* The pointer line starts loading with the control word, so a hit
+         * waits for the two at once, not one after the other; for an absent
+         * key it is a load nobody waits for. */
+        __builtin_prefetch(&t->slots[b]);
         for (size_t probes = 0; probes <= mask; probes++, b = (b + 1) & mask) {
-            const struct ect__bucket *bk = &ix->tab[t][b];
+            const struct ect__bucket_ctrl *ctrl = &t->ctrl[b];
             for (int i = 0; i < ECT__BUCKET_SLOTS; i++) {
-                if (bk->tags[i] != tag)
+                if (ctrl->tags[i] != tag)
                     continue;
-                struct ect__entry *e = bk->slot[i];
+                struct ect__entry *e = t->slots[b].slot[i];
                 if (e->hash == hash && e->key_len == len && memcmp(e->key, key, len) == 0)
                     return e;
             }
-            if (bk->overflow == 0)
+            if (ctrl->overflow == 0)
                 break;
         }
     }
@@ -253,30 +274,31 @@ ect__index_insert(struct ect__index *ix, struct ect__entry *e)
     maybe_grow(ix);
     rehash_step(ix, REHASH_BUCKETS);
     /* During a rehash new entries go to the new table, so tab[0] only
-     * shrinks and the rehash is done after size[0] / REHASH_BUCKETS
+     * shrinks and the rehash is done after tab[0].size / REHASH_BUCKETS
      * operations, long before tab[1] (twice as big) fills up. */
-    put(ix, rehashing(ix) ? 1 : 0, e);
+    put(&ix->tab[rehashing(ix) ? 1 : 0], e);
 }
 
 void
 ect__index_remove(struct ect__index *ix, struct ect__entry *e)
 {
-    for (int t = 0; t < 2; t++) {
-        if (ix->tab[t] == NULL)
+    for (int k = 0; k < 2; k++) {
+        struct ect__index_table *t = &ix->tab[k];
+        if (t->slots == NULL)
             continue;
         size_t b;
-        int i = locate(ix, t, e, &b);
+        int i = locate(t, e, &b);
         if (i < 0)
             continue;
-        ix->tab[t][b].tags[i] = 0;
-        ix->tab[t][b].slot[i] = NULL;
-        ix->used[t]--;
+        t->ctrl[b].tags[i] = 0;
+        t->slots[b].slot[i] = NULL;
+        t->used--;
         /* The buckets its probe passed no longer overflow on its account. */
-        size_t mask = ix->size[t] - 1;
+        size_t mask = t->size - 1;
         for (size_t p = (size_t)e->hash & mask; p != b; p = (p + 1) & mask) {
-            struct ect__bucket *bk = &ix->tab[t][p];
-            if (bk->overflow < OVERFLOW_MAX)
-                bk->overflow--;
+            struct ect__bucket_ctrl *ctrl = &t->ctrl[p];
+            if (ctrl->overflow < OVERFLOW_MAX)
+                ctrl->overflow--;
         }
         break;
     }
@@ -286,55 +308,59 @@ ect__index_remove(struct ect__index *ix, struct ect__entry *e)
 void
 ect__index_prefetch(const struct ect__index *ix, uint64_t hash)
 {
-    for (int t = 0; t < 2; t++)
-        if (ix->tab[t] != NULL)
-            __builtin_prefetch(&ix->tab[t][(size_t)hash & (ix->size[t] - 1)], 1);
+    for (int k = 0; k < 2; k++) {
+        const struct ect__index_table *t = &ix->tab[k];
+        if (t->slots == NULL)
+            continue;
+        size_t b = (size_t)hash & (t->size - 1);
+        __builtin_prefetch(&t->ctrl[b], 1);
+        __builtin_prefetch(&t->slots[b], 1);
+    }
 }
 
 void
 ect__index_each(struct ect__index *ix, void (*fn)(struct ect__entry *e, void *arg), void *arg)
 {
-    for (int t = 0; t < 2; t++) {
-        if (ix->tab[t] == NULL)
-            continue;
-        for (size_t b = 0; b < ix->size[t]; b++) {
-            struct ect__bucket *bk = &ix->tab[t][b];
+    for (int k = 0; k < 2; k++) {
+        struct ect__index_table *t = &ix->tab[k];
+        for (size_t b = 0; b < t->size; b++)
             for (int i = 0; i < ECT__BUCKET_SLOTS; i++)
-                if (bk->tags[i] != 0)
-                    fn(bk->slot[i], arg);
-        }
+                if (t->ctrl[b].tags[i] != 0)
+                    fn(t->slots[b].slot[i], arg);
     }
 }
 
 ect_status_t
 ect__index_check(const struct ect__index *ix)
 {
-    for (int t = 0; t < 2; t++) {
-        if (ix->tab[t] == NULL)
-            continue;
-        size_t mask = ix->size[t] - 1, used = 0;
-        for (size_t b = 0; b < ix->size[t]; b++) {
-            const struct ect__bucket *bk = &ix->tab[t][b];
+    for (int k = 0; k < 2; k++) {
+        const struct ect__index_table *t = &ix->tab[k];
+        size_t mask = t->size - 1, used = 0;
+        for (size_t b = 0; b < t->size; b++) {
             for (int i = 0; i < ECT__BUCKET_SLOTS; i++) {
-                if (bk->tags[i] == 0)
+                const struct ect__entry *e = t->slots[b].slot[i];
+                if (t->ctrl[b].tags[i] == 0) {
+                    if (e != NULL)
+                        return ect__error(ECT_ERR_INTERNAL, "cache index: an empty slot holds "
+                                                            "an entry");
                     continue;
+                }
                 used++;
-                const struct ect__entry *e = bk->slot[i];
-                if (bk->tags[i] != tag_of(e->hash))
+                if (e == NULL || t->ctrl[b].tags[i] != tag_of(e->hash))
                     return ect__error(ECT_ERR_INTERNAL, "cache index: a tag disagrees with its "
                                                         "entry's hash");
                 /* Every bucket between its home and here must overflow. */
                 for (size_t p = (size_t)e->hash & mask; p != b; p = (p + 1) & mask)
-                    if (ix->tab[t][p].overflow == 0)
+                    if (t->ctrl[p].overflow == 0)
                         return ect__error(ECT_ERR_INTERNAL,
                                           "cache index: bucket %zu does not count an entry that "
                                           "passed it",
                                           p);
             }
         }
-        if (used != ix->used[t])
-            return ect__error(ECT_ERR_INTERNAL, "cache index: table %d holds %zu, counts %zu", t,
-                              used, ix->used[t]);
+        if (used != t->used)
+            return ect__error(ECT_ERR_INTERNAL, "cache index: table %d holds %zu, counts %zu", k,
+                              used, t->used);
     }
     return ECT_OK;
 }

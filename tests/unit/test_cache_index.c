@@ -58,21 +58,21 @@ test_one_home_bucket_overflows_grows_and_empties(void)
     for (int i = 0; i < N; i++)
         CHECK_MSG((find(&ix, e[i]) == e[i]) == (i >= 20), "entry %d after removals", i);
     /* Freed slots are reused: no tombstones. */
-    size_t used = ix.used[0] + ix.used[1];
+    size_t used = ix.tab[0].used + ix.tab[1].used;
     for (int i = 0; i < 20; i++) {
         CHECK_OK(ect__index_reserve(&ix));
         ect__index_insert(&ix, e[i]);
     }
-    CHECK_EQ_U64(ix.used[0] + ix.used[1], used + 20);
+    CHECK_EQ_U64(ix.tab[0].used + ix.tab[1].used, used + 20);
     CHECK_OK(ect__index_check(&ix));
     /* Everything out: counts that saturated stay at 255, the others come
      * back to 0, and lookups still end. */
-    CHECK(ix.tab[1] == NULL); /* no rehash left: one table to look at */
-    size_t n_buckets = ix.size[0], saturated = 0, counted = 0;
+    CHECK(ix.tab[1].slots == NULL); /* no rehash left: one table to look at */
+    size_t n_buckets = ix.tab[0].size, saturated = 0, counted = 0;
     uint8_t *before = malloc(n_buckets);
     CHECK(before != NULL);
     for (size_t b = 0; b < n_buckets; b++) {
-        before[b] = ix.tab[0][b].overflow;
+        before[b] = ix.tab[0].ctrl[b].overflow;
         saturated += before[b] == 255;
         counted += before[b] > 0 && before[b] < 255;
     }
@@ -80,9 +80,9 @@ test_one_home_bucket_overflows_grows_and_empties(void)
     for (int i = N - 1; i >= 0; i--)
         ect__index_remove(&ix, e[i]);
     for (size_t b = 0; b < n_buckets; b++)
-        CHECK_EQ_INT(ix.tab[0][b].overflow, before[b] == 255 ? 255 : 0);
+        CHECK_EQ_INT(ix.tab[0].ctrl[b].overflow, before[b] == 255 ? 255 : 0);
     free(before);
-    CHECK_EQ_U64(ix.used[0] + ix.used[1], 0);
+    CHECK_EQ_U64(ix.tab[0].used + ix.tab[1].used, 0);
     CHECK_OK(ect__index_check(&ix));
     for (int i = 0; i < N; i++)
         CHECK(find(&ix, e[i]) == NULL);
@@ -107,7 +107,7 @@ test_lookups_find_entries_in_both_tables_mid_rehash(void)
         e[i] = make_entry(i, (uint64_t)i * 0x9E3779B97F4A7C15ull);
         CHECK_OK(ect__index_reserve(&ix));
         ect__index_insert(&ix, e[i]);
-        if (ix.tab[1] != NULL) {
+        if (ix.tab[1].slots != NULL) {
             saw_rehash = 1;
             for (int k = 0; k <= i; k += 1 + i / 50)
                 CHECK_MSG(find(&ix, e[k]) == e[k], "entry %d lost mid-rehash at %d", k, i);
