@@ -107,7 +107,8 @@ zipf_next(const struct zipf *z, uint64_t *rs)
     return r < (uint64_t)z->n ? r : (uint64_t)z->n - 1;
 }
 
-#define HOLD_RING 8 /* a hold is released by the read 8 requests later */
+#define HOLD_RING      8 /* a hold is released by the read 8 requests later */
+#define WARM_UP_ROUNDS 1 /* untimed requests before the clock, per entry */
 
 /* The calls of one request, for the per-call breakdown. */
 enum call {
@@ -154,8 +155,13 @@ struct call_times {
  *          hold (the announcement); the hold is released by the consumer's
  *          read HOLD_RING requests later, except one in four that nobody
  *          reads and that lapses (expire_holds runs once per request).
- * times != NULL times every call (the rate then includes the timing).
- * Returns cache calls per second, or a negative value on a wrong status. */
+ * Before the clock starts, WARM_UP_ROUNDS x n_entries requests bring the
+ * cache to its steady state: every entry then was saved by a request, and
+ * the FIFO neighbours of an entry (which pin and unpin relink) are no longer
+ * its neighbours in memory, as they are right after the fill.
+ * times != NULL times every call after the warm-up (the rate then includes
+ * the timing).  Returns cache calls per second, or a negative value on a
+ * wrong status. */
 static double
 ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf, struct call_times *times)
 {
@@ -175,58 +181,63 @@ ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf, struct ca
     ect_run_t runs[8];
     size_t n_runs;
     ect_status_t s;
-    double t0 = now_s();
-    for (size_t i = 0; i < n_requests; i++) {
+    double t0 = 0;
+    for (size_t i = 0; i < n_entries * WARM_UP_ROUNDS + n_requests; i++) {
+        if (i == n_entries * WARM_UP_ROUNDS) {
+            ops = 0;
+            t0 = now_s();
+        }
+        struct call_times *tt = i >= n_entries * WARM_UP_ROUNDS ? times : NULL;
         size_t next = n_entries + i;
         /* Load.  Loads move entries to the FIFO tail, so now and then the
          * chosen key has just been evicted: then it is a miss (1 call). */
         uint64_t back = zipf != NULL ? zipf_next(zipf, &rs) : rng_next(&rs) % n_entries;
         key_of(next - 1 - back, k);
         bool found = false;
-        CALL(times, CALL_FIND_HIT, s, ect_cache_find(c, k, &info, &found));
+        CALL(tt, CALL_FIND_HIT, s, ect_cache_find(c, k, &info, &found));
         ops++;
         if (s != ECT_OK)
             goto destroy;
         if (found) {
-            CALL(times, CALL_PIN, s, ect_cache_pin(c, k));
+            CALL(tt, CALL_PIN, s, ect_cache_pin(c, k));
             if (s != ECT_OK)
                 goto destroy;
-            CALL(times, CALL_GET_RUNS, s, ect_cache_get_runs(c, k, runs, 8, &n_runs));
+            CALL(tt, CALL_GET_RUNS, s, ect_cache_get_runs(c, k, runs, 8, &n_runs));
             if (s != ECT_OK)
                 goto destroy;
-            CALL(times, CALL_UNPIN, s, ect_cache_unpin(c, k));
+            CALL(tt, CALL_UNPIN, s, ect_cache_unpin(c, k));
             if (s != ECT_OK)
                 goto destroy;
             ops += 3;
         }
         /* Save and announce. */
         key_of(next, k);
-        CALL(times, CALL_FIND_ABSENT, s, ect_cache_find(c, k, &info, &found));
+        CALL(tt, CALL_FIND_ABSENT, s, ect_cache_find(c, k, &info, &found));
         if (s != ECT_OK || found)
             goto destroy;
-        CALL(times, CALL_ALLOC, s, ect_cache_alloc(c, k, blocks_per_entry));
+        CALL(tt, CALL_ALLOC, s, ect_cache_alloc(c, k, blocks_per_entry));
         if (s != ECT_OK)
             goto destroy;
-        CALL(times, CALL_GET_RUNS_NEW, s, ect_cache_get_runs(c, k, runs, 8, &n_runs));
+        CALL(tt, CALL_GET_RUNS_NEW, s, ect_cache_get_runs(c, k, runs, 8, &n_runs));
         if (s != ECT_OK)
             goto destroy;
-        CALL(times, CALL_MARK_READY, s, ect_cache_mark_ready(c, k));
+        CALL(tt, CALL_MARK_READY, s, ect_cache_mark_ready(c, k));
         if (s != ECT_OK)
             goto destroy;
         uint64_t *slot = &holds[i % HOLD_RING];
         if (*slot != 0) {
             /* NOT_FOUND if it lapsed */
-            CALL(times, CALL_RELEASE_HOLD, s, ect_cache_release_hold(c, *slot));
+            CALL(tt, CALL_RELEASE_HOLD, s, ect_cache_release_hold(c, *slot));
             if (s != ECT_OK && s != ECT_ERR_NOT_FOUND)
                 goto destroy;
             ops++;
         }
-        CALL(times, CALL_HOLD, s, ect_cache_hold(c, k, i + 2 * HOLD_RING, slot));
+        CALL(tt, CALL_HOLD, s, ect_cache_hold(c, k, i + 2 * HOLD_RING, slot));
         if (s != ECT_OK)
             goto destroy;
         if (i % 4 == 0)
             *slot = 0; /* never read: it lapses */
-        CALL(times, CALL_EXPIRE_HOLDS, s, ect_cache_expire_holds(c, i, NULL));
+        CALL(tt, CALL_EXPIRE_HOLDS, s, ect_cache_expire_holds(c, i, NULL));
         if (s != ECT_OK)
             goto destroy;
         ops += 6;
