@@ -81,8 +81,10 @@ typedef struct ect_copy_cpu_params {
      * than waking the threads: the engine times both ways per direction and
      * size class and takes the faster, trying the other now and then (a
      * sleeping thread takes 40-100 us to start on some VMs, a 1 MiB copy
-     * 25-50 us).  0 picks 16 MiB; ECT_COPY_CPU_NO_INLINE (or a value at most
-     * inline_bytes) turns the choice off. */
+     * 25-50 us).  A batch submitted within spin_us of the previous one is
+     * part of a burst and always handed to the threads.  0 picks 16 MiB;
+     * ECT_COPY_CPU_NO_INLINE (or a value at most inline_bytes) turns the
+     * choice off. */
     size_t inline_max_bytes;
 } ect_copy_cpu_params_t;
 

@@ -437,7 +437,9 @@ static const struct ect__setting table[] = {
             "the time between steps to keep the threads awake, at the price of up to a core "
             "per copy thread while polling.  On hosts with CPUs to spare, a consumer also wakes "
             "its copy threads to poll when it asks a same-host peer for an entry, for up to twice "
-            "the usual ack round trip (at most 2 ms).  0: never poll.",
+            "the usual ack round trip (at most 2 ms).  A batch submitted within this long of "
+            "the previous one is part of a burst and always goes to the copy threads.  0: never "
+            "poll.",
      .offset = FIELD(copy_spin_us),
      .min = 0,
      .max = 100000},

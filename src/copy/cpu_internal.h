@@ -105,6 +105,7 @@ struct cpu_engine {
     /* ect__copy_cpu_prewake: until then, a copy thread out of work polls
      * for more (up to max_spinners at once) instead of sleeping. */
     uint64_t warm_until_ns;
+    uint64_t last_submit_ns; /* when the latest batch was submitted (copy_here_locked) */
     bool stopping;
     bool joined;
     bool held;           /* ect__copy_cpu_hold: copy threads leave the queue alone (atomic reads) */

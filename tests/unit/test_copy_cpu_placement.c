@@ -385,6 +385,48 @@ test_a_batch_submitted_while_the_threads_have_work_is_handed_off(void)
 }
 
 static void
+test_a_batch_right_behind_another_is_handed_off_as_part_of_a_burst(void)
+{
+    /* A step that saves several items submits a batch each, back to back:
+     * copied in submit one after another they would never share the copy
+     * threads.  So a batch submitted within spin_us of the previous one is
+     * handed off, not a learned choice, even with every thread asleep (the
+     * one before, below inline_bytes, was copied in submit and woke
+     * nobody); one submitted later is placed by what the engine measured. */
+    enum { SMALL = 16 << 10, LEN = 1 << 20, THREADS = 2 };
+    unsigned char *src = ts_xmalloc(LEN), *dst = ts_xmalloc(LEN);
+    ts_fill_nonzero(src, LEN, 67);
+    struct ect__copy_cpu_stats st;
+    ect_copy_engine_t *e = NULL;
+    /* A window far longer than the two submits take, even under a sanitizer. */
+    ect_copy_cpu_params_t p = {.threads = THREADS, .spin_us = 100000};
+    CHECK_OK(ect_copy_engine_create_cpu(&p, &e));
+    wait_until_all_asleep(e, THREADS);
+    copy_and_check(e, ECT_COPY_SAVE, dst, src, SMALL);
+    copy_and_check(e, ECT_COPY_SAVE, dst, src, LEN);
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK_EQ_U64(st.batches, 2);
+    CHECK_EQ_U64(st.batches_inline, 1);
+    CHECK_EQ_U64(st.learned_inline + st.learned_handoffs, 0);
+    CHECK(st.wakeups >= 1);
+    ect_copy_engine_destroy(e);
+
+    /* With a 1 ms window, the same pair 20 ms apart is no burst. */
+    p.spin_us = 1000;
+    CHECK_OK(ect_copy_engine_create_cpu(&p, &e));
+    wait_until_all_asleep(e, THREADS);
+    copy_and_check(e, ECT_COPY_SAVE, dst, src, SMALL);
+    nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    copy_and_check(e, ECT_COPY_SAVE, dst, src, LEN);
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK_EQ_U64(st.batches, 2);
+    CHECK_EQ_U64(st.learned_inline + st.learned_handoffs, 1);
+    ect_copy_engine_destroy(e);
+    free(dst);
+    free(src);
+}
+
+static void
 test_learned_choice_tries_both_ways_then_keeps_the_faster(void)
 {
     /* The rule itself (copy/learn.h): `first` until it has its samples,
@@ -544,6 +586,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_learned_choice_ignores_a_rare_slow_sample),
     ECT_CASE(test_batches_that_find_the_threads_asleep_are_placed_by_what_they_measured),
     ECT_CASE(test_a_batch_submitted_while_the_threads_have_work_is_handed_off),
+    ECT_CASE(test_a_batch_right_behind_another_is_handed_off_as_part_of_a_burst),
     ECT_CASE(test_copy_spin_setting_decides_whether_copy_threads_poll),
     ECT_CASE(test_prewake_has_sleeping_copy_threads_poll_for_the_coming_batch),
 };
