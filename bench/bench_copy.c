@@ -333,7 +333,9 @@ ect_bench_copy(int argc, char **argv)
     (void)argc;
     (void)argv;
     /* One entry in flight (a step's latency), then 32 MiB of smaller
-     * entries in flight at once (a step that saves several items). */
+     * entries in flight at once, submitted a batch each (a caller of the
+     * engine that copies several entries; the worker would put a step's
+     * entries in one batch). */
     static const struct {
         size_t payload;
         unsigned entries;

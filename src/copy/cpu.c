@@ -32,10 +32,11 @@
  *     thread wins up to several MiB.  When a copy thread is awake (copying
  *     or polling) a hand-off costs no wake-up and is always taken, and so is
  *     a batch submitted less than spin_ns after the previous one: it is
- *     part of a burst (a step that saves or loads several items, a batch
- *     each), whose batches copied in submit one after another would never
- *     share the copy threads (32 batches of 1 MiB here: 23-28 -> 28-33
- *     GB/s saved, 25-27 -> 34-37 GB/s loaded);
+ *     part of a burst (a caller that submits several entries as a batch
+ *     each; the worker puts a step's saves, and its loads, in one batch),
+ *     whose batches copied in submit one after another would never share
+ *     the copy threads (32 batches of 1 MiB here: 23-28 -> 28-33 GB/s
+ *     saved, 25-27 -> 34-37 GB/s loaded);
  *   - a thread in ect_copy_engine_wait claims pieces of its own batch before it
  *     waits, so a waiting caller never idles while its copy sits in the
  *     queue; ect__copy_cpu_help does the same for a caller that must not
@@ -526,9 +527,9 @@ copy_here_locked(struct cpu_engine *e, ect_copy_dir_t dir, size_t total, uint64_
 {
     *learn_p = NULL;
     /* A batch submitted within the copy threads' polling window after the
-     * previous one is part of a burst (a step that saves or loads several
-     * items, each its own batch): copied here one after another, its
-     * batches would never share the copy threads. */
+     * previous one is part of a burst (several entries, a batch each):
+     * copied here one after another, its batches would never share the
+     * copy threads. */
     bool burst = e->spin_ns > 0 && t_submit < e->last_submit_ns + e->spin_ns;
     if (t_submit > e->last_submit_ns)
         e->last_submit_ns = t_submit;

@@ -387,9 +387,9 @@ test_a_batch_submitted_while_the_threads_have_work_is_handed_off(void)
 static void
 test_a_batch_right_behind_another_is_handed_off_as_part_of_a_burst(void)
 {
-    /* A step that saves several items submits a batch each, back to back:
-     * copied in submit one after another they would never share the copy
-     * threads.  So a batch submitted within spin_us of the previous one is
+    /* A caller that submits several entries as a batch each, back to back,
+     * would see them copied in submit one after another, never sharing the
+     * copy threads.  So a batch submitted within spin_us of the previous one is
      * handed off, not a learned choice, even with every thread asleep (the
      * one before, below inline_bytes, was copied in submit and woke
      * nobody); one submitted later is placed by what the engine measured. */
