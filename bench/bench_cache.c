@@ -2,7 +2,8 @@
  * `ectier bench cache`: the embedding cache's two figures (SPEC §12, §5).
  *
  * 1. Call rate at 1 thousand and at 1 million entries.  A full cache of N
- *    ready entries serves requests, each making the engine's calls for one
+ *    ready entries, brought to its steady state by N untimed requests,
+ *    serves requests, each making the engine's calls for one
  *    load of an existing key (find, pin, get_runs, unpin) and one save and
  *    announcement of a new key (find, alloc evicting the oldest, get_runs,
  *    mark_ready, hold, a later release_hold or lapse, expire_holds).  The
