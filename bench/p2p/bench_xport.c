@@ -50,7 +50,16 @@
  *              each contiguous row a reference row against the best copy
  *              that finds no thread polling (one thread, or helpers woken
  *              when the clock starts): what a read whose copy threads
- *              sleep until it comes could do here.
+ *              sleep until it comes could do here.  The ceiling copies
+ *              right after the read, into the pages the read has just
+ *              written, while a cold read writes pages last written a
+ *              rotation of the region's slots before (1 and 8 MiB; 32 MiB
+ *              has one slot), and on the project's VMs a page left alone
+ *              costs more to write the longer it was.  So beside each
+ *              contiguous cold row of 1 and 8 MiB a third reference row
+ *              holds the read to the ceiling's way copying into pages as
+ *              old as the read's (a paced pass after the figure,
+ *              as_old_pages), and a line gives both ceilings and the age.
  */
 #include <errno.h>
 #include <signal.h>
@@ -256,6 +265,47 @@ make_cold(void *arg)
     ect_bench_cold((uint8_t *)ect_region_data(ss->mine) + ss->off, ss->len);
 }
 
+/* A cold read writes blocks whose pages were last written a rotation of the
+ * region's slots before, while the ceiling beside it copies right after
+ * the read, into the pages the read has just written; on the project's VMs
+ * a page left alone costs more to write the longer it was (`ectier bench
+ * step`'s machine line: 1 MiB into pages written 0 s / 1.1 s before).  So
+ * after a cold figure a paced pass times the ceiling's winning way copying
+ * the read's bytes into each slot in turn, the oldest first, each once it
+ * is exactly as old as the reads' destinations were (age_ns, their median
+ * age) and in the read's cache state (made cold just before): a ceiling
+ * that meets the pages as the read does.  written[slot] has when each slot
+ * was last written and is kept up to date.  Returns GB/s, or -1 when out
+ * of memory. */
+static double
+as_old_pages(ect_bench_ceiling_t *ceiling, const struct slot_state *first, uint64_t span,
+             uint64_t slots, uint64_t start, uint64_t *written, uint64_t age_ns, double bytes)
+{
+    enum { MIN_COPIES = 15 };
+    size_t n = slots * 2 < MIN_COPIES ? MIN_COPIES : (size_t)slots * 2;
+    double *t = malloc(n * sizeof(*t));
+    if (t == NULL) {
+        fprintf(stderr, "bench xport: out of memory for the as-old copies\n");
+        return -1;
+    }
+    for (size_t k = 0; k < n; k++) {
+        uint64_t slot = (start + k) % slots;
+        struct slot_state ss = *first;
+        ss.off = (size_t)(slot * span * BLOCK);
+        while (ect__now_ns() < written[slot] + age_ns)
+            ;
+        make_cold(&ss);
+        ect_copy_op_t op = {.dst = (uint8_t *)ect_region_data(ss.mine) + ss.off,
+                            .src = (const uint8_t *)ect_region_data(ss.theirs) + ss.off,
+                            .len = (size_t)bytes};
+        t[k] = ect_bench_ceiling_copy_best(ceiling, &op, 1);
+        written[slot] = ect__now_ns();
+    }
+    double med = ect_bench_median(t, n);
+    free(t);
+    return med > 0 ? bytes / med / 1e9 : 0;
+}
+
 /* Warm: the same entry into the same blocks every rep (cache-hot for 1
  * and 8 MiB, as ucx_perftest).  Cold: each rep the next slot of the region
  * on both sides, evicted from the caches before the read and before each
@@ -270,12 +320,20 @@ make_cold(void *arg)
  * warm only) client k reads the shape moved by k times its span, all at
  * once, and bare moves all their bytes at once.  *gbps_p gets all readers'
  * bytes over the median rep, *way what the ceiling was, *parts_p the
- * medians of the reads' parts. */
+ * medians of the reads' parts.  With as_old (a struct as_old; NULL: not
+ * wanted), a cold same-host figure of a region of three slots or more also
+ * gets the ceiling that meets pages as old as the reads' (as_old_pages):
+ * as_old->gbps, and the reads' median page age as_old->age_s. */
+struct as_old {
+    double gbps, age_s;
+};
+
 static int
 measure_shape(ect_xport_client_t *const *client, size_t n_readers, ect_region_t *mine,
               const ect_region_t *theirs, const struct producer *p, struct shape *s,
               ect_bench_ceiling_t *ceiling, struct ect_bench_tcp_ceiling *bare, int cold,
-              double *gbps_p, double *ceiling_p, char way[WAY_LEN], struct read_parts *parts_p)
+              double *gbps_p, double *ceiling_p, char way[WAY_LEN], struct read_parts *parts_p,
+              struct as_old *as_old)
 {
     uint64_t span = shape_span(s), slots = cold ? REGION_BLOCKS / span : 1;
     if (n_readers == 0 || n_readers > MAX_READERS || (n_readers > 1 && (cold || ceiling)) ||
@@ -308,9 +366,16 @@ measure_shape(ect_xport_client_t *const *client, size_t n_readers, ect_region_t 
             return 1;
     enum { MAX_REPS = 2000, N_BARE_WAYS = 2 };
     static double t_read[MAX_REPS], t_bare[N_BARE_WAYS][MAX_REPS];
-    static double t_start[MAX_REPS], t_handoff[MAX_REPS];
-    size_t n = 0, n_handoff = 0;
+    static double t_start[MAX_REPS], t_handoff[MAX_REPS], t_age[MAX_REPS];
+    size_t n = 0, n_handoff = 0, n_age = 0;
     uint64_t slot = 0;
+    /* When each slot was last written (0: not yet), for the as-old ceiling. */
+    int paced = as_old != NULL && cold && ceiling != NULL && slots >= 3;
+    uint64_t *written = paced ? calloc(slots, sizeof(*written)) : NULL;
+    if (paced && written == NULL) {
+        fprintf(stderr, "bench xport: out of memory for the slots' ages\n");
+        return 1;
+    }
     uint64_t end = ect__now_ns() + (uint64_t)(READ_SECONDS * 1e9);
     while (n < MAX_REPS && (n < 5 || ect__now_ns() < end)) {
         struct slot_state ss = {.mine = mine,
@@ -320,8 +385,12 @@ measure_shape(ect_xport_client_t *const *client, size_t n_readers, ect_region_t 
         if (cold)
             make_cold(&ss);
         at[0] = slot * span;
-        if ((t_read[n] = timed_reads(client, n_readers, p, shapes, at, &parts)) < 0)
+        if (written != NULL && written[slot] != 0)
+            t_age[n_age++] = (double)(ect__now_ns() - written[slot]);
+        if ((t_read[n] = timed_reads(client, n_readers, p, shapes, at, &parts)) < 0) {
+            free(written);
             return 1;
+        }
         t_start[n] = parts.start;
         if (parts.handoff >= 0)
             t_handoff[n_handoff++] = parts.handoff;
@@ -329,8 +398,12 @@ measure_shape(ect_xport_client_t *const *client, size_t n_readers, ect_region_t 
             ect_copy_op_t op = {.dst = (uint8_t *)ect_region_data(mine) + ss.off,
                                 .src = (const uint8_t *)ect_region_data(theirs) + ss.off,
                                 .len = (size_t)bytes};
-            if (ect_bench_ceiling_sample(ceiling, &op, 1, cold ? make_cold : NULL, &ss) != 0)
+            if (ect_bench_ceiling_sample(ceiling, &op, 1, cold ? make_cold : NULL, &ss) != 0) {
+                free(written);
                 return 1;
+            }
+            if (written != NULL)
+                written[slot] = ect__now_ns();
         }
         if (bare != NULL) {
             /* Both ways to receive (bench_xport_ceilings.h): recv(MSG_WAITALL),
@@ -363,6 +436,17 @@ measure_shape(ect_xport_client_t *const *client, size_t n_readers, ect_region_t 
         *ceiling_p = ect_bench_ceiling_gbps(ceiling, bytes, &w);
         snprintf(way, WAY_LEN, "%s", w);
     }
+    if (written != NULL && n_age > 0) {
+        /* The main loop ended before reading `slot`: the oldest. */
+        struct slot_state first = {.mine = mine, .theirs = theirs, .len = (size_t)(span * BLOCK)};
+        double age_ns = ect_bench_median(t_age, n_age);
+        as_old->age_s = age_ns / 1e9;
+        as_old->gbps =
+            as_old_pages(ceiling, &first, span, slots, slot, written, (uint64_t)age_ns, bytes);
+    }
+    free(written);
+    if (as_old != NULL && as_old->gbps < 0)
+        return 1;
     if (bare != NULL) {
         double waitall = ect_bench_median(t_bare[0], n), lowat = ect_bench_median(t_bare[1], n);
         *ceiling_p = bytes / (waitall < lowat ? waitall : lowat) / 1e9;
@@ -408,6 +492,9 @@ struct answer {
      * the reads of FIG(cold, fr, 0), and its way. */
     double asleep[N_FIGS / 2];
     char asleep_way[N_FIGS / 2][WAY_LEN];
+    /* Same-host cold: the best copy into pages as old as the reads'
+     * (as_old_pages; gbps 0 where the region has too few slots). */
+    struct as_old as_old[N_FIGS / 2];
     /* The client's copy engine before and after the size's reads
      * (same-host: how the reads were copied). */
     struct ect__copy_cpu_stats copy_a, copy_z;
@@ -486,7 +573,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
             a.status =
                 measure_shape(READERS[k].one_consumer ? one : readers,
                               mode == MODE_TCP ? MAX_READERS : 1, mine, theirs, p, &shape, ceiling,
-                              &striped, 0, &a.fig[0], &a.fig[1], a.way[1], &a.parts[0]);
+                              &striped, 0, &a.fig[0], &a.fig[1], a.way[1], &a.parts[0], NULL);
         } else if (i >= SEED_CMD) {
             /* A 7 MiB entry in SEED_FRAGS[i - SEED_CMD] runs, warm: fig[0]
              * over one connection and fig[1] the same bytes over one bare
@@ -494,10 +581,11 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
              * connections at once. */
             ect_bench_xport_make_shape(&shape, 7, SEED_FRAGS[(i - SEED_CMD) % 3]);
             a.status = measure_shape(&client, 1, mine, theirs, p, &shape, ceiling, bare, 0,
-                                     &a.fig[0], &a.fig[1], a.way[1], &a.parts[0]);
+                                     &a.fig[0], &a.fig[1], a.way[1], &a.parts[0], NULL);
             if (a.status == 0 && striped_client != NULL)
-                a.status = measure_shape(&striped_client, 1, mine, theirs, p, &shape, ceiling,
-                                         &striped, 0, &a.fig[2], &a.fig[3], a.way[3], &a.parts[1]);
+                a.status =
+                    measure_shape(&striped_client, 1, mine, theirs, p, &shape, ceiling, &striped, 0,
+                                  &a.fig[2], &a.fig[3], a.way[3], &a.parts[1], NULL);
         }
         if (ect__xport_client_copy_stats(client, &a.copy_a) != ECT_OK)
             a.status = 1;
@@ -506,7 +594,8 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                 ect_bench_xport_make_shape(&shape, SIZES_MIB[i], fr ? FRAGS : 1);
                 a.status = measure_shape(&client, 1, mine, theirs, p, &shape, ceiling, bare, cold,
                                          &a.fig[FIG(cold, fr, 0)], &a.fig[FIG(cold, fr, 1)],
-                                         a.way[FIG(cold, fr, 1)], &a.parts[FIG(cold, fr, 0) / 2]);
+                                         a.way[FIG(cold, fr, 1)], &a.parts[FIG(cold, fr, 0) / 2],
+                                         &a.as_old[FIG(cold, fr, 0) / 2]);
                 if (a.status == 0 && ceiling != NULL) {
                     const char *w;
                     int k = FIG(cold, fr, 0) / 2;
@@ -629,6 +718,22 @@ print_row(enum mode mode, size_t i, int fr, int cold, double value, double ceili
     }
 }
 
+/* A cold contiguous same-host figure against the ceiling that meets pages
+ * as old as the read's (as_old_pages), and how the two ceilings differ. */
+static void
+print_as_old(size_t i, double value, double ceiling, const char *way, const struct as_old *o)
+{
+    char what[96];
+    snprintf(what, sizeof(what),
+             "  ref: same_host %2zu MiB contiguous cold vs copy into as old pages", SIZES_MIB[i]);
+    ect_bench_figure(&(ect_bench_fig_t){
+        .name = what, .value = value, .unit = "GB/s", .ceiling = o->gbps, .ceiling_is = way});
+    printf("    the ceiling's way (%s) into pages as old as the cold reads' (last written %.1f ms "
+           "before, median) %.1f GB/s, into pages just written (the ceiling beside the figure) "
+           "%.1f GB/s\n",
+           way, o->age_s * 1e3, o->gbps, ceiling);
+}
+
 /* Where one size's reads spent their time besides moving bytes (struct
  * read_parts), next to their whole time.  A bare transfer has no hand-off
  * to a waiting thread, and its start is only the request's send.  A
@@ -699,6 +804,9 @@ run_mode(enum mode mode)
                                                         .unit = "GB/s",
                                                         .ceiling = a.asleep[k],
                                                         .ceiling_is = a.asleep_way[k]});
+                    if (cold && a.as_old[k].gbps > 0)
+                        print_as_old(i, fig[FIG(cold, fr, 0)], fig[FIG(cold, fr, 1)],
+                                     a.way[FIG(cold, fr, 1)], &a.as_old[k]);
                 }
                 if (same_host)
                     continue;
