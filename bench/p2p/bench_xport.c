@@ -292,7 +292,8 @@ ect_bench_xport(int argc, char **argv)
            "  same bytes over as many bare connections at once\n"
            "  same-host ceiling: the best copy of the same bytes, region to region, on 1 thread\n"
            "  and on as many as copy one batch in the client's copy engine (memcpy, NT stores,\n"
-           "  rep movsb; bench.h), reps alternating with the reads;\n"
+           "  rep movsb; bench.h), reps alternating with the reads; cold contiguous 1 and 8 MiB\n"
+           "  also against the ceiling's way into pages as old as the reads' (a paced pass)\n"
            "  warm = one entry re-read; cold = each rep the next slot of the region, %s\n",
            BLOCK, READ_SECONDS,
            have ? "ucx_perftest -t tag_bw -e over UCX_TLS=tcp (ectier 0.1's transport)"

@@ -479,7 +479,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                 a.status = measure_shape(&client, 1, mine, theirs, p, &shape, ceiling, bare, cold,
                                          &a.fig[FIG(cold, fr, 0)], &a.fig[FIG(cold, fr, 1)],
                                          a.way[FIG(cold, fr, 1)], &a.parts[FIG(cold, fr, 0) / 2],
-                                         &a.as_old[FIG(cold, fr, 0) / 2]);
+                                         fr ? NULL : &a.as_old[FIG(cold, fr, 0) / 2]);
                 if (a.status == 0 && ceiling != NULL) {
                     const char *w;
                     int k = FIG(cold, fr, 0) / 2;

@@ -74,8 +74,9 @@ struct answer {
      * the reads of FIG(cold, fr, 0), and its way. */
     double asleep[N_FIGS / 2];
     char asleep_way[N_FIGS / 2][WAY_LEN];
-    /* Same-host cold: the best copy into pages as old as the reads'
-     * (as_old_pages; gbps 0 where the region has too few slots). */
+    /* Same-host cold contiguous: the best copy into pages as old as the
+     * reads' (as_old_pages; gbps 0 where the region has too few slots, and
+     * for the fragmented reads). */
     struct as_old as_old[N_FIGS / 2];
     /* The client's copy engine before and after the size's reads
      * (same-host: how the reads were copied). */
