@@ -201,9 +201,11 @@ typedef struct ect_xport_client_params {
                                (NULL = "/dev/shm") */
     /* Called when a read settles, so the caller's thread can poll at once
      * instead of on a timer: for tcp from the client's receive thread, for
-     * same-host from the thread that copied the last byte (a copy thread,
-     * or the caller itself inside read_start).  Must be short and must not
-     * call into the client. */
+     * same-host from the thread that copied the last byte (a copy thread).
+     * Not for a same-host read that settled before its read_start returned:
+     * the caller polls every read it starts right after the start (see
+     * ect__xport_read_start).  Must be short and must not call into the
+     * client. */
     void (*wake)(void *);
     void *wake_arg;
     /* The region's `prefault` setting: unless prefer is same_host, read
@@ -252,7 +254,9 @@ typedef struct ect_xport_read_params {
 
 /* Start a read.  Picks the transport from the offer and the client's
  * preference (auto: same-host when possible, else tcp); *kind_p (optional)
- * says which.
+ * says which.  The read may have settled by the time this returns (a
+ * same-host read copied on the calling thread), and then no wake callback
+ * comes for it: poll it before waiting for one.
  * Returns ECT_OK with *read_p; ECT_ERR_PEER (malformed offer or descriptor,
  * block index outside the producer's region, block size mismatch, counts
  * differ: nothing started), ECT_ERR_OVERFLOW (local runs outside our

@@ -37,8 +37,19 @@
  * only the bytes and state of their own reads.  A same-host read's batch
  * is copied partly by the caller inside read_start and partly by the copy
  * threads; whichever thread copies its last byte publishes that in the
- * read (copy_landed, release/acquire) and calls the wake callback, so no
- * thread polls or sleeps on a copy.
+ * read (copy_landed) and calls the wake callback, so no thread polls or
+ * sleeps on a copy.  Except while read_start is still running: its caller
+ * polls the read right after (transport.h), so a wake-up would only cost
+ * it a system call and one more turn of its loop (3-6 us a 1 MiB read on
+ * the project's VMs, most of it the eventfd write).  The client's
+ * `starting_read` names the read inside read_start until read_start is
+ * done with its batch; it and copy_landed are each written before the
+ * other is read, both sequentially consistent, so a copy thread that
+ * lands the batch sees the read no longer starting and wakes the caller,
+ * or the caller's poll sees the batch landed.  copy_landed only compares
+ * the read's address with starting_read: once the flag is set the caller
+ * may free the read, and a later read at the same address that is
+ * starting only means the caller has seen this one land.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -127,8 +138,8 @@ struct ect_xport_read {
     unsigned n_tcp;
     uint64_t ticket; /* same-host copy batch, until copied */
     int copied;      /* nothing in flight: the bytes landed and the ticket is retired */
-    /* A same-host batch has landed: set (atomic, release) by the thread that
-     * copied its last byte (copy_landed), read by the client's caller. */
+    /* A same-host batch has landed: set by the thread that copied its last
+     * byte (copy_landed), read by the client's caller. */
     int copy_landed;
     ect_xport_client_t *client; /* for copy_landed's wake */
     int detached;
@@ -234,7 +245,7 @@ read_update(ect_xport_client_t *c, ect_xport_read_t *r)
         }
         st = failed < 0 ? ECT_OK : ECT_ERR_TRANSPORT;
     } else {
-        if (!__atomic_load_n(&r->copy_landed, __ATOMIC_ACQUIRE))
+        if (!__atomic_load_n(&r->copy_landed, __ATOMIC_SEQ_CST))
             return;
         /* Landed, so the engine answers at once and retires the ticket. */
         if ((st = ect_copy_engine_query(c->copy, r->ticket)) == ECT_OK)
@@ -401,15 +412,17 @@ start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *
 
 /* The copy engine's landed callback of a same-host read, on whichever
  * thread copied its last byte.  Once the flag is set the caller may retire
- * and free the read, so r is not touched after it; the client outlives
- * every callback (destroy joins the copy threads before it frees). */
+ * and free the read, so r is not touched after it (its address is only
+ * compared); the client outlives every callback (destroy joins the copy
+ * threads before it frees). */
 static void
 copy_landed(void *arg)
 {
     ect_xport_read_t *r = arg;
     ect_xport_client_t *c = r->client;
-    __atomic_store_n(&r->copy_landed, 1, __ATOMIC_RELEASE);
-    if (c->wake != NULL)
+    __atomic_store_n(&r->copy_landed, 1, __ATOMIC_SEQ_CST);
+    /* r may be freed from here on (see the top of this file). */
+    if (c->wake != NULL && __atomic_load_n(&c->starting_read, __ATOMIC_SEQ_CST) != arg)
         c->wake(c->wake_arg);
 }
 
@@ -431,15 +444,20 @@ start_same_host(ect_xport_client_t *c, struct peer *p, const ect_xport_segment_t
             return st;
     }
     r->client = c;
+    __atomic_store_n(&c->starting_read, r, __ATOMIC_SEQ_CST);
     if ((st = ect__xport_shm_post(c->copy, p->shm, segs, n_segs, copy_landed, r, &r->ticket)) !=
-        ECT_OK)
+        ECT_OK) {
+        __atomic_store_n(&c->starting_read, NULL, __ATOMIC_SEQ_CST);
         return st;
+    }
     /* Only copy_landed settles the read, even when help saw it land: the
      * thread that copied the last byte may not have called it yet, and the
      * read must stay alive until it has. */
     ect_status_t help = ect__copy_cpu_help(c->copy, r->ticket);
     if (help != ECT_OK && help != ECT_ERR_BUSY)
         ect__log_last_error(ECT_LOG_WARN, "xport same-host");
+    /* From here a landing wakes the caller (see the top of this file). */
+    __atomic_store_n(&c->starting_read, NULL, __ATOMIC_SEQ_CST);
     r->peer = p;
     p->busy++;
     return ECT_OK;

@@ -72,6 +72,8 @@ struct ect_xport_client {
     ect_xport_stream_client_t *tcp[ECT_STREAM_MAX_STRIPES];
     unsigned tcp_reads[ECT_STREAM_MAX_STRIPES];
     ect_copy_engine_t *copy; /* created on first same-host read */
+    /* The same-host read inside read_start, while it is (atomic; xport.c). */
+    ect_xport_read_t *starting_read;
     ect_xport_counters_t counters;
 };
 
