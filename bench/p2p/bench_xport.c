@@ -133,15 +133,30 @@ print_read_parts(enum mode mode, size_t bytes, const struct answer *a)
         v[1][k] = a->parts[fig / 2].start * 1e6;
         v[2][k] = a->parts[fig / 2].handoff * 1e6;
     }
-    printf("    a %s read's parts (medians, us; contiguous warm / cold, 16 runs warm / cold): "
-           "in all %.0f / %.0f / %.0f / %.0f; starting it (%s) "
-           "%.1f / %.1f / %.1f / %.1f; last byte landed to the waiting thread seeing DONE "
-           "%.1f / %.1f / %.1f / %.1f\n",
-           MODE_NAMES[mode], v[0][0], v[0][1], v[0][2], v[0][3],
+    /* A negative part was not measured: no rep of the figure had it (a
+     * same-host read that lands inside its start gets no settled callback,
+     * so it has no hand-off). */
+    char text[3][4][16];
+    int any_none = 0;
+    for (int p = 0; p < 3; p++)
+        for (int k = 0; k < 4; k++) {
+            if (v[p][k] < 0) {
+                snprintf(text[p][k], sizeof(text[p][k]), "none");
+                any_none |= p == 2;
+            } else {
+                snprintf(text[p][k], sizeof(text[p][k]), p == 0 ? "%.0f" : "%.1f", v[p][k]);
+            }
+        }
+    printf("    a %s read's parts (medians, us; contiguous warm / cold, 16 runs warm / cold%s): "
+           "in all %s / %s / %s / %s; starting it (%s) %s / %s / %s / %s; last byte landed to "
+           "the waiting thread seeing DONE %s / %s / %s / %s\n",
+           MODE_NAMES[mode], any_none ? "; none: every read landed inside its start" : "",
+           text[0][0], text[0][1], text[0][2], text[0][3],
            mode == MODE_TCP ? "request sent, producer woken"
                             : "the batch submitted, copy threads woken or not, this thread's "
                               "pieces copied",
-           v[1][0], v[1][1], v[1][2], v[1][3], v[2][0], v[2][1], v[2][2], v[2][3]);
+           text[1][0], text[1][1], text[1][2], text[1][3], text[2][0], text[2][1], text[2][2],
+           text[2][3]);
 }
 
 static int
