@@ -10,8 +10,10 @@
  * form one stream (its ops end to end), cut into pieces of `chunk` bytes
  * that copiers claim one at a time: a batch of at least PARALLEL_MIN bytes
  * is cut into about two pieces per copier that can run at once (the copy
- * threads that may run, plus the caller), at most split_bytes each, so that
- * whoever is awake shares the work and nobody is left with a long tail.
+ * threads that may run, plus the caller), at most split_bytes each and a
+ * whole number of rounds of the copiers where it can be
+ * (ect__copy_cpu_piece_bytes), so that whoever is awake shares the work and
+ * nobody is left with a long tail.
  *
  * Where the time of a small step goes on a VM is the hand-off, not the copy:
  * a sleeping thread takes 5-30 us to wake, about as long as copying 1 MiB.
@@ -464,21 +466,36 @@ check_batch(const ect_copy_batch_t *batch, size_t *n_ops_p, size_t *total_p)
     return ECT_OK;
 }
 
-/* Piece size: the whole batch when it is small; otherwise about two pieces
- * per copier that can run at once (max_active copy threads and the
- * caller), at least PIECE_MIN and at most split_bytes, rounded to whole
- * pages so pieces of page-aligned ops stay page-aligned. */
-static size_t
-piece_size(const struct cpu_engine *e, size_t total)
+size_t
+ect__copy_cpu_piece_bytes(size_t total, unsigned copiers, size_t split_bytes)
 {
-    if (total < PARALLEL_MIN && total <= e->split_bytes)
+    if (total < PARALLEL_MIN && total <= split_bytes)
         return total > 0 ? total : 1;
-    size_t want = total / (2 * ((size_t)e->max_active + 1));
-    if (want < PIECE_MIN)
-        want = PIECE_MIN;
-    if (want > e->split_bytes)
-        want = e->split_bytes;
-    size_t pieces = total / want + (total % want != 0);
+    if (copiers == 0)
+        copiers = 1;
+    if (split_bytes == 0)
+        split_bytes = 1;
+    /* Two pieces a copier, within [fewest pieces of at most split_bytes,
+     * most pieces of at least PIECE_MIN]; the first bound wins a conflict.
+     * The count, not a piece size, is what is rounded: sizing pieces at
+     * total / (2 copiers) rounded down cut 1 MiB over three copiers into
+     * seven pieces, and the seventh made a third round that two copiers
+     * sat out. */
+    size_t fewest = total / split_bytes + (total % split_bytes != 0);
+    size_t most = total / PIECE_MIN > 0 ? total / PIECE_MIN : 1;
+    size_t pieces = 2 * (size_t)copiers;
+    if (pieces > most)
+        pieces = most;
+    if (pieces < fewest)
+        pieces = fewest;
+    /* More pieces than copiers: a whole number of rounds where the pieces
+     * stay big enough (8 MiB in pieces of at most 1 MiB over three
+     * copiers: nine pieces, not eight). */
+    if (copiers > 1 && pieces > copiers && pieces % copiers != 0) {
+        size_t rounded = (pieces / copiers + 1) * copiers;
+        if (rounded <= most)
+            pieces = rounded;
+    }
     size_t chunk = total / pieces + (total % pieces != 0);
     if (chunk <= SIZE_MAX - PIECE_ALIGN)
         chunk = (chunk + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
@@ -576,7 +593,7 @@ submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void 
     /* An empty batch has landed already: its callback runs below. */
     b->landed = total > 0 ? landed : NULL;
     b->landed_arg = arg;
-    b->chunk = piece_size(e, total);
+    b->chunk = ect__copy_cpu_piece_bytes(total, e->max_active + 1, e->split_bytes);
     b->prev = b->next = NULL;
     size_t pieces = total / b->chunk + (total % b->chunk != 0);
 

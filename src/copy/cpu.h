@@ -106,6 +106,21 @@ unsigned ect__copy_cpu_usable_cpus(void);
 unsigned ect__copy_cpu_copiers(unsigned threads);
 
 /*
+ * The size of the pieces a batch of `total` bytes is cut into when
+ * `copiers` threads may copy it at once (ect__copy_cpu_copiers) and a piece
+ * may hold at most split_bytes: the whole batch when it is under 256 KiB
+ * and fits split_bytes.  Otherwise two pieces a copier, but no fewer than
+ * split_bytes allows and, where split_bytes leaves room, no more than
+ * pieces of 128 KiB allow; past one round, a whole number of rounds of the
+ * copiers where the pieces stay that big (rounding pieces up to whole
+ * pages may take one off a count above 32).  Each piece but the last is this
+ * size, a multiple of 4 KiB (so pieces of page-aligned ops stay
+ * page-aligned; with a split_bytes that is no multiple of 4 KiB a piece may
+ * exceed it by less than 4 KiB).  At least 1.  Thread safety: safe (pure).
+ */
+size_t ect__copy_cpu_piece_bytes(size_t total, unsigned copiers, size_t split_bytes);
+
+/*
  * How many times the engine has allocated memory since creation (batch
  * records, op arrays, ticket-table growth).  0 for a non-CPU engine.
  * Thread safety: safe.

@@ -1,0 +1,164 @@
+/*
+ * How the CPU copy engine cuts a batch into pieces (src/copy/cpu.h:
+ * ect__copy_cpu_piece_bytes): its contract over a sweep of sizes, copier
+ * counts and split sizes, the counts that matter on real machines (three
+ * copiers on a host with CPUs to spare, two on a 2-CPU VM), and that a real
+ * engine cuts its batches that way.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ectier/ectier.h>
+
+#include "copy/cpu.h"
+#include "harness.h"
+#include "support/util.h"
+
+#define KIB      ((size_t)1024)
+#define MIB      (KIB * KIB)
+#define PARALLEL (256 * KIB) /* below this a batch that fits split_bytes is one piece */
+#define SMALLEST (128 * KIB) /* the smallest piece where split_bytes allows it */
+#define PAGE     (4 * KIB)
+
+static size_t
+pieces_of(size_t total, size_t chunk)
+{
+    return total / chunk + (total % chunk != 0);
+}
+
+/* v rounded up to a multiple of `to`; SIZE_MAX where that overflows. */
+static size_t
+round_up(size_t v, size_t to)
+{
+    return v > SIZE_MAX - to ? SIZE_MAX : (v + to - 1) / to * to;
+}
+
+/* 1 MiB over the three copiers of a host with CPUs to spare (two copy
+ * threads and the caller) is two rounds of three pieces.  Sized at
+ * total / 6 rounded down, it was seven pieces, the seventh a round of its
+ * own. */
+static void
+test_a_mib_over_three_copiers_is_two_whole_rounds(void)
+{
+    size_t chunk = ect__copy_cpu_piece_bytes(MIB, 3, MIB);
+    CHECK_EQ_U64(pieces_of(MIB, chunk), 6);
+    CHECK_EQ_U64(chunk % PAGE, 0);
+    /* 8 and 32 MiB in pieces of at most 1 MiB: nine and 33, whole rounds. */
+    CHECK_EQ_U64(pieces_of(8 * MIB, ect__copy_cpu_piece_bytes(8 * MIB, 3, MIB)), 9);
+    CHECK_EQ_U64(pieces_of(32 * MIB, ect__copy_cpu_piece_bytes(32 * MIB, 3, MIB)), 33);
+    /* The 2-CPU VM's two copiers: 4, 8 and 32 pieces, as before. */
+    CHECK_EQ_U64(ect__copy_cpu_piece_bytes(MIB, 2, MIB), 256 * KIB);
+    CHECK_EQ_U64(ect__copy_cpu_piece_bytes(8 * MIB, 2, MIB), MIB);
+    CHECK_EQ_U64(ect__copy_cpu_piece_bytes(32 * MIB, 2, MIB), MIB);
+    /* 300 KiB over two copiers: two pieces of 150 KiB, not three of 100
+     * (below the smallest piece). */
+    CHECK_EQ_U64(pieces_of(300 * KIB, ect__copy_cpu_piece_bytes(300 * KIB, 2, MIB)), 2);
+}
+
+static void
+check_contract(size_t total, unsigned copiers, size_t split)
+{
+    size_t chunk = ect__copy_cpu_piece_bytes(total, copiers, split);
+    CHECK_MSG(chunk >= 1, "total %zu copiers %u split %zu: chunk 0", total, copiers, split);
+    if (total < PARALLEL && total <= split) {
+        CHECK_MSG(chunk == (total > 0 ? total : 1), "total %zu split %zu: not one piece (%zu)",
+                  total, split, chunk);
+        return;
+    }
+    size_t n = pieces_of(total, chunk);
+    CHECK_MSG(chunk % PAGE == 0, "total %zu copiers %u split %zu: chunk %zu not whole pages", total,
+              copiers, split, chunk);
+    CHECK_MSG(chunk <= round_up(split, PAGE), "total %zu copiers %u split %zu: chunk %zu too big",
+              total, copiers, split, chunk);
+    size_t fewest = pieces_of(total, split);
+    size_t want = 2 * (size_t)copiers;
+    if (split >= total && total >= want * SMALLEST && want <= 32) {
+        /* Nothing bounds the count: two pieces a copier, exactly (past 32,
+         * rounding pieces up to whole pages may take one off). */
+        CHECK_MSG(n == want, "total %zu copiers %u: %zu pieces, %zu wanted", total, copiers, n,
+                  want);
+    }
+    if (split >= SMALLEST && fewest <= total / SMALLEST) {
+        /* split_bytes leaves room: no piece but the last below the smallest. */
+        CHECK_MSG(chunk >= SMALLEST, "total %zu copiers %u split %zu: chunk %zu below %zu", total,
+                  copiers, split, chunk, SMALLEST);
+        CHECK_MSG(n <= (want > fewest ? want : fewest) + copiers,
+                  "total %zu copiers %u split %zu: %zu pieces", total, copiers, split, n);
+    }
+    size_t rounds_pieces = (fewest + copiers - 1) / copiers * copiers;
+    if (copiers > 1 && fewest > want && split < total && total / rounds_pieces >= SMALLEST &&
+        rounds_pieces <= 32) {
+        /* split_bytes forces more than two a copier: whole rounds. */
+        CHECK_MSG(n % copiers == 0, "total %zu copiers %u split %zu: %zu pieces, not whole rounds",
+                  total, copiers, split, n);
+    }
+}
+
+/* The contract over sizes from a byte to 96 MiB (round and odd), 1 to 17
+ * copiers, and split sizes from the smallest allowed to none at all. */
+static void
+test_pieces_keep_their_bounds_over_a_sweep(void)
+{
+    static const size_t splits[] = {4 * KIB,   5000, 64 * KIB, 128 * KIB,
+                                    200 * KIB, MIB,  4 * MIB,  SIZE_MAX};
+    uint64_t rs = 0x243f6a8885a308d3ull;
+    size_t checked = 0;
+    for (size_t s = 0; s < sizeof(splits) / sizeof(splits[0]); s++) {
+        for (unsigned copiers = 1; copiers <= 17; copiers++) {
+            for (size_t total = 1; total <= 96 * MIB; total = total * 2 + (total > 1)) {
+                check_contract(total, copiers, splits[s]);
+                check_contract(total + ts_xorshift64(&rs) % (total + 1), copiers, splits[s]);
+                checked += 2;
+            }
+            for (size_t total = 64 * KIB; total <= 3 * MIB; total += 61 * KIB) {
+                check_contract(total, copiers, splits[s]);
+                checked++;
+            }
+        }
+    }
+    CHECK(checked > 5000);
+}
+
+/* A real engine cuts a batch as the function says: held, a 1 MiB batch
+ * stays queued, and the caller's help copies every piece of it. */
+static void
+test_an_engine_cuts_its_batches_as_the_function_says(void)
+{
+    ect_copy_cpu_params_t params = {.threads = 2};
+    ect_copy_engine_t *e = NULL;
+    CHECK_OK(ect_copy_engine_create_cpu(&params, &e));
+    unsigned char *src = ts_xmalloc(MIB), *dst = calloc(1, MIB);
+    CHECK(dst != NULL);
+    ts_fill_nonzero(src, MIB, 7);
+    CHECK_OK(ect__copy_cpu_hold(e, true));
+    ect_copy_op_t op = {dst, src, MIB};
+    ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &op, .n_ops = 1};
+    struct ect__copy_cpu_stats before, after;
+    CHECK_OK(ect__copy_cpu_stats(e, &before));
+    uint64_t ticket;
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &ticket));
+    CHECK_OK(ect__copy_cpu_help(e, ticket));
+    CHECK_OK(ect__copy_cpu_stats(e, &after));
+    size_t chunk = ect__copy_cpu_piece_bytes(MIB, ect__copy_cpu_copiers(2), MIB);
+    CHECK_EQ_U64(after.pieces_by_waiters - before.pieces_by_waiters, pieces_of(MIB, chunk));
+    CHECK_EQ_U64(after.pieces_by_threads, before.pieces_by_threads);
+    CHECK(memcmp(dst, src, MIB) == 0);
+    CHECK_OK(ect_copy_engine_query(e, ticket));
+    CHECK_OK(ect__copy_cpu_hold(e, false));
+    ect_copy_engine_destroy(e);
+    free(src);
+    free(dst);
+}
+
+static const struct ect_test_case cases[] = {
+    ECT_CASE(test_a_mib_over_three_copiers_is_two_whole_rounds),
+    ECT_CASE(test_pieces_keep_their_bounds_over_a_sweep),
+    ECT_CASE(test_an_engine_cuts_its_batches_as_the_function_says),
+};
+
+int
+main(int argc, char **argv)
+{
+    return ECT_TEST_MAIN(argc, argv, cases);
+}
