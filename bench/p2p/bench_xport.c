@@ -22,7 +22,8 @@
  *              region, ours) over a bare loopback TCP connection between
  *              two processes: a 16-byte request, then one send() of the
  *              whole range, received with one recv(MSG_WAITALL) or as the
- *              stream's client receives (woken once 256 KiB are queued),
+ *              stream's client receives (woken at its marks: 1 MiB at a
+ *              time, the last 256 KiB on their own),
  *              both each rep, on one connection reused like ours, in the
  *              same cache state, reps alternating with the reads: the
  *              faster way's median; and `ucx_perftest -t tag_bw` over
@@ -71,6 +72,7 @@
 #include "bench_xport_ceilings.h"
 #include "bench_xport_consumer.h"
 #include "bench_xport_producer.h"
+#include "p2p/xport_internal.h"
 
 /* ---- the bench --------------------------------------------------------------------------- */
 
@@ -298,7 +300,8 @@ ect_bench_xport(int argc, char **argv)
            "  tcp ceiling: the same bytes between the same buffers (the producer's region,\n"
            "  ours) as one send() over a bare loopback TCP connection between two\n"
            "  processes, received both ways each rep, with recv(MSG_WAITALL) and as our client\n"
-           "  does (woken once 256 KiB are queued), in the same cache state, reps alternating\n"
+           "  does (woken once %u KiB are queued, the last %u KiB on their own), in the same\n"
+           "  cache state, reps alternating\n"
            "  with the reads; the ceiling is the faster way's median;\n"
            "  for reference %s\n"
            "  the seed's way: a 7 MiB entry moved as one UCX get per 7 KiB block (ucx_perftest\n"
@@ -310,7 +313,8 @@ ect_bench_xport(int argc, char **argv)
            "  rep movsb; bench.h), reps alternating with the reads; cold contiguous 1 and 8 MiB\n"
            "  also against the ceiling's way into pages as old as the reads' (a paced pass)\n"
            "  warm = one entry re-read; cold = each rep the next slot of the region, %s\n",
-           BLOCK, READ_SECONDS,
+           BLOCK, READ_SECONDS, ECT_XPORT_STREAM_RCVLOWAT_MAX >> 10,
+           ECT_XPORT_STREAM_RCVLOWAT >> 10,
            have ? "ucx_perftest -t tag_bw -e over UCX_TLS=tcp (ectier 0.1's transport)"
                 : "(ucx_perftest not found)",
            ECT_BENCH_TCP_MAX_CONNS, ect_bench_cold_describe());

@@ -21,6 +21,7 @@
 #include "bench_xport_ceilings.h"
 #include "cli_io.h"
 #include "common/clock.h"
+#include "p2p/xport_internal.h"
 
 /* ---- bare TCP ---------------------------------------------------------------------------- */
 
@@ -97,7 +98,7 @@ struct stripe {
     int fd;
     uint8_t *base;
     size_t off, len;
-    int rcvlowat;
+    int as_client;
     int failed;
 };
 
@@ -201,13 +202,13 @@ ect_bench_tcp_ceiling_stop(struct ect_bench_tcp_ceiling *t)
 }
 
 /* Receive len bytes at p the way the stream's client does: woken by poll()
- * once min(rcvlowat, what is left) bytes are queued.  0 or -1. */
+ * once its receive mark for what is left is queued.  0 or -1. */
 static int
-recv_lowat(int fd, uint8_t *p, size_t len, int rcvlowat)
+recv_lowat(int fd, uint8_t *p, size_t len)
 {
     size_t got = 0;
     while (got < len) {
-        int lowat = len - got < (size_t)rcvlowat ? (int)(len - got) : rcvlowat;
+        int lowat = ect__xport_stream_rcvlowat(len - got);
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) != 0 ||
             (poll(&pfd, 1, -1) < 0 && errno != EINTR))
@@ -227,25 +228,25 @@ recv_lowat(int fd, uint8_t *p, size_t len, int rcvlowat)
 }
 
 int
-ect_bench_tcp_fetch(int fd, uint8_t *base, size_t off, size_t len, int rcvlowat)
+ect_bench_tcp_fetch(int fd, uint8_t *base, size_t off, size_t len, int as_client)
 {
     uint64_t req[2] = {off, len};
     /* A blocking recv(MSG_WAITALL) must find the mark at 1: with a higher
      * one it can sleep for good (seen on Linux 6.18). */
-    int lowat = rcvlowat > 0 ? rcvlowat : 1;
-    if (lowat == 1 && setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) != 0)
+    int one = 1;
+    if (!as_client && setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one)) != 0)
         return -1;
     if (ect_cli_write_full(fd, req, sizeof(req)) != 0)
         return -1;
-    if (rcvlowat > 0)
-        return recv_lowat(fd, base + off, len, rcvlowat);
+    if (as_client)
+        return recv_lowat(fd, base + off, len);
     return len == 0 || recv(fd, base + off, len, MSG_WAITALL) == (ssize_t)len ? 0 : -1;
 }
 
 static void
 stripe_run(struct stripe *s)
 {
-    s->failed = ect_bench_tcp_fetch(s->fd, s->base, s->off, s->len, s->rcvlowat) != 0;
+    s->failed = ect_bench_tcp_fetch(s->fd, s->base, s->off, s->len, s->as_client) != 0;
 }
 
 double
@@ -261,7 +262,7 @@ ect_bench_tcp_ceiling_once(struct ect_bench_tcp_ceiling *t, uint8_t *base, size_
     for (unsigned i = 0; i < n; i++) {
         size_t l = i + 1 < n ? (part < len - at ? part : len - at) : len - at;
         st[i] = (struct stripe){
-            .fd = t->fd[i], .base = base, .off = off + at, .len = l, .rcvlowat = t->rcvlowat};
+            .fd = t->fd[i], .base = base, .off = off + at, .len = l, .as_client = t->as_client};
         at += l;
     }
     struct ect_bench_tcp_stripes *all = t->stripes;

@@ -13,9 +13,9 @@
  * before it starts any thread, sends [off, off + len) of the producer's
  * region (its inherited read-only view) with blocking send() for each
  * 16-byte request; the consumer receives them into the same offset of its
- * own region with recv(MSG_WAITALL), or (rcvlowat > 0) with non-blocking
- * recv() woken by poll() once rcvlowat bytes (or all that is left) are
- * queued, as the stream's client is.  Connections are reused like ours,
+ * own region with recv(MSG_WAITALL), or (as_client) with non-blocking
+ * recv() woken by poll() at the stream client's receive marks
+ * (ect__xport_stream_rcvlowat), as the stream's client is.  Connections are reused like ours,
  * TCP_NODELAY as ours.  Over one connection it is the most a stream like
  * ours can carry; over several, each connection moves one stripe of the
  * range at once, on a thread of its own at both ends: what the link carries
@@ -23,8 +23,8 @@
 #define ECT_BENCH_TCP_MAX_CONNS 4
 struct ect_bench_tcp_stripes;
 struct ect_bench_tcp_ceiling {
-    unsigned n;   /* connections made (0 after stop; a zeroed struct is stopped) */
-    int rcvlowat; /* 0: recv(MSG_WAITALL); else SO_RCVLOWAT and poll() */
+    unsigned n;    /* connections made (0 after stop; a zeroed struct is stopped) */
+    int as_client; /* 0: recv(MSG_WAITALL); 1: the client's SO_RCVLOWAT marks and poll() */
     pid_t pid[ECT_BENCH_TCP_MAX_CONNS]; /* the senders forked by start; 0 for none */
     int fd[ECT_BENCH_TCP_MAX_CONNS];
     /* The receiving threads of stripes 1..n-1: started by the first
@@ -55,11 +55,11 @@ double ect_bench_tcp_ceiling_once(struct ect_bench_tcp_ceiling *t, uint8_t *base
  * Serve: answer each 16-byte request {u64 off, u64 len} on fd with
  * [data + off, + len), one blocking send() each, until the peer closes or
  * asks for bytes outside [data, data + size).  Fetch: ask for [off, off +
- * len) and receive it into base + off, with recv(MSG_WAITALL) (rcvlowat 0)
- * or woken by poll() once rcvlowat bytes (or all that is left) are queued;
+ * len) and receive it into base + off, with recv(MSG_WAITALL) (as_client
+ * 0) or woken by poll() at the stream client's receive marks (as_client 1);
  * 0, or -1 on a socket error or end of file. */
 void ect_bench_tcp_serve(int fd, const uint8_t *data, size_t size);
-int ect_bench_tcp_fetch(int fd, uint8_t *base, size_t off, size_t len, int rcvlowat);
+int ect_bench_tcp_fetch(int fd, uint8_t *base, size_t off, size_t len, int as_client);
 
 /* Look for ucx_perftest on PATH, /usr/bin and /usr/local/bin: 1 if found. */
 int ect_bench_perftest_find(void);

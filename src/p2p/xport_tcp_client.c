@@ -355,7 +355,7 @@ progress_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
     }
     while (r->got < r->expect) {
         uint64_t left = r->expect - r->got;
-        int lowat = left < ECT_XPORT_STREAM_RCVLOWAT ? (int)left : (int)ECT_XPORT_STREAM_RCVLOWAT;
+        int lowat = ect__xport_stream_rcvlowat(left);
         if (lowat != r->lowat)
             set_rcvlowat(r, lowat);
         size_t n_iov = r->n_iov - r->iov_i;
