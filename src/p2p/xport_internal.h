@@ -78,10 +78,15 @@
  * fewer of them let it send faster.  Waking for every segment, an 8-32 MiB
  * read on the project's VM ran at 1.6-1.9 GB/s; with a mark of 256 KiB
  * all through, 2.0-3.7 GB/s; with 1 MiB in the middle (2 wake-ups for a
- * 1 MiB read instead of 4, 9 for 8 MiB instead of 32) 8 MiB reads went
- * from 0.66-0.80 to 0.73-0.89 of the bare TCP ceiling and 1 MiB reads from
- * 0.47-0.65 to 0.48-0.70, 32 MiB unchanged (`ectier bench xport`, medians
- * of 6 runs of each build, alternated). */
+ * 1 MiB read instead of 4, 9 for 8 MiB instead of 32) the medians of 6
+ * runs of `ectier bench xport` per build, each build in each place of the
+ * order, went from 0.67-0.70 to 0.72-0.92 of the bare TCP ceiling at 8 MiB,
+ * 0.46-0.61 to 0.49-0.71 at 1 MiB and 0.93-0.98 to 0.99-1.10 at 32 MiB;
+ * four consumers reading 8 MiB at once from 0.95 to 0.87 (eight busy
+ * threads on two CPUs).  In the same runs a 2 MiB mark did no better at
+ * 8 MiB and worse at 32 MiB (better only for the four consumers), and
+ * taking the answer's header with the first mark, instead of waking for
+ * the first segment, did worse at 1 and 32 MiB. */
 #define ECT_XPORT_STREAM_RCVLOWAT     (256u * 1024u)
 #define ECT_XPORT_STREAM_RCVLOWAT_MAX (1024u * 1024u)
 
