@@ -78,7 +78,7 @@
  * fewer of them let it send faster.  Waking for every segment, an 8-32 MiB
  * read on the project's VM ran at 1.6-1.9 GB/s; with a mark of 256 KiB
  * all through, 2.0-3.7 GB/s; with 1 MiB in the middle (2 wake-ups for a
- * 1 MiB read instead of 4, 9 for 8 MiB instead of 32) the medians of 6
+ * 1 MiB payload instead of 4, 9 for 8 MiB instead of 32) the medians of 6
  * runs of `ectier bench xport` per build, each build in each place of the
  * order, went from 0.67-0.70 to 0.72-0.92 of the bare TCP ceiling at 8 MiB,
  * 0.46-0.61 to 0.49-0.71 at 1 MiB and 0.93-0.98 to 0.99-1.10 at 32 MiB;
@@ -106,6 +106,7 @@ ect__xport_stream_rcvlowat(uint64_t left)
     return middle < ECT_XPORT_STREAM_RCVLOWAT_MAX ? (int)middle
                                                   : (int)ECT_XPORT_STREAM_RCVLOWAT_MAX;
 }
+
 /* The least a stripe of a tcp read carries: a read is striped only where
  * each stripe gets at least this much (smaller ones gain less from another
  * connection than its request and wake-up cost). */
