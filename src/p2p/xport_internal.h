@@ -86,7 +86,9 @@
  * threads on two CPUs).  In the same runs a 2 MiB mark did no better at
  * 8 MiB and worse at 32 MiB (better only for the four consumers), and
  * taking the answer's header with the first mark, instead of waking for
- * the first segment, did worse at 1 and 32 MiB. */
+ * the first segment, did worse at 1 and 32 MiB.  A last part of 512 KiB
+ * did worse on every single-read row (scripts/bench-ab.py, 4 runs each),
+ * one of 128 KiB within noise of 256 KiB. */
 #define ECT_XPORT_STREAM_RCVLOWAT     (256u * 1024u)
 #define ECT_XPORT_STREAM_RCVLOWAT_MAX (1024u * 1024u)
 
