@@ -9,8 +9,8 @@
 # number of bytes sent over bare TCP (ectier-tcp-link: one blocking send()
 # per request, on connections reused like ectier's stream, as many at once
 # as the read's stripes, a stripe each), received with recv(MSG_WAITALL)
-# and as ectier's client does (SO_RCVLOWAT: woken per 1 MiB, the last 256 KiB apart),
-# alternating: the faster way's median.
+# and as ectier's client does (SO_RCVLOWAT: woken per 1 MiB, the last
+# 256 KiB apart), alternating: the faster way's median.
 #
 #   scripts/bench-two-hosts.sh BUILD_DIR
 #

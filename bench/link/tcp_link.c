@@ -6,9 +6,9 @@
  * transfer on one connection reused for all of them, TCP_NODELAY, one
  * blocking send() of the whole range, received with recv(MSG_WAITALL) and
  * woken at the stream client's receive marks (ect__xport_stream_rcvlowat,
- * as the stream's client receives), alternating; over several connections each moves one
- * stripe of the bytes at once, on a thread of its own at both ends, as a
- * striped read does.
+ * as the stream's client receives), alternating; over several connections
+ * each moves one stripe of the bytes at once, on a thread of its own at
+ * both ends, as a striped read does.
  *
  *   ectier-tcp-link serve HOST PORT BYTES [CONNS]
  *       accept CONNS (default 1) connections on HOST:PORT and serve each

@@ -15,8 +15,8 @@
  * 16-byte request; the consumer receives them into the same offset of its
  * own region with recv(MSG_WAITALL), or (as_client) with non-blocking
  * recv() woken by poll() at the stream client's receive marks
- * (ect__xport_stream_rcvlowat), as the stream's client is.  Connections are reused like ours,
- * TCP_NODELAY as ours.  Over one connection it is the most a stream like
+ * (ect__xport_stream_rcvlowat), as the stream's client is.  Connections
+ * are reused like ours, TCP_NODELAY as ours.  Over one connection it is the most a stream like
  * ours can carry; over several, each connection moves one stripe of the
  * range at once, on a thread of its own at both ends: what the link carries
  * when more than one connection shares a transfer. */
