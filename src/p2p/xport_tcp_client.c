@@ -93,12 +93,13 @@ struct ect_xport_stream_read {
     uint64_t id;
     ect_xport_read_state_t state;
     char why[200];
-    int fd;         /* -1 once settled */
-    int connecting; /* a non-blocking connect is under way */
-    int reused;     /* the connection came from the pool */
-    int retried;    /* already replaced a dead pooled connection */
-    int any_answer; /* a byte of the answer has arrived */
-    int lowat;      /* the socket's SO_RCVLOWAT, when set above 1 */
+    int fd;           /* -1 once settled */
+    int connecting;   /* a non-blocking connect is under way */
+    int reused;       /* the connection came from the pool */
+    int retried;      /* already replaced a dead pooled connection */
+    int any_answer;   /* a byte of the answer has arrived */
+    int lowat;        /* the socket's SO_RCVLOWAT, when set above 1 */
+    uint32_t watched; /* the events the epoll set waits for on fd; 0: not in it */
     struct sockaddr_storage addr;
     socklen_t addr_len;
     char key[ECT_XPORT_POOL_KEY_MAX + 1];
@@ -185,12 +186,27 @@ pool_sweep_locked(ect_xport_stream_client_t *c, uint64_t now)
     }
 }
 
+/* Wait for what r needs next: the connection or room for the request
+ * (EPOLLOUT), else the answer (EPOLLIN).  A system call only when that
+ * changes: a read on a pooled connection whose request goes out at once
+ * costs one (the ADD), not one per phase. */
 static void
-read_watch_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, int op)
+read_watch_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
 {
     uint32_t events = (r->connecting || r->req_off < r->req_len) ? EPOLLOUT : EPOLLIN;
+    if (r->watched == events)
+        return;
     struct epoll_event ev = {.events = events, .data.u64 = r->id};
-    epoll_ctl(c->epoll_fd, op, r->fd, &ev);
+    if (epoll_ctl(c->epoll_fd, r->watched == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, r->fd, &ev) == 0)
+        r->watched = events;
+}
+
+static void
+read_unwatch_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
+{
+    if (r->watched != 0)
+        epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, r->fd, NULL);
+    r->watched = 0;
 }
 
 /* The socket's receive low-water mark (best effort: without it the read
@@ -209,7 +225,7 @@ settle_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, int done
     if (r->state != ECT_XPORT_READ_PENDING)
         return;
     if (r->fd >= 0) {
-        epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, r->fd, NULL);
+        read_unwatch_locked(c, r);
         /* A pooled socket must wake for a 16-byte answer: one that cannot
          * be set back is not pooled. */
         if (done && r->lowat > 1)
@@ -259,7 +275,7 @@ conn_failed_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, con
     char why[200];
     snprintf(why, sizeof(why), "%s: %s", what, err ? strerror(err) : "connection closed");
     if (r->reused && !r->retried && !r->any_answer) {
-        epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, r->fd, NULL);
+        read_unwatch_locked(c, r);
         close(r->fd);
         r->fd = -1;
         r->lowat = 0;
@@ -267,7 +283,6 @@ conn_failed_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, con
         r->reused = 0;
         r->req_off = 0;
         if (connect_fresh_locked(r) == 0) {
-            read_watch_locked(c, r, EPOLL_CTL_ADD);
             progress_locked(c, r);
             return;
         }
@@ -285,8 +300,10 @@ progress_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
         /* SO_ERROR reads 0 while the handshake is still under way: only a
          * writable (or failed) socket has finished connecting. */
         struct pollfd pfd = {.fd = r->fd, .events = POLLOUT};
-        if (poll(&pfd, 1, 0) == 0)
+        if (poll(&pfd, 1, 0) == 0) {
+            read_watch_locked(c, r);
             return;
+        }
         int err = 0;
         socklen_t len = sizeof(err);
         if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
@@ -305,7 +322,7 @@ progress_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            read_watch_locked(c, r, EPOLL_CTL_MOD);
+            read_watch_locked(c, r);
             return;
         }
         if (n < 0) {
@@ -313,16 +330,23 @@ progress_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
             return;
         }
         r->req_off += (size_t)n;
-        if (r->req_off == r->req_len)
-            read_watch_locked(c, r, EPOLL_CTL_MOD);
+        if (r->req_off == r->req_len) {
+            /* The answer needs the producer awake first: leave it to
+             * epoll (level-triggered, so one already queued is reported
+             * at once) rather than try a recv that would find nothing. */
+            read_watch_locked(c, r);
+            return;
+        }
     }
     while (r->hdr_off < ECT_STREAM_RESP_LEN) {
         ssize_t n =
             recv(r->fd, r->hdr + r->hdr_off, ECT_STREAM_RESP_LEN - r->hdr_off, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            read_watch_locked(c, r);
             return;
+        }
         if (n <= 0) {
             conn_failed_locked(c, r, "reading the answer", n < 0 ? errno : 0);
             return;
@@ -354,8 +378,7 @@ progress_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
         }
     }
     while (r->got < r->expect) {
-        uint64_t left = r->expect - r->got;
-        int lowat = ect__xport_stream_rcvlowat(left);
+        int lowat = ect__xport_stream_rcvlowat(r->expect - r->got);
         if (lowat != r->lowat)
             set_rcvlowat(r, lowat);
         size_t n_iov = r->n_iov - r->iov_i;
@@ -365,8 +388,10 @@ progress_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
         ssize_t n = recvmsg(r->fd, &mh, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            read_watch_locked(c, r);
             return;
+        }
         if (n <= 0) {
             char why[128];
             snprintf(why, sizeof(why),
@@ -526,7 +551,6 @@ ect__xport_stream_read_start(ect_xport_stream_client_t *c, const struct sockaddr
     if (c->reads != NULL)
         c->reads->prev = r;
     c->reads = r;
-    read_watch_locked(c, r, EPOLL_CTL_ADD);
     progress_locked(c, r);
     pthread_mutex_unlock(&c->lock);
     *read_p = r;

@@ -72,11 +72,15 @@ static int listen_tag, wake_tag;
 
 /* ---- connections --------------------------------------------------------------- */
 
+/* Wait for events on c (a system call only when they change). */
 static void
 conn_watch(struct worker *w, struct sconn *c, uint32_t events)
 {
+    if (c->watched == events)
+        return;
     struct epoll_event ev = {.events = events, .data.ptr = c};
     epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
+    c->watched = events;
 }
 
 /* End what the connection holds and free it (it is in no epoll set). */
@@ -130,6 +134,7 @@ conn_adopt(struct worker *w, struct sconn *c, uint32_t events)
         conn_free(w->s, c);
         return -1;
     }
+    c->watched = events;
     w->conns[slot] = c;
     return 0;
 }
@@ -270,8 +275,10 @@ conn_send(struct worker *w, struct sconn *c)
 {
     ect_xport_stream_server_t *s = w->s;
     int rc = send_some(s, c);
-    if (rc == 0)
+    if (rc == 0) {
+        conn_watch(w, c, EPOLLOUT); /* the socket is full: go on when it drains */
         return;
+    }
     if (rc < 0) {
         if (c->state == S_SEND)
             COUNT(s, send_failures, 1);
@@ -394,7 +401,8 @@ handle_request(struct worker *w, struct sconn *c)
         c->state = S_SEND;
         c->deadline_ns = ect__now_ns() + s->send_timeout_ns;
     }
-    conn_watch(w, c, EPOLLOUT);
+    /* Sent at once: most answers fit the socket, and then the connection
+     * never waits for EPOLLOUT (conn_send asks for it when it must). */
     conn_send(w, c);
 }
 

@@ -56,7 +56,8 @@ struct stripe_group;
 
 struct sconn {
     int fd;
-    size_t slot; /* in the conns of the worker that owns it */
+    size_t slot;      /* in the conns of the worker that owns it */
+    uint32_t watched; /* the events its worker's epoll set waits for */
     enum sconn_state state;
     uint64_t deadline_ns;
     size_t req_len;  /* bytes of the request received */
