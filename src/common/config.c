@@ -5,7 +5,7 @@
  * \u0000 escapes, nesting: common/json.c), because cJSON accepts bad UTF-8,
  * silently cuts strings at an escaped NUL and ignores trailing text.  The document is then
  * walked key by key: every key is looked up in the settings table
- * (settings.c), which converts and checks its value; what the table does not
+ * (settings.c; settings_convert.c converts and checks its value); what the table does not
  * know is refused by name inside the extra config and ignored at the top
  * level.  Duplicate keys are refused (cJSON would keep both and we would
  * silently use one).
