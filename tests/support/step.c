@@ -201,3 +201,124 @@ ts_store_only(ect_scheduler_t *s, const char *key, uint64_t tokens)
 {
     ect_step_meta_destroy(ts_store(s, key, tokens));
 }
+
+/* ---- a worker over a fresh instance -------------------------------------- */
+
+void
+ts_worker_fx_open(struct ts_worker_fx *fx, unsigned tp, unsigned pcp, int lend_engine)
+{
+    ts_step_instance_init(&fx->in, ECT_ROLE_BOTH, 16, true);
+    fx->engine = NULL;
+    if (lend_engine) {
+        ect_copy_cpu_params_t cp = {.threads = 2};
+        CHECK_OK(ect_copy_engine_create_cpu(&cp, &fx->engine));
+    }
+    fx->w = ts_worker(&fx->in, tp, pcp, fx->engine);
+    fx->region = ts_region_join(&fx->in);
+    const ect_geometry_t *g = ect_region_geometry(fx->region);
+    memset(ect_region_block_ptr(fx->region, 0), TS_WORKER_POISON,
+           g->num_blocks * g->block_size_bytes);
+}
+
+void
+ts_worker_fx_close(struct ts_worker_fx *fx)
+{
+    ect_worker_destroy(fx->w);
+    ect_region_close(fx->region);
+    ect_copy_engine_destroy(fx->engine);
+    ts_check_gone(fx->in.path);
+}
+
+unsigned char *
+ts_worker_fx_block(struct ts_worker_fx *fx, uint64_t i)
+{
+    return ect_region_block_ptr(fx->region, i);
+}
+
+unsigned char *
+ts_payload(size_t n, unsigned seed)
+{
+    unsigned char *p = malloc(n ? n : 1);
+    CHECK(p != NULL);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)(i * 7 + seed * 13 + 1);
+    return p;
+}
+
+void
+ts_worker_bind(ect_worker_t *w, const ect_step_meta_t *m)
+{
+    size_t len;
+    void *bytes = ts_encode_meta(m, &len);
+    CHECK_OK(ect_worker_bind_metadata(w, bytes, len));
+    free(bytes);
+}
+
+ect_step_meta_t *
+ts_meta_new(void)
+{
+    ect_step_meta_t *m;
+    CHECK_OK(ect_step_meta_create(&m));
+    return m;
+}
+
+ect_step_report_t *
+ts_worker_land(ect_worker_t *w)
+{
+    CHECK_OK(ect_worker_wait(w));
+    ect_step_report_t *r = NULL;
+    CHECK_OK(ect_worker_take_report(w, &r));
+    return r;
+}
+
+size_t
+ts_report_count_saves(const ect_step_report_t *r, const char *key)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ect_step_report_n_saves(r); i++)
+        n += strcmp(ect_step_report_save(r, i), key) == 0;
+    return n;
+}
+
+size_t
+ts_report_count_failed(const ect_step_report_t *r, const char *key)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ect_step_report_n_failed_saves(r); i++)
+        n += strcmp(ect_step_report_failed_save(r, i), key) == 0;
+    return n;
+}
+
+size_t
+ts_report_count_loads(const ect_step_report_t *r, uint64_t tid)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ect_step_report_n_loads(r); i++)
+        n += ect_step_report_load(r, i) == tid;
+    return n;
+}
+
+ect_status_t
+ts_load_target_fn(void *user, const char *key, uint64_t n_tokens, size_t nbytes, void **dst_p)
+{
+    struct ts_load_target *t = user;
+    unsigned i = t->calls++;
+    if (t->fail_at == i + 1)
+        return ECT_ERR_NO_MEMORY;
+    CHECK(i < TS_MAX_LOADS);
+    snprintf(t->keys[i], sizeof(t->keys[i]), "%s", key);
+    t->tokens[i] = n_tokens;
+    t->nbytes[i] = nbytes;
+    t->bufs[i] = malloc(nbytes ? nbytes : 1);
+    CHECK(t->bufs[i] != NULL);
+    memset(t->bufs[i], 0, nbytes);
+    *dst_p = t->bufs[i];
+    return ECT_OK;
+}
+
+void
+ts_load_target_free(struct ts_load_target *t)
+{
+    for (unsigned i = 0; i < TS_MAX_LOADS; i++)
+        free(t->bufs[i]);
+}

@@ -1,6 +1,7 @@
 /*
  * Helpers shared by the step-protocol tests (tests/unit/test_scheduler.c,
- * tests/unit/test_worker.c, tests/integration/test_step_procs.c).
+ * tests/unit/test_worker.c and test_worker_reports.c,
+ * tests/integration/test_step_procs.c).
  *
  * Every instance is small and real: hidden 16 x float32 gives 64-byte
  * blocks (the seed's "16 x 64 B region"), the region is a real file in
@@ -107,5 +108,62 @@ ect_step_meta_t *ts_store(ect_scheduler_t *s, const char *key, uint64_t tokens);
 
 /* The same, dropping the metadata. */
 void ts_store_only(ect_scheduler_t *s, const char *key, uint64_t tokens);
+
+/* ---- a worker over a fresh instance (tests/unit/test_worker*.c) ---- */
+
+/* What every block of a worker fixture's region holds before a case runs. */
+#define TS_WORKER_POISON 0xEE
+
+struct ts_worker_fx {
+    struct ts_step_instance in;
+    ect_copy_engine_t *engine; /* lent to the worker, or NULL */
+    ect_worker_t *w;
+    ect_region_t *region; /* the test's own view of the region, poisoned */
+};
+
+/* A worker of rank (tp, pcp) over a fresh 16-block instance whose blocks
+ * are all TS_WORKER_POISON; lend_engine: give it a CPU engine of 2 threads
+ * that the test can hold (ect__copy_cpu_hold). */
+void ts_worker_fx_open(struct ts_worker_fx *fx, unsigned tp, unsigned pcp, int lend_engine);
+
+/* Destroy the worker, the region view and the engine; the region file
+ * must then go. */
+void ts_worker_fx_close(struct ts_worker_fx *fx);
+
+/* Block i of the fixture's region, as the test sees it. */
+unsigned char *ts_worker_fx_block(struct ts_worker_fx *fx, uint64_t i);
+
+/* n malloc'd bytes (at least 1) of a pattern of seed; the caller frees. */
+unsigned char *ts_payload(size_t n, unsigned seed);
+
+/* Bind m to w as encoded bytes, as a worker process receives it. */
+void ts_worker_bind(ect_worker_t *w, const ect_step_meta_t *m);
+
+/* Empty step metadata, for the caller to destroy. */
+ect_step_meta_t *ts_meta_new(void);
+
+/* Wait for every copy, then take the report (NULL if nothing finished). */
+ect_step_report_t *ts_worker_land(ect_worker_t *w);
+
+/* How often r lists key as saved, key as a failed save, tid as loaded. */
+size_t ts_report_count_saves(const ect_step_report_t *r, const char *key);
+size_t ts_report_count_failed(const ect_step_report_t *r, const char *key);
+size_t ts_report_count_loads(const ect_step_report_t *r, uint64_t tid);
+
+/* A load target (ect_worker_start_load) that records its calls: each gets
+ * a zeroed malloc'd buffer; call fail_at (1-based, 0 = none) fails. */
+#define TS_MAX_LOADS 8
+struct ts_load_target {
+    unsigned calls;
+    unsigned fail_at;
+    char keys[TS_MAX_LOADS][32];
+    uint64_t tokens[TS_MAX_LOADS];
+    size_t nbytes[TS_MAX_LOADS];
+    unsigned char *bufs[TS_MAX_LOADS];
+};
+ect_status_t ts_load_target_fn(void *user, const char *key, uint64_t n_tokens, size_t nbytes,
+                               void **dst_p);
+/* Free the buffers the target handed out. */
+void ts_load_target_free(struct ts_load_target *t);
 
 #endif /* ECT_TESTS_SUPPORT_STEP_H */
