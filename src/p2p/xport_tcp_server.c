@@ -79,8 +79,8 @@ conn_watch(struct worker *w, struct sconn *c, uint32_t events)
     if (c->watched == events)
         return;
     struct epoll_event ev = {.events = events, .data.ptr = c};
-    epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
-    c->watched = events;
+    if (epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+        c->watched = events;
 }
 
 /* End what the connection holds and free it (it is in no epoll set). */
