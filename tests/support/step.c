@@ -238,10 +238,8 @@ ts_worker_fx_block(struct ts_worker_fx *fx, uint64_t i)
 unsigned char *
 ts_payload(size_t n, unsigned seed)
 {
-    unsigned char *p = malloc(n ? n : 1);
-    CHECK(p != NULL);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (unsigned char)(i * 7 + seed * 13 + 1);
+    unsigned char *p = ts_xmalloc(n ? n : 1);
+    ts_fill_nonzero(p, n, seed);
     return p;
 }
 

@@ -133,7 +133,8 @@ void ts_worker_fx_close(struct ts_worker_fx *fx);
 /* Block i of the fixture's region, as the test sees it. */
 unsigned char *ts_worker_fx_block(struct ts_worker_fx *fx, uint64_t i);
 
-/* n malloc'd bytes (at least 1) of a pattern of seed; the caller frees. */
+/* n malloc'd bytes (at least 1 allocated) of seed's ts_fill_nonzero
+ * pattern; the caller frees. */
 unsigned char *ts_payload(size_t n, unsigned seed);
 
 /* Bind m to w as encoded bytes, as a worker process receives it. */
