@@ -35,15 +35,16 @@
  * churn (evict one, insert one) does not fill up with them.  A count that
  * reached 255 stays there (a lookup then reads on a little further).
  *
- * Tables of 2 MiB or more are mmap'd: the kernel zeroes their pages
- * lazily, keeping growth itself O(1) per operation, and they are advised as
- * huge pages so random lookups cost fewer TLB misses.
+ * Tables of 2 MiB or more are mapped (ect__map_huge): the kernel zeroes
+ * their pages lazily, keeping growth itself O(1) per operation, and they
+ * start on a huge page boundary, so that where the kernel gives huge pages
+ * every part of the table (the control words, at its end, included) is in
+ * them and random lookups cost fewer TLB misses.
  *
  * Locking: the cache's mutex; nothing here locks.
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "cache/cache_internal.h"
 #include "common/alloc.h"
@@ -86,10 +87,9 @@ table_alloc(struct ect__index_table *t, size_t size)
             return ECT_ERR_NO_MEMORY;
         memset(p, 0, bytes);
     } else {
-        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED)
+        p = ect__map_huge(bytes);
+        if (p == NULL)
             return ECT_ERR_NO_MEMORY;
-        (void)madvise(p, bytes, MADV_HUGEPAGE);
     }
     t->slots = p;
     t->ctrl = (struct ect__bucket_ctrl *)(t->slots + size);
@@ -105,7 +105,7 @@ table_free(struct ect__index_table *t)
         if (table_bytes(t->size) < MMAP_BYTES)
             ect__free(t->slots);
         else
-            munmap(t->slots, table_bytes(t->size));
+            ect__unmap_huge(t->slots, table_bytes(t->size));
     }
     memset(t, 0, sizeof(*t));
 }

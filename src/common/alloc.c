@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <cjson/cJSON.h>
 
@@ -118,6 +119,47 @@ ect__strndup(const char *s, size_t n)
 {
     INJECT();
     return counted(noted(strndup(s, n)));
+}
+
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+
+static size_t
+huge_length(size_t bytes)
+{
+    return (bytes + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1);
+}
+
+void *
+ect__map_huge(size_t bytes)
+{
+    INJECT();
+    if (bytes == 0 || bytes > SIZE_MAX / 2 - HUGE_PAGE_BYTES)
+        return noted(NULL);
+    /* Map a huge page more than asked, then give back what lies before the
+     * first 2 MiB boundary and after the length (both page-aligned). */
+    size_t len = huge_length(bytes);
+    char *m = mmap(NULL, len + HUGE_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (m == MAP_FAILED)
+        return noted(NULL);
+    char *start = m + ((HUGE_PAGE_BYTES - (uintptr_t)m % HUGE_PAGE_BYTES) % HUGE_PAGE_BYTES);
+    size_t head = (size_t)(start - m);
+    if (head > 0)
+        munmap(m, head);
+    munmap(start + len, HUGE_PAGE_BYTES - head);
+    (void)madvise(start, len, MADV_HUGEPAGE);
+    return counted(start);
+}
+
+void
+ect__unmap_huge(void *p, size_t bytes)
+{
+    if (p == NULL)
+        return;
+#if ECT_TEST_HOOKS
+    atomic_fetch_sub_explicit(&alloc_live, 1, memory_order_relaxed);
+#endif
+    munmap(p, huge_length(bytes));
 }
 
 int

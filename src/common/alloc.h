@@ -43,6 +43,19 @@ char *ect__strndup(const char *s, size_t n);
 /* NULL is a no-op. */
 void ect__free(void *ptr);
 
+/* bytes of zeroed anonymous memory that starts on a 2 MiB boundary and is
+ * advised as transparent huge pages (MADV_HUGEPAGE; a hint: where the
+ * kernel has none the memory still works in small pages).  Aligned here
+ * rather than left to the kernel, which aligns large anonymous mappings
+ * only since Linux 6.7: a 2 MiB chunk mapped anywhere else spans two huge
+ * page frames and gets neither.  The length is rounded up to a multiple of
+ * 2 MiB; only touched pages take memory.  NULL when out of memory, bytes
+ * is 0, or the size overflows (no message: the caller says what failed);
+ * counted and failable like the allocations above.  Back through
+ * ect__unmap_huge with the same bytes; NULL is a no-op there. */
+void *ect__map_huge(size_t bytes);
+void ect__unmap_huge(void *p, size_t bytes);
+
 /* Make *arr, an ect__realloc'able array of *cap elements of elem_size
  * bytes of which `used` are in use (used <= *cap), hold at least n more,
  * doubling its capacity (from 8) as often as needed.  Returns 0, or -1 when

@@ -1,12 +1,11 @@
 /*
  * Fixed-size object pool (see pool.h).  A chunk is a header followed by
  * objects; the header links the chunks for cleanup.  Small chunks come from
- * malloc; 2 MiB ones from mmap, advised as huge pages (the advice is a hint:
- * without transparent huge pages the chunk still works with small pages).
+ * malloc; 2 MiB ones are a huge page each where the kernel gives one
+ * (ect__map_huge), so a pool of a million objects costs few TLB misses.
  */
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "common/alloc.h"
 #include "common/error.h"
@@ -51,7 +50,7 @@ ect__pool_cleanup(struct ect__pool *p)
         p->chunks = c->next;
         UNPOISON(c, c->bytes);
         if (c->mapped)
-            munmap(c, c->bytes);
+            ect__unmap_huge(c, c->bytes);
         else
             ect__free(c);
     }
@@ -76,11 +75,9 @@ grow(struct ect__pool *p)
     int mapped = 0;
     if (bytes >= HUGE_CHUNK_BYTES) {
         bytes = HUGE_CHUNK_BYTES;
-        void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED)
+        c = ect__map_huge(bytes);
+        if (c == NULL)
             return -1;
-        (void)madvise(m, bytes, MADV_HUGEPAGE);
-        c = m;
         mapped = 1;
     } else {
         c = ect__malloc(bytes);

@@ -126,9 +126,43 @@ test_lookups_find_entries_in_both_tables_mid_rehash(void)
         free(e[i]);
 }
 
+static void
+test_tables_of_2_MiB_or_more_start_on_a_huge_page(void)
+{
+    /* Past 5 entries a bucket the table doubles; at 32768 buckets of 72
+     * bytes it is mapped, and its control words (at its end) must lie in
+     * huge pages as much as its pointer lines. */
+    struct ect__index ix;
+    CHECK_OK(ect__index_init(&ix));
+    enum { M = 90000 };
+    static struct ect__entry *e[M];
+    int saw_mapped = 0;
+    for (int i = 0; i < M; i++) {
+        e[i] = make_entry(i, (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull);
+        CHECK_OK(ect__index_reserve(&ix));
+        ect__index_insert(&ix, e[i]);
+        for (int t = 0; t < 2; t++) {
+            const struct ect__index_table *tab = &ix.tab[t];
+            if (tab->slots == NULL || tab->size * 72 < ((size_t)2 << 20))
+                continue;
+            saw_mapped = 1;
+            CHECK_MSG((uintptr_t)tab->slots % ((uintptr_t)2 << 20) == 0,
+                      "a table of %zu buckets at %p", tab->size, (void *)tab->slots);
+        }
+    }
+    CHECK(saw_mapped);
+    CHECK_OK(ect__index_check(&ix));
+    for (int i = 0; i < M; i += 997)
+        CHECK(find(&ix, e[i]) == e[i]);
+    ect__index_cleanup(&ix);
+    for (int i = 0; i < M; i++)
+        free(e[i]);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_one_home_bucket_overflows_grows_and_empties),
     ECT_CASE(test_lookups_find_entries_in_both_tables_mid_rehash),
+    ECT_CASE(test_tables_of_2_MiB_or_more_start_on_a_huge_page),
 };
 
 int

@@ -50,6 +50,8 @@ test_pool_grows_into_huge_chunks_with_distinct_objects(void)
     for (int i = 0; i < N; i++)
         CHECK_MSG(objs[i][0] == (unsigned char)i && objs[i][191] == (unsigned char)i,
                   "object %d overlaps another", i);
+    /* The newest chunk, first on the list, is a mapped one: a huge page. */
+    CHECK_EQ_U64((uintptr_t)p.chunks % ((uintptr_t)2 << 20), 0);
     for (int i = 0; i < N; i++)
         ect__pool_put(&p, objs[i]);
     CHECK_EQ_U64(p.n_free >= N, 1);
