@@ -42,9 +42,10 @@
 #   scripts/device-build.sh --build-only  configure and build only (needs no GPU)
 #
 # Environment: BUILD (build directory, default build-gpu), JOBS (default
-# nproc), OUT (if set, build.log, test-cuda.log, bench-cuda.log and
-# nvidia-smi.txt are written there too).  Exits non-zero if the build, a
-# test or the benchmark failed.
+# nproc), TARGET (with --build-only: build only this CMake target, e.g.
+# ectier_cli (the ectier tool), in a fraction of the time), OUT (if set, build.log, test-cuda.log,
+# bench-cuda.log and nvidia-smi.txt are written there too).  Exits non-zero
+# if the build, a test or the benchmark failed.
 set -euo pipefail
 
 build_only=0
@@ -60,6 +61,11 @@ case "${1:-}" in
     exit 2
     ;;
 esac
+
+if [ -n "${TARGET:-}" ] && [ "$build_only" -eq 0 ]; then
+    echo "device-build: TARGET is for --build-only (the tests need every target)" >&2
+    exit 2
+fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -149,7 +155,7 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
         -DCMAKE_BUILD_RPATH="$libdir" \
         -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags" \
         -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--disable-new-dtags"
-    cmake --build "$build" -j "$jobs"
+    cmake --build "$build" -j "$jobs" ${TARGET:+--target "$TARGET"}
 } 2>&1 | log build.log
 [ "$build_only" -eq 1 ] && exit 0
 
