@@ -43,9 +43,9 @@
 #
 # Environment: BUILD (build directory, default build-gpu), JOBS (default
 # nproc), TARGET (with --build-only: build only this CMake target, e.g.
-# ectier_cli (the ectier tool), in a fraction of the time), OUT (if set, build.log, test-cuda.log,
-# bench-cuda.log and nvidia-smi.txt are written there too).  Exits non-zero
-# if the build, a test or the benchmark failed.
+# ectier_cli, the ectier tool, in a fraction of the time), OUT (if set,
+# build.log, test-cuda.log, bench-cuda.log and nvidia-smi.txt are written
+# there too).  Exits non-zero if the build, a test or the benchmark failed.
 set -euo pipefail
 
 build_only=0
