@@ -59,11 +59,15 @@ shape() {
         set -- $pair
         tc -n "$1" qdisc del dev "$2" root 2>/dev/null || true
         if [ "$rate" != none ]; then
-            # A bucket small next to the entries, so neither side rides a
-            # burst after idling (it must still hold a timer tick's worth).
-            local burst=256kb
-            [ "$rate" = 10gbit ] && burst=1mb
-            tc -n "$1" qdisc add dev "$2" root tbf rate "$rate" burst "$burst" latency 50ms
+            # A bucket small next to the entries, so that a read after the
+            # link idled rides little of a burst: the ceiling's transfers go
+            # back to back and find the bucket empty.  128 KiB is still a
+            # few GSO segments, and with it the bare TCP ceiling reached
+            # 1.17-1.21 GB/s at 10 Gbit/s here; a 1 MiB bucket (this
+            # script's earlier choice) let a 1 MiB read pass at twice the
+            # rate (ratio 1.95).  What is left, 1/8 of a 1 MiB entry, can
+            # put a 1 MiB row up to ~1.14.
+            tc -n "$1" qdisc add dev "$2" root tbf rate "$rate" burst 128kb latency 50ms
         fi
     done
 }
@@ -97,7 +101,8 @@ echo "  producer and consumer in two network namespaces over a veth pair; fetch 
 echo "  XferReq to landed, one at a time, warm; read = its part from the ack to the bytes landed"
 echo "  (medians of 7), striped over up to $stripes connections; ceiling = the same bytes over bare"
 echo "  TCP on the same link, back to back over as many connections as the read's stripes"
-echo "  (ectier-tcp-link); the ratio is the read's bandwidth to the ceiling"
+echo "  (ectier-tcp-link); the ratio is the read's bandwidth to the ceiling; shaped: tbf with a"
+echo "  128 KiB bucket, which a read after idling starts with full (1 MiB rows up to ~1.14)"
 for rate in none 10gbit 1gbit; do
     shape "$rate"
     for mib in 1 8 32; do
