@@ -9,7 +9,8 @@
 #   scripts/device-bench.sh [BENCH...]   default: step xport copy cache session region
 #
 # Environment: DEADLINE (seconds for the whole script, default 560: a
-# device call may run 600), OUT (required: where every log goes; the
+# device call may run 600), BUILD (as device-build.sh's, default
+# build-gpu), OUT (required: where every log goes; the
 # device tool's $OUT).  A bench that the deadline would cut is skipped,
 # and times.txt says so.  Exits non-zero if the build, a GPU test or a
 # bench failed.
@@ -35,7 +36,8 @@ budget=$(($(left) - 30))
 [ "$budget" -ge 60 ] || { echo "device-bench: DEADLINE of $deadline s leaves no time to build" >&2; exit 2; }
 OUT=$OUT timeout "$budget" scripts/device-build.sh >"$OUT/device-build.out" 2>&1 || rc=1
 echo "device-build rc=$rc after $(($(date +%s) - start)) s" | tee -a "$OUT/times.txt"
-[ -x build-gpu/ectier ] || exit 1
+build=${BUILD:-build-gpu}
+[ -x "$build/ectier" ] || exit 1
 
 ucx=/tmp/device-bench-ucx
 for deb in .device/ucx/*.deb; do [ -f "$deb" ] && dpkg -x "$deb" "$ucx"; done
@@ -49,7 +51,7 @@ for b in "${benches[@]}"; do
     fi
     t0=$(date +%s)
     PATH=$ucx/usr/bin:$PATH LD_LIBRARY_PATH=$ucx/usr/lib/x86_64-linux-gnu \
-        timeout $((l - 15)) build-gpu/ectier bench "$b" >"$OUT/bench-$b.txt" 2>&1
+        timeout $((l - 15)) "$build/ectier" bench "$b" >"$OUT/bench-$b.txt" 2>&1
     brc=$?
     [ "$brc" -eq 0 ] || rc=1
     echo "bench $b rc=$brc in $(($(date +%s) - t0)) s" | tee -a "$OUT/times.txt"

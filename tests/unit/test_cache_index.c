@@ -143,7 +143,9 @@ test_tables_of_2_MiB_or_more_start_on_a_huge_page(void)
         ect__index_insert(&ix, e[i]);
         for (int t = 0; t < 2; t++) {
             const struct ect__index_table *tab = &ix.tab[t];
-            if (tab->slots == NULL || tab->size * 72 < ((size_t)2 << 20))
+            size_t bytes =
+                tab->size * (sizeof(struct ect__bucket_slots) + sizeof(struct ect__bucket_ctrl));
+            if (tab->slots == NULL || bytes < ((size_t)2 << 20))
                 continue;
             saw_mapped = 1;
             CHECK_MSG((uintptr_t)tab->slots % ((uintptr_t)2 << 20) == 0,
