@@ -109,16 +109,29 @@ unsigned ect__copy_cpu_copiers(unsigned threads);
  * The size of the pieces a batch of `total` bytes is cut into when
  * `copiers` threads may copy it at once (ect__copy_cpu_copiers) and a piece
  * may hold at most split_bytes: the whole batch when it is under 256 KiB
- * and fits split_bytes.  Otherwise two pieces a copier, but no fewer than
+ * and fits split_bytes.  Otherwise, with `woken` false (a copy thread is
+ * polling for the batch), two pieces a copier, but no fewer than
  * split_bytes allows and, where split_bytes leaves room, no more than
- * pieces of 128 KiB allow; past one round, a whole number of rounds of the
- * copiers where the pieces stay that big (rounding pieces up to whole
- * pages may take one off a count above 32).  Each piece but the last is this
- * size, a multiple of 4 KiB (so pieces of page-aligned ops stay
- * page-aligned; with a split_bytes that is no multiple of 4 KiB a piece may
- * exceed it by less than 4 KiB).  At least 1.  Thread safety: safe (pure).
+ * pieces of 128 KiB allow; with `woken` true (every copy thread must be
+ * woken for it, and starts tens of microseconds after the caller) and a
+ * batch under 4 MiB, eight pieces a copier within the same bounds but
+ * pieces of 64 KiB.  Past one round, a whole number of rounds of the
+ * copiers where the pieces stay that big (rounding pieces up to whole pages
+ * may take one off a count above 32, or above 16 with the finer cut).  Each
+ * piece but the last is this size, a multiple of 4 KiB (so pieces of
+ * page-aligned ops stay page-aligned; with a split_bytes that is no
+ * multiple of 4 KiB a piece may exceed it by less than 4 KiB).  At least 1.
+ * Thread safety: safe (pure).
+ *
+ * Why: on H100 hosts of 16 CPUs (3 copiers, woken threads starting 30-50
+ * us after submit) `ectier bench copy` with the finer cut, alternating
+ * with the coarse one (2 runs each, two sessions), loaded 1 MiB after the
+ * threads slept 1 ms at 0.83 / 0.88 of the no-polling ceiling instead of
+ * 0.74 / 0.80; saves, which copy faster, moved no more than rows whose code
+ * did not change; 8 MiB in 24 pieces instead of 9 came out 0.02-0.03
+ * lower, so batches from 4 MiB up keep the coarse cut (README: Performance).
  */
-size_t ect__copy_cpu_piece_bytes(size_t total, unsigned copiers, size_t split_bytes);
+size_t ect__copy_cpu_piece_bytes(size_t total, unsigned copiers, size_t split_bytes, bool woken);
 
 /*
  * How many times the engine has allocated memory since creation (batch

@@ -38,8 +38,19 @@ enum {
 #define DEFAULT_INLINE_MAX   ((size_t)16 << 20)
 /* Below this a batch is one piece: sharing it would cost more than it saves. */
 #define PARALLEL_MIN ((size_t)256 << 10)
-/* The smallest piece of a shared batch. */
-#define PIECE_MIN ((size_t)128 << 10)
+/* The smallest piece of a shared batch, and the pieces a copier, when a
+ * copy thread is polling for it (it starts within a microsecond). */
+#define PIECE_MIN       ((size_t)128 << 10)
+#define PIECES_A_COPIER 2
+/* The same when every copy thread must be woken for it: they start 20-45 us
+ * after submit on the GPU hosts (40-130 us on the VMs), by when the caller
+ * has copied a share alone; smaller pieces let the latecomers and the
+ * caller end together (see ect__copy_cpu_piece_bytes). */
+#define PIECE_MIN_WOKEN       ((size_t)64 << 10)
+#define PIECES_A_COPIER_WOKEN 8
+/* From this size up a late start is a small part of the copy, and the
+ * finer cut cost more than it won (ect__copy_cpu_piece_bytes). */
+#define WOKEN_CUT_MAX ((size_t)4 << 20)
 
 /* The two kernels the engine chooses between (the string move is memcpy
  * where rep movsb is not built). */
