@@ -186,11 +186,98 @@ test_an_engine_cuts_its_batches_as_the_function_says(void)
     free(dst);
 }
 
+/* Pieces copied by anyone (threads and waiters) between two stats. */
+static uint64_t
+pieces_between(const struct ect__copy_cpu_stats *a, const struct ect__copy_cpu_stats *b)
+{
+    return b->pieces_by_threads - a->pieces_by_threads + b->pieces_by_waiters -
+           a->pieces_by_waiters;
+}
+
+/* A batch queued behind another (a burst) gets the coarse cut: copiers
+ * that come free take its pieces as they come, so finer ones would only
+ * cost claims. */
+static void
+test_a_batch_behind_another_is_cut_coarse(void)
+{
+    ect_copy_cpu_params_t params = {.threads = 2};
+    ect_copy_engine_t *e = NULL;
+    CHECK_OK(ect_copy_engine_create_cpu(&params, &e));
+    unsigned char *src = ts_xmalloc(2 * MIB), *dst = calloc(1, 2 * MIB);
+    CHECK(dst != NULL);
+    ts_fill_nonzero(src, 2 * MIB, 11);
+    CHECK_OK(ect__copy_cpu_hold(e, true));
+    ect_copy_op_t ops[2] = {{dst, src, MIB}, {dst + MIB, src + MIB, MIB}};
+    ect_copy_batch_t first = {.dir = ECT_COPY_LOAD, .ops = &ops[0], .n_ops = 1};
+    ect_copy_batch_t second = {.dir = ECT_COPY_LOAD, .ops = &ops[1], .n_ops = 1};
+    uint64_t t1, t2;
+    CHECK_OK(ect_copy_engine_submit(e, &first, &t1));
+    CHECK_OK(ect_copy_engine_submit(e, &second, &t2));
+    struct ect__copy_cpu_stats before, after;
+    CHECK_OK(ect__copy_cpu_stats(e, &before));
+    CHECK_OK(ect__copy_cpu_help(e, t2)); /* only the second batch's pieces */
+    CHECK_OK(ect__copy_cpu_stats(e, &after));
+    unsigned copiers = ect__copy_cpu_copiers(2);
+    CHECK_EQ_U64(pieces_between(&before, &after),
+                 pieces_of(MIB, ect__copy_cpu_piece_bytes(MIB, copiers, MIB, false)));
+    CHECK_OK(ect__copy_cpu_stats(e, &before));
+    CHECK_OK(ect__copy_cpu_help(e, t1));
+    CHECK_OK(ect__copy_cpu_stats(e, &after));
+    CHECK_EQ_U64(pieces_between(&before, &after),
+                 pieces_of(MIB, ect__copy_cpu_piece_bytes(MIB, copiers, MIB, true)));
+    CHECK(memcmp(dst, src, 2 * MIB) == 0);
+    CHECK_OK(ect_copy_engine_query(e, t1));
+    CHECK_OK(ect_copy_engine_query(e, t2));
+    CHECK_OK(ect__copy_cpu_hold(e, false));
+    ect_copy_engine_destroy(e);
+    free(src);
+    free(dst);
+}
+
+/* A batch that finds a copy thread polling gets the coarse cut: that
+ * thread starts at once.  The threads copy an 8 MiB batch alone (the
+ * caller only queries), then poll for spin_us (100 ms here) for the next. */
+static void
+test_a_batch_a_thread_polls_for_is_cut_coarse(void)
+{
+    ect_copy_cpu_params_t params = {.threads = 2, .spin_us = 100000};
+    ect_copy_engine_t *e = NULL;
+    CHECK_OK(ect_copy_engine_create_cpu(&params, &e));
+    unsigned char *src = ts_xmalloc(8 * MIB), *dst = calloc(1, 8 * MIB);
+    CHECK(dst != NULL);
+    ts_fill_nonzero(src, 8 * MIB, 13);
+    ect_copy_op_t op = {dst, src, 8 * MIB};
+    ect_copy_batch_t big = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
+    uint64_t ticket;
+    CHECK_OK(ect_copy_engine_submit(e, &big, &ticket));
+    ect_status_t st;
+    while ((st = ect_copy_engine_query(e, ticket)) == ECT_ERR_BUSY)
+        ;
+    CHECK_OK(st);
+    struct ect__copy_cpu_stats before, after;
+    CHECK_OK(ect__copy_cpu_stats(e, &before));
+    CHECK(before.threads_asleep < before.threads); /* one polls */
+    ect_copy_op_t small = {dst, src + MIB, MIB};
+    ect_copy_batch_t batch = {.dir = ECT_COPY_LOAD, .ops = &small, .n_ops = 1};
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &ticket));
+    CHECK_OK(ect_copy_engine_wait(e, ticket));
+    CHECK_OK(ect__copy_cpu_stats(e, &after));
+    CHECK_EQ_U64(
+        pieces_between(&before, &after),
+        pieces_of(MIB, ect__copy_cpu_piece_bytes(MIB, ect__copy_cpu_copiers(2), MIB, false)));
+    CHECK(memcmp(dst, src + MIB, MIB) == 0);
+    ect_copy_engine_destroy(e);
+    free(src);
+    free(dst);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_a_mib_over_three_copiers_is_two_whole_rounds),
     ECT_CASE(test_a_batch_for_woken_threads_is_cut_finer),
     ECT_CASE(test_pieces_keep_their_bounds_over_a_sweep),
     ECT_CASE(test_an_engine_cuts_its_batches_as_the_function_says),
+    ECT_CASE(test_a_batch_behind_another_is_cut_coarse),
+    ECT_CASE(test_a_batch_a_thread_polls_for_is_cut_coarse),
 };
 
 int
