@@ -106,6 +106,16 @@ unsigned ect__copy_cpu_usable_cpus(void);
 unsigned ect__copy_cpu_copiers(unsigned threads);
 
 /*
+ * Whether the CPUs this process may run on outnumber the copiers of an
+ * engine of `threads` copy threads (ect__copy_cpu_copiers) by two, so that
+ * woken copy threads run beside the caller rather than on its CPU.  Where
+ * they do, waking them early pays (the consumer's prewake) and a batch they
+ * are woken for is cut finer (ect__copy_cpu_piece_bytes); on a 2-CPU VM
+ * neither paid.  Thread safety: safe.
+ */
+bool ect__copy_cpu_cpus_to_spare(unsigned threads);
+
+/*
  * The size of the pieces a batch of `total` bytes is cut into when
  * `copiers` threads may copy it at once (ect__copy_cpu_copiers) and a piece
  * may hold at most split_bytes: the whole batch when it is under 256 KiB

@@ -255,6 +255,12 @@ ect__copy_cpu_copiers(unsigned threads)
     return max_active_for(threads > 0 ? threads : DEFAULT_THREADS) + 1;
 }
 
+bool
+ect__copy_cpu_cpus_to_spare(unsigned threads)
+{
+    return ect__copy_cpu_usable_cpus() >= ect__copy_cpu_copiers(threads) + 2;
+}
+
 ect_status_t
 ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_t **engine_p)
 {
@@ -300,6 +306,7 @@ ect_copy_engine_create_cpu(const ect_copy_cpu_params_t *params, ect_copy_engine_
     e->spin_ns = (uint64_t)spin_us * 1000;
     e->max_active = max_active_for(threads);
     e->max_spinners = e->max_active;
+    e->fine_cut = ect__copy_cpu_cpus_to_spare(threads);
     e->next_ticket = 1;
     s = ect__tickets_init(&e->tickets, TABLE_MIN_CAP);
     if (s != ECT_OK)

@@ -110,6 +110,7 @@ struct cpu_engine {
     uint64_t spin_ns;
     unsigned max_spinners; /* copy threads that may poll for work at once */
     unsigned max_active;   /* copy threads woken for work at once */
+    bool fine_cut;         /* cut batches for woken threads finer (ect__copy_cpu_cpus_to_spare) */
     unsigned copiers;      /* copy threads copying a piece now */
     unsigned spinners;     /* copy threads polling for work now */
     unsigned sleepers;     /* copy threads waiting on work_cv */

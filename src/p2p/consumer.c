@@ -617,7 +617,7 @@ wake_session(void *ctl)
 static int
 prewake_pays(const ect_config_t *cfg)
 {
-    return ect__copy_cpu_usable_cpus() >= ect__copy_cpu_copiers(cfg->copy_threads) + 2;
+    return ect__copy_cpu_cpus_to_spare(cfg->copy_threads);
 }
 
 /* The config's `tcp_stripes`; 0: one per online CPU, 1 to

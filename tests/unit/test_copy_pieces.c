@@ -174,8 +174,11 @@ test_an_engine_cuts_its_batches_as_the_function_says(void)
     CHECK_OK(ect_copy_engine_submit(e, &batch, &ticket));
     CHECK_OK(ect__copy_cpu_help(e, ticket));
     CHECK_OK(ect__copy_cpu_stats(e, &after));
-    /* Held, no copy thread polls: the cut for woken threads. */
-    size_t chunk = ect__copy_cpu_piece_bytes(MIB, ect__copy_cpu_copiers(2), MIB, true);
+    /* Held, no copy thread polls: the cut for woken threads, where the
+     * CPUs leave them room (ect__copy_cpu_cpus_to_spare; not on a 2-CPU
+     * machine). */
+    size_t chunk = ect__copy_cpu_piece_bytes(MIB, ect__copy_cpu_copiers(2), MIB,
+                                             ect__copy_cpu_cpus_to_spare(2));
     CHECK_EQ_U64(after.pieces_by_waiters - before.pieces_by_waiters, pieces_of(MIB, chunk));
     CHECK_EQ_U64(after.pieces_by_threads, before.pieces_by_threads);
     CHECK(memcmp(dst, src, MIB) == 0);
@@ -192,6 +195,20 @@ pieces_between(const struct ect__copy_cpu_stats *a, const struct ect__copy_cpu_s
 {
     return b->pieces_by_threads - a->pieces_by_threads + b->pieces_by_waiters -
            a->pieces_by_waiters;
+}
+
+/* Which machines cut batches for woken threads finer: those whose CPUs
+ * outnumber the copiers by two, the same rule as the consumer's prewake. */
+static void
+test_the_finer_cut_needs_cpus_to_spare(void)
+{
+    unsigned cpus = ect__copy_cpu_usable_cpus();
+    CHECK(ect__copy_cpu_cpus_to_spare(2) == (cpus >= ect__copy_cpu_copiers(2) + 2));
+    /* Two copy threads on 2 CPUs: one woken at once plus the caller fill them. */
+    if (cpus <= 3)
+        CHECK(!ect__copy_cpu_cpus_to_spare(2));
+    if (cpus >= 5)
+        CHECK(ect__copy_cpu_cpus_to_spare(2));
 }
 
 /* A batch queued behind another (a burst) gets the coarse cut: copiers
@@ -224,7 +241,8 @@ test_a_batch_behind_another_is_cut_coarse(void)
     CHECK_OK(ect__copy_cpu_help(e, t1));
     CHECK_OK(ect__copy_cpu_stats(e, &after));
     CHECK_EQ_U64(pieces_between(&before, &after),
-                 pieces_of(MIB, ect__copy_cpu_piece_bytes(MIB, copiers, MIB, true)));
+                 pieces_of(MIB, ect__copy_cpu_piece_bytes(MIB, copiers, MIB,
+                                                          ect__copy_cpu_cpus_to_spare(2))));
     CHECK(memcmp(dst, src, 2 * MIB) == 0);
     CHECK_OK(ect_copy_engine_query(e, t1));
     CHECK_OK(ect_copy_engine_query(e, t2));
@@ -276,6 +294,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_a_batch_for_woken_threads_is_cut_finer),
     ECT_CASE(test_pieces_keep_their_bounds_over_a_sweep),
     ECT_CASE(test_an_engine_cuts_its_batches_as_the_function_says),
+    ECT_CASE(test_the_finer_cut_needs_cpus_to_spare),
     ECT_CASE(test_a_batch_behind_another_is_cut_coarse),
     ECT_CASE(test_a_batch_a_thread_polls_for_is_cut_coarse),
 };
