@@ -10,12 +10,12 @@
  * form one stream (its ops end to end), cut into pieces of `chunk` bytes
  * that copiers claim one at a time: a batch of at least PARALLEL_MIN bytes
  * is cut into about two pieces per copier that can run at once (the copy
- * threads that may run, plus the caller) when a copy thread is polling for
- * it, and about eight when every copy thread must be woken (they start tens
- * of microseconds late, and smaller pieces let them and the caller end
- * together), at most split_bytes each and a whole number of rounds of the
- * copiers where it can be (ect__copy_cpu_piece_bytes), so that whoever is
- * awake shares the work and nobody is left with a long tail.
+ * threads that may run, plus the caller), and, on a host with CPUs to spare,
+ * about eight for a batch under 4 MiB for which every copy thread must be
+ * woken (they start tens of microseconds late, and smaller pieces let them
+ * and the caller end together), at most split_bytes each and a whole number
+ * of rounds of the copiers where it can be (ect__copy_cpu_piece_bytes), so
+ * that whoever is awake shares the work and nobody is left with a long tail.
  *
  * Where the time of a small step goes on a VM is the hand-off, not the copy:
  * a sleeping thread takes 5-30 us to wake, about as long as copying 1 MiB.

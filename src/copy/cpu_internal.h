@@ -42,10 +42,11 @@ enum {
  * copy thread is polling for it (it starts within a microsecond). */
 #define PIECE_MIN       ((size_t)128 << 10)
 #define PIECES_A_COPIER 2
-/* The same when every copy thread must be woken for it: they start 20-45 us
- * after submit on the GPU hosts (40-130 us on the VMs), by when the caller
- * has copied a share alone; smaller pieces let the latecomers and the
- * caller end together (see ect__copy_cpu_piece_bytes). */
+/* The same when every copy thread must be woken for it on a host with CPUs
+ * to spare (struct cpu_engine's fine_cut): they start 30-50 us after submit
+ * on the GPU hosts, by when the caller has copied a share alone; smaller
+ * pieces let the latecomers and the caller end together (see
+ * ect__copy_cpu_piece_bytes). */
 #define PIECE_MIN_WOKEN       ((size_t)64 << 10)
 #define PIECES_A_COPIER_WOKEN 8
 /* From this size up a late start is a small part of the copy, and the
