@@ -21,7 +21,7 @@ field_json(const struct ect__setting *row, const ect_config_t *cfg)
     case ECT_SETTING_SIZE: {
         uint64_t v;
         memcpy(&v, f, sizeof(v));
-        return cJSON_CreateNumber((double)v);
+        return ect__json_uint_new(v);
     }
     case ECT_SETTING_BOOL: {
         bool v;

@@ -271,12 +271,12 @@ void
 ect__engine_geometry_members(const ect__engine_t *e, cJSON *obj)
 {
     const ect_geometry_t *g = &e->geom;
-    cJSON_AddNumberToObject(obj, "hidden_dim", (double)g->hidden_dim);
+    ect__json_put_uint(obj, "hidden_dim", g->hidden_dim);
     cJSON_AddStringToObject(obj, "dtype", ect_dtype_torch_name(g->dtype));
     cJSON_AddNumberToObject(obj, "element_size", (double)ect_dtype_size(g->dtype));
-    cJSON_AddNumberToObject(obj, "block_size_bytes", (double)g->block_size_bytes);
-    cJSON_AddNumberToObject(obj, "num_blocks", (double)g->num_blocks);
-    cJSON_AddNumberToObject(obj, "cpu_bytes", (double)e->cfg.cpu_bytes);
+    ect__json_put_uint(obj, "block_size_bytes", g->block_size_bytes);
+    ect__json_put_uint(obj, "num_blocks", g->num_blocks);
+    ect__json_put_uint(obj, "cpu_bytes", e->cfg.cpu_bytes);
     cJSON_AddStringToObject(obj, "hidden_dim_source", e->hidden_dim_source);
     cJSON_AddStringToObject(obj, "dtype_source", e->dtype_source);
     cJSON_AddStringToObject(obj, "model_type", e->model_type);

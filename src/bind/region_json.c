@@ -47,7 +47,7 @@ ect__region_info_json(const ect_region_info_t *i)
     cJSON_AddStringToObject(o, "kind", ect__region_kind_str(i->kind));
     if (i->problem[0])
         cJSON_AddStringToObject(o, "problem", i->problem);
-    cJSON_AddNumberToObject(o, "file_size", (double)i->file_size);
+    ect__json_put_uint(o, "file_size", i->file_size);
     cJSON_AddNumberToObject(o, "age_s", i->age_s);
     cJSON_AddNumberToObject(o, "holders", i->n_holders);
     ect__json_put(o, "holder_pids", pid_array(i->n_holders, i->holder_pids));
@@ -60,7 +60,7 @@ ect__region_info_json(const ect_region_info_t *i)
     cJSON_AddBoolToObject(o, "gc_eligible", i->gc_eligible);
     if (i->kind == ECT_REGION_FILE_REGION) {
         cJSON_AddNumberToObject(o, "layout_version", i->layout_version);
-        cJSON_AddNumberToObject(o, "hidden_dim", (double)i->hidden_dim);
+        ect__json_put_uint(o, "hidden_dim", i->hidden_dim);
         cJSON_AddNumberToObject(o, "dtype_code", i->dtype_code);
         const char *dtype = ect_dtype_name((ect_dtype_t)i->dtype_code);
         if (dtype != NULL)
@@ -68,11 +68,11 @@ ect__region_info_json(const ect_region_info_t *i)
         else
             cJSON_AddNullToObject(o, "dtype");
         cJSON_AddNumberToObject(o, "element_size", i->element_size);
-        cJSON_AddNumberToObject(o, "block_size_bytes", (double)i->block_size_bytes);
-        cJSON_AddNumberToObject(o, "num_blocks", (double)i->num_blocks);
-        cJSON_AddNumberToObject(o, "data_offset", (double)i->data_offset);
+        ect__json_put_uint(o, "block_size_bytes", i->block_size_bytes);
+        ect__json_put_uint(o, "num_blocks", i->num_blocks);
+        ect__json_put_uint(o, "data_offset", i->data_offset);
         cJSON_AddNumberToObject(o, "creator_pid", i->creator_pid);
-        cJSON_AddNumberToObject(o, "created_unix_ns", (double)i->created_unix_ns);
+        ect__json_put_uint(o, "created_unix_ns", i->created_unix_ns);
         cJSON_AddStringToObject(o, "instance_id", i->instance_id);
     }
     return o;

@@ -43,8 +43,8 @@ items_json(const ect_step_meta_t *meta, int loads)
         }
         cJSON_AddStringToObject(o, "key", it->key);
         if (loads)
-            cJSON_AddNumberToObject(o, "transfer_id", (double)it->transfer_id);
-        cJSON_AddNumberToObject(o, "n_blocks", (double)it->n_blocks);
+            ect__json_put_uint(o, "transfer_id", it->transfer_id);
+        ect__json_put_uint(o, "n_blocks", it->n_blocks);
         ect__json_put(o, "runs", runs_json(it));
         cJSON_AddItemToArray(arr, o);
     }
@@ -120,15 +120,15 @@ ect_step_report_json(const void *bytes, size_t len, char **json_p)
     ect__json_put(root, "failed_saves",
                   keys_json(r, ect_step_report_n_failed_saves(r), ect_step_report_failed_save));
     for (size_t i = 0; i < ect_step_report_n_loads(r); i++)
-        cJSON_AddItemToArray(loads, cJSON_CreateNumber((double)ect_step_report_load(r, i)));
+        ect__json_put(loads, NULL, ect__json_uint_new(ect_step_report_load(r, i)));
     ect__json_put(root, "loads", loads);
     const ect_step_copy_stats_t *cs = ect_step_report_stats(r);
-    cJSON_AddNumberToObject(stats, "save_bytes", (double)cs->save_bytes);
-    cJSON_AddNumberToObject(stats, "save_ns", (double)cs->save_ns);
-    cJSON_AddNumberToObject(stats, "save_batches", (double)cs->save_batches);
-    cJSON_AddNumberToObject(stats, "load_bytes", (double)cs->load_bytes);
-    cJSON_AddNumberToObject(stats, "load_ns", (double)cs->load_ns);
-    cJSON_AddNumberToObject(stats, "load_batches", (double)cs->load_batches);
+    ect__json_put_uint(stats, "save_bytes", cs->save_bytes);
+    ect__json_put_uint(stats, "save_ns", cs->save_ns);
+    ect__json_put_uint(stats, "save_batches", cs->save_batches);
+    ect__json_put_uint(stats, "load_bytes", cs->load_bytes);
+    ect__json_put_uint(stats, "load_ns", cs->load_ns);
+    ect__json_put_uint(stats, "load_batches", cs->load_batches);
     ect__json_put(root, "stats", stats);
     ect_step_report_destroy(r);
     return ect__bind_hand_over(root, mark, "worker report json", json_p);

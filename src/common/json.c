@@ -3,8 +3,10 @@
  * before cJSON, the parse, duplicate keys and exact integers.
  */
 #include <ctype.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -176,6 +178,20 @@ ect__json_put(cJSON *obj, const char *key, cJSON *item)
         return true;
     cJSON_Delete(item);
     return false;
+}
+
+cJSON *
+ect__json_uint_new(uint64_t v)
+{
+    char text[24];
+    snprintf(text, sizeof(text), "%" PRIu64, v);
+    return cJSON_CreateRaw(text);
+}
+
+bool
+ect__json_put_uint(cJSON *obj, const char *key, uint64_t v)
+{
+    return ect__json_put(obj, key, ect__json_uint_new(v));
 }
 
 int

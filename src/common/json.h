@@ -45,6 +45,19 @@ ect_status_t ect__json_check_keys(const char *what, const cJSON *obj, const char
  * Returns true when added. */
 bool ect__json_put(cJSON *obj, const char *key, cJSON *item);
 
+/* A JSON number that prints as the exact decimal integer v (a raw item:
+ * for printing, not for reading back with cJSON's number accessors), or
+ * NULL when out of memory.  cJSON's own numbers print at 15 significant
+ * digits wherever that reads back within a relative 2.2e-16, which turns
+ * integers above 2^51 into their neighbours (9007199254704869 prints as
+ * 9.00719925470487e+15) and those above 10^15 into exponent notation that
+ * readers take for a float; every 64-bit integer the library prints
+ * (sizes, counters, nanosecond clocks) goes through here. */
+cJSON *ect__json_uint_new(uint64_t v);
+
+/* Add ect__json_uint_new(v) to obj under key (ect__json_put's rules). */
+bool ect__json_put_uint(cJSON *obj, const char *key, uint64_t v);
+
 /* An integer JSON number in lo..hi (both at most 2^53, where every integer
  * is exact in a double): 0 and *v_p set, else -1. */
 int ect__json_uint(const cJSON *item, uint64_t lo, uint64_t hi, uint64_t *v_p);

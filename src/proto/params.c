@@ -65,7 +65,7 @@ ect__params_encode(const ect_params_item_t *items, size_t n, char **json_p)
         if (ok && it->served)
             ok = cJSON_AddStringToObject(item, "peer_host", it->peer_host) != NULL &&
                  cJSON_AddNumberToObject(item, "peer_port", it->peer_port) != NULL &&
-                 cJSON_AddNumberToObject(item, "size_bytes", (double)it->size_bytes) != NULL;
+                 ect__json_put_uint(item, "size_bytes", it->size_bytes);
         if (ok)
             ok = ect__json_put(root, it->mm_hash, item);
         else

@@ -7,6 +7,10 @@
  * the dtype's name).
  */
 #include <cjson/cJSON.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "support/cli.h"
@@ -161,6 +165,20 @@ test_inspect_names_the_dtype_and_prints_sizes_in_units(void)
     CHECK_EQ_U64(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "num_blocks")), BLOCKS);
     CHECK_EQ_U64(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "file_size")), st.st_size);
     cJSON_Delete(doc);
+    /* A nanosecond clock (above 2^53) prints as the exact integer, not as
+     * a rounded float in exponent notation. */
+    const char *at = strstr(r.out, "\"created_unix_ns\":");
+    CHECK_MSG(at != NULL, "%s", r.out);
+    at += strlen("\"created_unix_ns\":");
+    at += strspn(at, " \t");
+    size_t digits = strspn(at, "0123456789");
+    CHECK_MSG(digits >= 19 && at[digits] != '\0' && strchr(",}\n", at[digits]) != NULL, "%.40s",
+              at);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    uint64_t created = strtoull(at, NULL, 10);
+    CHECK(created <= now_ns && now_ns - created < 600ull * 1000000000u);
     ts_cli_run_free(&r);
 
     ect_scheduler_destroy(s);

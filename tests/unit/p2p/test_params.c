@@ -4,6 +4,7 @@
  * not JSON, not an object, a duplicate or over-long key; an announcement of
  * the wrong shape fails only the lookup of its own hash, naming the field.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +55,32 @@ test_encoded_items_decode_to_the_same_fields(void)
     CHECK_OK(ect__params_encode(NULL, 0, &json));
     CHECK_STR_EQ(json, "{}");
     free(json);
+}
+
+/* Sizes up to 2^53 - 1 come back exactly: cJSON's own number printing
+ * rounds integers above 2^51 to 15 digits (the fuzzer found
+ * 9007199254704869 coming back as 9007199254704870). */
+static void
+test_sizes_up_to_two_to_the_53_come_back_exactly(void)
+{
+    static const uint64_t sizes[] = {(1ull << 51) + 1, 9007199254704869ull, 1000000000000001ull,
+                                     (1ull << 53) - 1};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        ect_params_item_t item = {
+            .mm_hash = "h", .served = 1, .peer_host = "h", .peer_port = 8, .size_bytes = sizes[i]};
+        char *json = NULL;
+        CHECK_OK(ect__params_encode(&item, 1, &json));
+        char want[64];
+        snprintf(want, sizeof(want), "\"size_bytes\":%llu}", (unsigned long long)sizes[i]);
+        CHECK_CONTAINS(json, want);
+        ect_params_t *p = NULL;
+        CHECK_OK(ect__params_decode(json, &p));
+        ect_params_item_t back;
+        CHECK_OK(ect__params_find(p, "h", &back));
+        CHECK_EQ_U64(back.size_bytes, sizes[i]);
+        ect__params_destroy(p);
+        free(json);
+    }
 }
 
 static void
@@ -156,6 +183,7 @@ test_an_announcement_of_the_wrong_shape_fails_only_its_own_lookup(void)
 
 static const struct ect_test_case test_cases[] = {
     ECT_CASE(test_encoded_items_decode_to_the_same_fields),
+    ECT_CASE(test_sizes_up_to_two_to_the_53_come_back_exactly),
     ECT_CASE(test_encode_refuses_items_it_cannot_announce),
     ECT_CASE(test_decode_refuses_what_is_not_one_object_with_unique_short_keys),
     ECT_CASE(test_an_announcement_of_the_wrong_shape_fails_only_its_own_lookup),
