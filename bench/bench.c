@@ -124,6 +124,7 @@ ect_bench_figure(const ect_bench_fig_t *fig)
     int have_ceiling = fig->ceiling > 0;
     double ratio = have_ceiling ? fig->value / fig->ceiling : 0.0;
     int have_target = fig->target > 0 && have_ceiling;
+    int met = fig->lower_is_better ? ratio <= fig->target : ratio >= fig->target;
     keep_for_plot(fig);
     if (out.json != NULL) {
         FILE *f = out.json;
@@ -143,10 +144,8 @@ ect_bench_figure(const ect_bench_fig_t *fig)
         json_number(f, ratio, have_ceiling);
         fputs(", \"target\": ", f);
         json_number(f, fig->target, have_target);
-        fprintf(f, ", \"met\": %s",
-                !have_target           ? "null"
-                : ratio >= fig->target ? "true"
-                                       : "false");
+        fprintf(f, ", \"better\": \"%s\"", fig->lower_is_better ? "lower" : "higher");
+        fprintf(f, ", \"met\": %s", !have_target ? "null" : met ? "true" : "false");
         fputs(", \"bytes\": ", f);
         if (fig->bytes > 0)
             fprintf(f, "%.0f", fig->bytes);
@@ -162,7 +161,8 @@ ect_bench_figure(const ect_bench_fig_t *fig)
     if (have_ceiling)
         printf(" ceiling %10.3f %-6s ratio %5.2f", fig->ceiling, fig->unit, ratio);
     if (have_target)
-        printf("  (target %.2f%s)", fig->target, ratio >= fig->target ? "" : ", MISSED");
+        printf("  (target %s%.2f%s)", fig->lower_is_better ? "<= " : "", fig->target,
+               met ? "" : ", MISSED");
     if (have_ceiling && fig->ceiling_is != NULL)
         printf("  [%s]", fig->ceiling_is);
     printf("\n");
@@ -441,7 +441,8 @@ ect_bench_warm(const void *p, size_t len)
 /* `--selftest`: a fixed set of figures through the same output path (text,
  * --json, --plot), measuring nothing, so tests can check the output's shape
  * without running a benchmark.  Covers: no ceiling, a met and a missed
- * target, a name that needs JSON escaping, two series with sizes. */
+ * target, a target the ratio must stay under, a name that needs JSON
+ * escaping, two series with sizes. */
 static int
 selftest(int argc, char **argv)
 {
@@ -450,6 +451,12 @@ selftest(int argc, char **argv)
     printf("  fixed figures for tests; nothing is measured\n");
     ect_bench_row("no ceiling", 2.5, 0, "us", 0);
     ect_bench_row("quote \" backslash \\ tab \t", 1, 2, "GB/s", 0);
+    ect_bench_figure(&(ect_bench_fig_t){.name = "a round trip, lower is better",
+                                        .value = 12,
+                                        .unit = "us",
+                                        .ceiling = 10,
+                                        .target = 1.3,
+                                        .lower_is_better = 1});
     static const double mib[] = {1, 8, 32};
     for (int s = 0; s < 2; s++) {
         for (int i = 0; i < 3; i++) {

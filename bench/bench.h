@@ -58,15 +58,19 @@ typedef struct ect_bench_fig {
     const char *unit;       /* "GB/s", "Mop/s", "us", ... */
     double ceiling;         /* in unit; <= 0: none */
     const char *ceiling_is; /* what the ceiling was, e.g. "NT stores, 2 threads"; may be NULL */
-    double target;          /* the ratio value/ceiling must reach; <= 0: none */
+    double target;          /* the ratio value/ceiling must reach (at most, with
+                             * lower_is_better); <= 0: none */
+    int lower_is_better;    /* a time or a cost: the ratio must stay at or below target */
     double bytes;           /* entry size it was measured at (x axis of --plot); 0: none */
     const char *series;     /* the chart line it belongs to, e.g. "save, 1 run"; NULL: name */
 } ect_bench_fig_t;
 
 /* Report one figure: a text row "<name> <value> <unit> ceiling <c> ratio <r>
- * (target <t>[, MISSED])", or under --json one object on stdout:
+ * (target [<= ]<t>[, MISSED])", or under --json one object on stdout:
  * {"bench", "name", "value", "unit", "ceiling", "ceiling_is", "ratio",
- *  "target", "met", "bytes", "series"} (null where a field does not apply).
+ *  "target", "better", "met", "bytes", "series"} (null where a field does
+ * not apply; "better" is "higher" or "lower", and says which side of the
+ * target "met" is on).
  * fig and its strings are borrowed; under --plot it is copied. */
 void ect_bench_figure(const ect_bench_fig_t *fig);
 

@@ -101,6 +101,11 @@ test_json_is_one_well_formed_object_per_figure(void)
         check_string(o, "ceiling_is", 1);
         check_number(o, "ratio", 1);
         check_number(o, "target", 1);
+        check_string(o, "better", 0);
+        const char *better = cJSON_GetObjectItem(o, "better")->valuestring;
+        CHECK_MSG(strcmp(better, "higher") == 0 || strcmp(better, "lower") == 0, "better: %s",
+                  better);
+        int lower = strcmp(better, "lower") == 0;
         check_number(o, "bytes", 1);
         check_string(o, "series", 1);
         const cJSON *c = cJSON_GetObjectItem(o, "ceiling"),
@@ -114,22 +119,42 @@ test_json_is_one_well_formed_object_per_figure(void)
             CHECK_MSG(ratio->valuedouble > want * 0.999 && ratio->valuedouble < want * 1.001,
                       "ratio %g, value/ceiling %g", ratio->valuedouble, want);
         }
-        /* met says whether ratio reached target, and is null without one. */
+        /* met says whether ratio reached target (stayed at or under it,
+         * where lower is better), and is null without one. */
         if (cJSON_IsNull(target)) {
             CHECK(cJSON_IsNull(m));
         } else {
             CHECK(cJSON_IsBool(m));
-            CHECK(cJSON_IsTrue(m) == (ratio->valuedouble >= target->valuedouble));
+            CHECK(cJSON_IsTrue(m) == (lower ? ratio->valuedouble <= target->valuedouble
+                                            : ratio->valuedouble >= target->valuedouble));
             met += cJSON_IsTrue(m);
             missed += cJSON_IsFalse(m);
         }
         sized += cJSON_IsNumber(cJSON_GetObjectItem(o, "bytes"));
         cJSON_Delete(o);
     }
-    CHECK_EQ_U64(lines, 8);
-    CHECK_EQ_U64(met, 1);
+    CHECK_EQ_U64(lines, 9);
+    CHECK_EQ_U64(met, 2); /* one of them: 12 us against 10, at most 1.3 */
     CHECK_EQ_U64(missed, 5);
     CHECK_EQ_U64(sized, 6);
+    result_free(&r);
+}
+
+/* A text row says which way its target points and whether it was met. */
+static void
+test_text_rows_say_which_way_a_target_points(void)
+{
+    struct result r = run_bench((const char *const[]){"--selftest", NULL}, NULL);
+    CHECK_EQ_INT(r.status, 0);
+    const char *row = strstr(r.out, "a round trip, lower is better");
+    CHECK_MSG(row != NULL, "%s", r.out);
+    const char *end = strchr(row, '\n');
+    CHECK(end != NULL);
+    char line[256];
+    snprintf(line, sizeof(line), "%.*s", (int)(end - row), row);
+    CHECK_CONTAINS(line, "ratio  1.20  (target <= 1.30)");
+    CHECK(strstr(line, "MISSED") == NULL);
+    CHECK_CONTAINS(r.out, "(target 0.90, MISSED)");
     result_free(&r);
 }
 
@@ -258,6 +283,7 @@ test_usage_errors(void)
 
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_json_is_one_well_formed_object_per_figure),
+    ECT_CASE(test_text_rows_say_which_way_a_target_points),
     ECT_CASE(test_json_escapes_names),
     ECT_CASE(test_plot_without_gnuplot_says_so_and_keeps_the_data),
     ECT_CASE(test_plot_with_gnuplot_draws_a_png),
