@@ -283,11 +283,20 @@ ect_bench_control(int argc, char **argv)
                msg.len, ROUNDS, TIMED, WARMUP, cpu_server, cpu_client);
         printf("  ceiling: bare ZeroMQ DEALER/ROUTER echo in the same run; ratio = ours / bare, "
                "lower is better\n");
-        ect_bench_row("round trip median, ectier vs bare", med[0], med[1], "us", 0);
-        ect_bench_row("round trip p99, ectier vs bare", p99[0], p99[1], "us", 0);
-        double rm = med[0] / med[1], rp = p99[0] / p99[1];
-        printf("  target: ratio <= %.2f: median %.2f %s, p99 %.2f %s\n", TARGET_RATIO, rm,
-               rm <= TARGET_RATIO ? "met" : "MISSED", rp, rp <= TARGET_RATIO ? "met" : "MISSED");
+        ect_bench_figure(&(ect_bench_fig_t){.name = "round trip median, ectier vs bare",
+                                            .value = med[0],
+                                            .unit = "us",
+                                            .ceiling = med[1],
+                                            .ceiling_is = "bare ZeroMQ echo, median",
+                                            .target = TARGET_RATIO,
+                                            .lower_is_better = 1});
+        ect_bench_figure(&(ect_bench_fig_t){.name = "round trip p99, ectier vs bare",
+                                            .value = p99[0],
+                                            .unit = "us",
+                                            .ceiling = p99[1],
+                                            .ceiling_is = "bare ZeroMQ echo, p99",
+                                            .target = TARGET_RATIO,
+                                            .lower_is_better = 1});
     }
     free(samples[0]);
     free(samples[1]);
