@@ -85,17 +85,19 @@ cmp_names(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Top-level keys: at most ECT_KEY_MAX bytes, none twice.  (Any number of
- * them: a request may have many media items.) */
+/* Top-level keys: 1 .. ECT_KEY_MAX bytes (an mm_hash, as the encoder
+ * takes), none twice.  (Any number of them: a request may have many media
+ * items.) */
 static ect_status_t
 check_top_keys(const cJSON *root)
 {
     size_t n = 0;
     for (const cJSON *e = root->child; e != NULL; e = e->next) {
-        if (strlen(e->string) > ECT_KEY_MAX)
+        size_t len = strlen(e->string);
+        if (len == 0 || len > ECT_KEY_MAX)
             return ect__error(ECT_ERR_PARSE,
-                              "ec_transfer_params: a key of %zu bytes (an mm_hash is at most %u)",
-                              strlen(e->string), ECT_KEY_MAX);
+                              "ec_transfer_params: a key of %zu bytes (an mm_hash is 1 .. %u)", len,
+                              ECT_KEY_MAX);
         n++;
     }
     if (n < 2)

@@ -12,7 +12,8 @@
  * address and size) or neither (only metadata: the producer cannot serve
  * it; the consumer encodes it itself).  Decoding is strict: the text goes
  * through common/json.c's checks (UTF-8, no NUL, nesting, numbers, one
- * value), keys are unique, hashes at most ECT_KEY_MAX bytes.
+ * value), keys are unique, hashes 1 .. ECT_KEY_MAX bytes (what the encoder
+ * takes, so whatever decodes re-encodes).
  *
  * Pure functions; a decoded value is immutable and may be read from any
  * thread.

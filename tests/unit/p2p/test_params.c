@@ -112,6 +112,9 @@ test_decode_refuses_what_is_not_one_object_with_unique_short_keys(void)
         "{\"\\u0000\": {}}",
         "{\"a\": \"\xff\"}",
         "{\"a\": 0123}",
+        "{\"\": {}}", /* no mm_hash is empty (the encoder refuses one) */
+        "{\"a\": {}, \"\": {\"metadata\": {}, \"peer_host\": \"h\", \"peer_port\": 1, "
+        "\"size_bytes\": 1}}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ect_params_t *p = (ect_params_t *)(uintptr_t)1;
@@ -130,7 +133,7 @@ test_decode_refuses_what_is_not_one_object_with_unique_short_keys(void)
     strcpy(json + 3 + ECT_KEY_MAX, "\": {}}");
     ect_params_t *p = NULL;
     CHECK_STATUS(ect__params_decode(json, &p), ECT_ERR_PARSE);
-    CHECK_CONTAINS(ect_last_error(), "at most 1024");
+    CHECK_CONTAINS(ect_last_error(), "a key of 1025 bytes (an mm_hash is 1 .. 1024)");
     free(json);
     /* Many items are fine (a request may carry hundreds of images). */
     char *many = malloc(1000 * 24 + 8);
