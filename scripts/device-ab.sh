@@ -6,17 +6,22 @@
 # ceiling from run to run, and the GPU hosts differ from each other by more
 # than most changes do, so builds are only compared within one call.
 #
-#   scripts/device-ab.sh REV BENCH[:RUNS]...   e.g. device-ab.sh HEAD~3 step:2 copy:2
+#   scripts/device-ab.sh --base REV           here: put REV's tree in .device/ab-base
+#   scripts/device-ab.sh BENCH[:RUNS]...      there: e.g. step:2 copy:2 (RUNS default 2)
 #
-# REV is any git revision (the base: "base" in the tables; the working
-# tree is "new").  Carry .device/debs (and .device/ucx, for `bench
-# xport`'s ucx_perftest rows), as for scripts/device-build.sh, which both
-# builds use (TARGET=ectier_cli, --build-only).  Environment: OUT (required:
-# ab-BENCH.txt per bench, times.txt, the builds' logs, and every run's
-# output in ab-runs.tgz), DEADLINE (seconds for the whole script, default
-# 560: a bench that would run past it is cut, and times.txt says so), JOBS
-# (per build; default half the CPUs, the two builds run at once).  Exits
-# non-zero if a build failed or a bench-ab run did not finish.
+# The base travels as a tree because the device machine's copy of the
+# repository's history is not this checkout's (a revision named there can
+# resolve to another commit).  --base REV writes `git archive REV` to
+# .device/ab-base (git-ignored) with its commit in .device/ab-base/.ab-rev; carry
+# .device/ab-base and .device/debs (and .device/ucx, for `bench xport`'s
+# ucx_perftest rows), as for scripts/device-build.sh, which both builds use
+# (TARGET=ectier_cli, --build-only).  The working tree is "new" in the
+# tables, the base "base".  Environment: OUT (required: ab-BENCH.txt per
+# bench, times.txt, the builds' logs, and every run's output in
+# ab-runs.tgz), DEADLINE (seconds for the whole script, default 560: a bench
+# that would run past it is cut, and times.txt says so), JOBS (per build;
+# default half the CPUs, the two builds run at once).  Exits non-zero if a
+# build failed or a bench-ab run did not finish.
 set -uo pipefail
 
 case "${1:-}" in
@@ -25,15 +30,30 @@ case "${1:-}" in
     exit 0
     ;;
 esac
-if [ $# -lt 2 ]; then
-    echo "device-ab: usage: device-ab.sh REV BENCH[:RUNS]... (try --help)" >&2
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+if [ "${1:-}" = --base ]; then
+    [ $# -eq 2 ] || { echo "device-ab: usage: device-ab.sh --base REV" >&2; exit 2; }
+    commit=$(git rev-parse --verify --quiet "$2^{commit}") ||
+        { echo "device-ab: '$2' is no revision here" >&2; exit 2; }
+    rm -rf .device/ab-base
+    mkdir -p .device/ab-base
+    git archive "$commit" | tar -x -C .device/ab-base || exit 1
+    git log -1 --format='%h %s' "$commit" >.device/ab-base/.ab-rev
+    echo "device-ab: .device/ab-base holds $(cat .device/ab-base/.ab-rev); carry .device/ab-base" \
+        "and .device/debs"
+    exit 0
+fi
+if [ $# -lt 1 ]; then
+    echo "device-ab: usage: device-ab.sh BENCH[:RUNS]... (try --help)" >&2
     exit 2
 fi
 : "${OUT:?device-ab: set OUT to the directory for the results}"
-rev=$1
-shift
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
+if [ ! -f .device/ab-base/CMakeLists.txt ] || [ ! -f .device/ab-base/.ab-rev ]; then
+    echo "device-ab: no base tree: run 'scripts/device-ab.sh --base REV' here first, and" \
+        "carry .device/ab-base" >&2
+    exit 2
+fi
 start=$(date +%s)
 deadline=${DEADLINE:-560}
 left() { echo $((deadline - ($(date +%s) - start))); }
@@ -44,10 +64,7 @@ trap 'rm -rf "$tmp"' EXIT
 base_tree=$tmp/base bin=$tmp/bin runs=$tmp/runs ucx=$tmp/ucx
 mkdir -p "$base_tree" "$bin" "$runs" "$ucx"
 
-if ! git archive "$rev" | tar -x -C "$base_tree"; then
-    echo "device-ab: cannot take revision '$rev' from git here" >&2
-    exit 2
-fi
+cp -r .device/ab-base/. "$base_tree/"
 mkdir -p "$base_tree/.device"
 cp -r .device/debs "$base_tree/.device/" 2>/dev/null
 JOBS=$jobs TARGET=ectier_cli scripts/device-build.sh --build-only >"$OUT/build-new.log" 2>&1 &
@@ -57,7 +74,7 @@ new_pid=$!
 base_rc=$?
 wait "$new_pid"
 new_rc=$?
-echo "builds: new rc=$new_rc, base ($rev, $(git rev-parse --short "$rev")) rc=$base_rc," \
+echo "builds: new rc=$new_rc, base ($(cat .device/ab-base/.ab-rev)) rc=$base_rc," \
     "$(($(date +%s) - start)) s" | tee "$OUT/times.txt"
 [ "$new_rc" -eq 0 ] && [ "$base_rc" -eq 0 ] || exit 1
 cp "${BUILD:-build-gpu}/ectier" "$bin/new"
