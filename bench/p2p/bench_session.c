@@ -6,8 +6,9 @@
  * run (target <= 1.3x), the ack's size and round trip with runs against
  * the seed's block indices for 1, 8 and 32 MiB entries, and the producer's
  * throughput in acks per second with 8 concurrent consumers.  Every figure
- * is a row (and a --json object); the lower-is-better ones say so.  Clients are threads with their
- * own ZeroMQ contexts; the producer is a full in-process instance (tools/p2p).
+ * is a row (and a --json object); the lower-is-better ones say so.  Clients
+ * are threads with their own ZeroMQ contexts; the producer is a full
+ * in-process instance (tools/p2p).
  */
 #include <pthread.h>
 #include <stdio.h>
