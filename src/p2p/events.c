@@ -23,9 +23,13 @@
  * owns up to), except after a loss: an event dropped from the full queue
  * (or one the view had no memory for) never reaches the view, so the
  * publisher rebuilds the view from the cache itself (view_rebuild) once it
- * has taken every event queued before the loss.  Events taken after that
- * point happened before the walk and are applied again on top of it, which
- * leaves each key as its last event says: the view is the cache again.
+ * has taken every event queued before the loss.  Events queued before the
+ * walk but taken after it are applied again on top of it, which leaves each
+ * key as its last event says: once the publisher has taken every event
+ * queued before the walk (taken_total reaches view_whole_at), the view is
+ * the cache again.  Until then it may hold entries the cache dropped before
+ * the walk, so no snapshot may be taken of it: replay requests wait in the
+ * socket meanwhile (a bounded wait, at most a queue's worth of events).
  */
 #include <cJSON.h>
 #include <errno.h>
@@ -280,6 +284,22 @@ view_rebuild(struct ect__events *ev)
     ect__strmap_each(&ev->view, free_view_entry, NULL);
     ect__strmap_cleanup(&ev->view);
     ev->view = r.view;
+    /* Read after the walk: every event queued before it is below the mark
+     * (and those queued since are correct to apply anyway). */
+    pthread_mutex_lock(&ev->lock);
+    ev->view_whole_at = ev->queued_total;
+    pthread_mutex_unlock(&ev->lock);
+}
+
+/* Whether the view is the cache as of the last batch (see the invariants
+ * at the top): no rebuild's events still wait to be applied again. */
+static bool
+view_is_whole(struct ect__events *ev)
+{
+    pthread_mutex_lock(&ev->lock);
+    bool whole = ev->taken_total >= ev->view_whole_at;
+    pthread_mutex_unlock(&ev->lock);
+    return whole;
 }
 
 /* Apply e to the view.  Returns true when e leaves an announced entry: the
@@ -489,7 +509,7 @@ publisher_main(void *arg)
             publish_batch(ev, batch, n, lost);
         if (resync)
             view_rebuild(ev);
-        bool waiting = ect__events_replay_turn(ev);
+        bool waiting = ect__events_replay_turn(ev, view_is_whole(ev));
         if (stopping && !more)
             break; /* everything queued went out */
         if (!more)

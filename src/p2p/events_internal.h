@@ -75,6 +75,7 @@ struct ect__events {
     uint64_t taken_total;     /* events ever taken by the publisher */
     bool resync_pending;      /* the view missed an event: rebuild it ... */
     uint64_t resync_mark;     /* ... once taken_total reaches this */
+    uint64_t view_whole_at;   /* the rebuilt view is whole once taken_total reaches this */
     struct stats stats;
 
     /* publisher thread only */
@@ -103,10 +104,11 @@ struct msg *ect__events_msg_from_json(cJSON *o, uint64_t seq);
 
 /* ---- events_replay.c ---- */
 
-/* Serve waiting replay requests and advance the replays in progress.
- * Returns true while some replay waits for its peer (the publisher then
- * polls again soon).  Publisher thread only. */
-bool ect__events_replay_turn(struct ect__events *ev);
+/* Serve waiting replay requests (only when view_whole: a snapshot must not
+ * show a view still being rebuilt; they wait in the socket) and advance the
+ * replays in progress.  Returns true while some replay waits for its peer
+ * (the publisher then polls again soon).  Publisher thread only. */
+bool ect__events_replay_turn(struct ect__events *ev, bool view_whole);
 /* Drop what r still had to send and free its slot. */
 void ect__events_replay_end(struct replay *r);
 

@@ -260,14 +260,15 @@ replay_advance(struct ect__events *ev, struct replay *r, uint64_t now)
     }
 }
 
-/* Serve requests and advance replays.  Returns true while some replay
- * waits for its peer (the loop then polls again soon). */
+/* Serve requests (once the view is whole) and advance replays.  Returns
+ * true while some replay waits for its peer (the loop then polls again
+ * soon). */
 bool
-ect__events_replay_turn(struct ect__events *ev)
+ect__events_replay_turn(struct ect__events *ev, bool view_whole)
 {
     if (ev->router == NULL)
         return false;
-    for (int i = 0; i < REQUESTS_PER_TURN; i++) {
+    for (int i = 0; view_whole && i < REQUESTS_PER_TURN; i++) {
         int events = 0;
         size_t len = sizeof(events);
         if (zmq_getsockopt(ev->router, ZMQ_EVENTS, &events, &len) != 0 || !(events & ZMQ_POLLIN))

@@ -441,6 +441,15 @@ ts_ev_big_key(char *key, size_t len, unsigned i)
     key[len - 1] = '\0';
 }
 
+void
+ts_ev_alloc_ready(ect_cache_t *cache, unsigned i)
+{
+    char key[900];
+    ts_ev_big_key(key, sizeof(key), i);
+    CHECK_OK(ect_cache_alloc(cache, key, 1 + i % 3));
+    CHECK_OK(ect_cache_mark_ready(cache, key));
+}
+
 /* A router that is live and synced: small saves until one batch reaches
  * its subscriber, then the history from replay. */
 void *

@@ -108,6 +108,11 @@ void ts_ev_check_view_is_the_cache(struct ts_ev_view *v, struct ect_cli_instance
 
 /* A key of len - 1 bytes, unique for i: large batches fill queues fast. */
 void ts_ev_big_key(char *key, size_t len, unsigned i);
+/* Entry i of 899-byte keys and 1 + i % 3 blocks, straight into the cache
+ * from this thread and marked ready: an allocation (evicting as needed) and
+ * a mark_ready take well under a microsecond, a batch of such keys far
+ * more to build and send, so a loop of these overflows the event queue. */
+void ts_ev_alloc_ready(ect_cache_t *cache, unsigned i);
 /* A router that is live and synced: small saves until one batch reaches its
  * subscriber (returned), then the history from replay into v. */
 void *ts_ev_live_sub(struct ts_ev_fx *fx, struct ts_ev_view *v, void *dealer, int rcvhwm);

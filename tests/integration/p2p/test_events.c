@@ -11,10 +11,14 @@
  * router that connects after the work was done rebuilds the same view the
  * cache holds from replay (the whole history, or a snapshot in parts when
  * the buffer is small), and follows the live stream from there, replaying
- * the gaps a tiny high-water mark makes (and the metric counts).  Hostile
- * peers of the replay endpoint: test_events_hostile.c.
+ * the gaps a tiny high-water mark makes (and the metric counts).  Events
+ * lost to a full queue: the snapshot a router then asks for is the cache,
+ * never a view the publisher is still rebuilding, whenever it asks.
+ * Hostile peers of the replay endpoint: test_events_hostile.c.
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -277,16 +281,10 @@ test_events_lost_to_a_full_queue_are_in_the_next_snapshot(void)
     void *dealer = ts_ev_fx_socket(&fx, ZMQ_DEALER, fx.replay);
     void *sub = ts_ev_live_sub(&fx, &v, dealer, 0);
     ect_cache_t *cache = ect__scheduler_cache(fx.in.sched);
-    /* Straight to the cache, from this thread: an allocation (with an
-     * eviction) and a mark_ready take well under a microsecond, a batch of
-     * long keys far more to build and send. */
     uint64_t dropped = 0;
     time_t end = time(NULL) + 30;
     for (unsigned i = 0; dropped == 0 && time(NULL) < end; i++) {
-        char key[900];
-        ts_ev_big_key(key, sizeof(key), i);
-        CHECK_OK(ect_cache_alloc(cache, key, 1 + i % 3));
-        CHECK_OK(ect_cache_mark_ready(cache, key));
+        ts_ev_alloc_ready(cache, i);
         if (i % 512 == 511)
             dropped = ts_p2p_metrics(&fx.in).events_dropped;
     }
@@ -303,6 +301,97 @@ test_events_lost_to_a_full_queue_are_in_the_next_snapshot(void)
     ts_ev_view_free(&v);
     zmq_close(sub);
     zmq_close(dealer);
+    ts_ev_fx_close(&fx, 1);
+}
+
+/* A router that keeps up with the stream while the event queue overflows
+ * asks for a snapshot soon after a batch says "lost": while the publisher
+ * may still be applying again the events queued before it rebuilt its view
+ * from the cache, a view that then holds entries long evicted.  Each
+ * snapshot must be a state the cache could be in (never more blocks than
+ * the cache has), and the router ends with exactly the cache. */
+struct keeping_up {
+    struct ts_ev_view v;
+    void *sub, *dealer;
+    _Atomic uint64_t lost_at; /* the batch that said "lost" */
+};
+
+/* Skim batches (no parsing: it keeps up with the publisher) until one says
+ * "lost", skim two more (or a quiet 200 ms), ask for a snapshot, check it,
+ * and follow from there until the test's last save. */
+static void *
+keep_up(void *arg)
+{
+    struct keeping_up *k = arg;
+    struct ts_ev_view *v = &k->v;
+    time_t end = time(NULL) + 60;
+    for (unsigned after = 0; after < 2;) {
+        CHECK_MSG(time(NULL) < end, "no batch said \"lost\"");
+        zmq_msg_t f[3];
+        int n = ts_ev_recv_frames(k->sub, 200, f, 3);
+        if (n == 0 && k->lost_at != 0)
+            break;
+        if (n == 3 && k->lost_at != 0)
+            after++;
+        else if (n == 3 && memmem(zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), "\"lost\":", 7) != NULL)
+            atomic_store(&k->lost_at, ts_ev_be64(zmq_msg_data(&f[1])));
+        ts_ev_close_frames(f, n);
+    }
+    unsigned parts = v->snapshot_parts;
+    ts_ev_view_replay(v, k->dealer, ECT_EVENTS_END_SEQ);
+    CHECK(v->snapshot_parts > parts && v->last >= k->lost_at);
+    uint64_t blocks = 0;
+    for (size_t i = 0; i < v->n; i++)
+        blocks += v->e[i].n_blocks;
+    CHECK_MSG(blocks <= 64,
+              "the snapshot of batch %llu (loss told in %llu) holds %zu entries of %llu blocks; "
+              "the cache has 64",
+              (unsigned long long)v->last, (unsigned long long)k->lost_at, v->n,
+              (unsigned long long)blocks);
+    ts_ev_follow_until(v, k->sub, k->dealer, "stored", "last");
+    return NULL;
+}
+
+static void
+test_a_router_keeping_up_through_a_loss_gets_snapshots_the_cache_could_hold(void)
+{
+    struct ts_ev_fx fx;
+    ts_ev_fx_open(&fx, 64, "30", "");
+    struct keeping_up k = {0};
+    k.dealer = ts_ev_fx_socket(&fx, ZMQ_DEALER, fx.replay);
+    k.sub = ts_ev_live_sub(&fx, &k.v, k.dealer, 0);
+    pthread_t router;
+    CHECK_EQ_INT(pthread_create(&router, NULL, keep_up, &k), 0);
+    ect_cache_t *cache = ect__scheduler_cache(fx.in.sched);
+    /* Overflow the queue, then go on in bursts that fit the room the
+     * publisher makes (the pause doubles while events are still dropped):
+     * the loss is told, and the view rebuilt, while the queue holds many
+     * events of entries the cache has already evicted. */
+    uint64_t dropped = 0;
+    time_t end = time(NULL) + 30;
+    unsigned i = 0;
+    for (; dropped == 0 && time(NULL) < end; i++) {
+        ts_ev_alloc_ready(cache, i);
+        if (i % 512 == 511)
+            dropped = ts_p2p_metrics(&fx.in).events_dropped;
+    }
+    long pause_us = 2000;
+    while (atomic_load(&k.lost_at) == 0 && time(NULL) < end) {
+        nanosleep(&(struct timespec){0, pause_us * 1000}, NULL);
+        for (unsigned j = 0; j < 100; j++, i++)
+            ts_ev_alloc_ready(cache, i);
+        uint64_t now = ts_p2p_metrics(&fx.in).events_dropped;
+        if (now != dropped && pause_us < 256000)
+            pause_us *= 2;
+        dropped = now;
+    }
+    CHECK_MSG(dropped > 0, "the event queue never overflowed");
+    ts_ev_save(&fx.in, "last", 1);
+    CHECK_EQ_INT(pthread_join(router, NULL), 0);
+    ts_ev_check_view_is_the_cache(&k.v, &fx.in, NULL, 0);
+    ts_ev_view_free(&k.v);
+    zmq_close(k.sub);
+    zmq_close(k.dealer);
     ts_ev_fx_close(&fx, 1);
 }
 
@@ -363,6 +452,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_a_small_replay_buffer_answers_with_a_snapshot_in_parts),
     ECT_CASE(test_subscriber_past_its_high_water_mark_misses_batches_counts_them_and_replays),
     ECT_CASE(test_events_lost_to_a_full_queue_are_in_the_next_snapshot),
+    ECT_CASE(test_a_router_keeping_up_through_a_loss_gets_snapshots_the_cache_could_hold),
     ECT_CASE(test_late_router_learns_what_a_producer_process_filled),
 };
 
