@@ -41,17 +41,24 @@ static void
 check_stripes(const uint8_t *data, const ect_stream_req_t *req)
 {
     uint32_t version = get_u32(data + 4);
-    if (version == ECT_STREAM_VERSION) {
+    if ((req->aligned != 0) !=
+        (version == ECT_STREAM_VERSION_ALIGNED || version == ECT_STREAM_VERSION_ALIGNED_STRIPED))
+        fail("a request's aligned flag disagrees with its version");
+    if (ect__stream_resp_len(req) !=
+        (req->aligned ? ECT_STREAM_RESP_ALIGNED_LEN : ECT_STREAM_RESP_LEN))
+        fail("a request's response length disagrees with its version");
+    if (version == ECT_STREAM_VERSION || version == ECT_STREAM_VERSION_ALIGNED) {
         if (req->stripe != 0 || req->stripes != 1)
-            fail("a version 1 request is not stripe 0 of 1");
-    } else if (version == ECT_STREAM_VERSION_STRIPED) {
+            fail("a version 1 or 3 request is not stripe 0 of 1");
+    } else if (version == ECT_STREAM_VERSION_STRIPED ||
+               version == ECT_STREAM_VERSION_ALIGNED_STRIPED) {
         /* Its size (which peek's total and decode matched) counts them. */
         if (ect__stream_req_size(req) !=
             ECT_STREAM_REQ_FIXED + ECT_STREAM_REQ_STRIPE_FIELDS + req->session_len + req->hash_len)
-            fail("a version 2 request's size leaves out its stripe fields");
+            fail("a version 2 or 4 request's size leaves out its stripe fields");
         if (req->stripes < 2 || req->stripes > ECT_STREAM_MAX_STRIPES ||
             req->stripe >= req->stripes)
-            fail("an accepted version 2 request with its stripe out of bounds");
+            fail("an accepted version 2 or 4 request with its stripe out of bounds");
         if (get_u32(data + ECT_STREAM_REQ_FIXED) != req->stripe ||
             get_u32(data + ECT_STREAM_REQ_FIXED + 4) != req->stripes)
             fail("decoded stripe fields are not the bytes at 40 and 44");
@@ -103,19 +110,24 @@ check_request(const uint8_t *data, size_t size)
     free(again);
 }
 
+/* Both header sizes a response can have: what decodes encodes back to the
+ * same bytes. */
 static void
 check_response(const uint8_t *data, size_t size)
 {
-    if (size < ECT_STREAM_RESP_LEN)
-        return;
-    uint32_t status;
-    uint64_t payload;
-    if (ect__stream_resp_decode(data, &status, &payload) != ECT_OK)
-        return;
-    uint8_t again[ECT_STREAM_RESP_LEN];
-    ect__stream_resp_encode((ect_stream_status_t)status, payload, again);
-    if (memcmp(again, data, ECT_STREAM_RESP_LEN) != 0)
-        fail("response round trip changed its bytes");
+    for (int aligned = 0; aligned < 2; aligned++) {
+        size_t len = aligned ? ECT_STREAM_RESP_ALIGNED_LEN : ECT_STREAM_RESP_LEN;
+        if (size < len)
+            return;
+        uint32_t status;
+        uint64_t payload;
+        if (ect__stream_resp_decode(data, len, &status, &payload) != ECT_OK)
+            continue;
+        uint8_t again[ECT_STREAM_RESP_ALIGNED_LEN];
+        if (ect__stream_resp_encode((ect_stream_status_t)status, payload, aligned, again) != len ||
+            memcmp(again, data, len) != 0)
+            fail("response round trip changed its bytes");
+    }
 }
 
 int

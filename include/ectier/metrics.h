@@ -72,14 +72,15 @@ typedef struct ect_metrics {
     uint64_t grants_refused; /* producer: requests over max_grants / max_grants_per_peer */
     uint64_t dones_rejected; /* producer: "done" naming a grant of another connection */
     /* producer: the TCP data stream */
-    uint64_t stream_served;               /* grants whose bytes were all sent */
-    uint64_t stream_bytes;                /* their payload bytes */
-    uint64_t stream_denied;               /* requests naming no live grant, or the wrong size */
-    uint64_t stream_bad_requests;         /* malformed requests (connection cut) */
-    uint64_t stream_conns_refused;        /* connections over the cap or while out of fds */
-    uint64_t stream_timeouts;             /* connections cut by a request or send deadline */
-    uint64_t stream_send_failures;        /* streams cut by the peer */
-    uint64_t stream_moved;                /* requests moved to a less busy sending thread */
+    uint64_t stream_served;        /* grants whose bytes were all sent */
+    uint64_t stream_bytes;         /* their payload bytes */
+    uint64_t stream_denied;        /* requests naming no live grant, or the wrong size */
+    uint64_t stream_bad_requests;  /* malformed requests (connection cut) */
+    uint64_t stream_conns_refused; /* connections over the cap or while out of fds */
+    uint64_t stream_timeouts;      /* connections cut by a request or send deadline */
+    uint64_t stream_send_failures; /* streams cut by the peer */
+    uint64_t stream_moved;         /* requests moved to a less busy sending thread */
+    uint64_t stream_unaligned;     /* streams sent with the 16-byte header of older consumers */
     ect_latency_hist_t p2p_fetch_latency; /* request sent -> entry ready */
     /* ack received -> bytes landed: the data transport's part of a fetch
      * (the rest is the XferReq/XferAck round trip and the engine's polls) */

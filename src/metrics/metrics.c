@@ -200,6 +200,10 @@ ect_metrics_format_prometheus(const ect_metrics_t *m, char *buf, size_t cap, siz
             "Unstriped data-stream requests that found their connection's sending thread busy "
             "and were moved to a less busy one (reads at once).",
             m->stream_moved);
+    counter(&o, "data_streams_unaligned_total",
+            "Data streams (a stripe counts as one) sent with the 16-byte header that consumers "
+            "older than aligned answers ask for; their copies run slower at both ends.",
+            m->stream_unaligned);
     counter(&o, "grants_released_dead_peer_total", "Grants released because the peer died.",
             m->grants_released_dead_peer);
     counter(&o, "announcements_total", "Encodings announced to an orchestrator.", m->announcements);

@@ -666,6 +666,7 @@ ect__producer_metrics(ect_producer_t *p, ect_metrics_t *m)
     m->stream_timeouts += x.timeouts;
     m->stream_send_failures += x.send_failures;
     m->stream_moved += x.streams_moved;
+    m->stream_unaligned += x.streams_unaligned;
 }
 
 const char *

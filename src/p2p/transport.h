@@ -179,6 +179,10 @@ typedef struct ect_xport_server_counters {
                               * groups given up at theirs */
     uint64_t send_failures;  /* streams cut by the peer */
     uint64_t streams_moved;  /* unstriped requests moved to a less busy sending thread */
+    /* streams (a stripe counts as one) sent in full after the 16-byte
+     * header of version 1 and 2 requests: consumers from before aligned
+     * answers (proto/stream.h) */
+    uint64_t streams_unaligned;
 } ect_xport_server_counters_t;
 
 void ect__xport_server_counters(ect_xport_server_t *server,

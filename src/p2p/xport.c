@@ -377,7 +377,8 @@ start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *
                             .mm_hash = rp->mm_hash,
                             .hash_len = strlen(rp->mm_hash),
                             .expect_bytes = r->bytes,
-                            .stripes = stripes};
+                            .stripes = stripes,
+                            .aligned = p->offer.tcp_aligned};
     memcpy(req.token, desc->token, ECT_STREAM_TOKEN_LEN);
     size_t cap = ect__stream_req_size(&req);
     uint8_t *buf = ect__malloc(cap);
@@ -397,7 +398,8 @@ start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *
         req.stripe = k;
         if ((st = ect__stream_req_encode(&req, buf, cap, &len)) == ECT_OK &&
             (st = ect__xport_stream_read_start(c->tcp[r->tcp_first + k], &p->tcp_addr,
-                                               p->tcp_addr_len, p->pool_key, buf, len, part, n_part,
+                                               p->tcp_addr_len, p->pool_key, buf, len,
+                                               ect__stream_resp_len(&req), part, n_part,
                                                count * c->block_size, &r->tcp[k])) == ECT_OK) {
             r->n_tcp = k + 1;
             c->tcp_reads[r->tcp_first + k]++;

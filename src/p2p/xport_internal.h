@@ -21,10 +21,17 @@
  *                          (proto/stream.h); a consumer uses at most
  *                          ECT_STREAM_MAX_STRIPES.  Absent: one stream per
  *                          grant.  Not a transport of its own.
+ *     kind 4 (tcp_aligned): u32 64 (ECT_STREAM_RESP_ALIGNED_LEN): the tcp
+ *                          stream answers stream requests of versions 3
+ *                          and 4 with that many bytes of header, so that
+ *                          payloads keep their blocks' alignment
+ *                          (proto/stream.h).  Absent: versions 1 and 2
+ *                          only.  Not a transport of its own.
  *     instance is random per producer start: a restarted producer on the
  *     same port sends a different offer.  Unknown kinds are skipped (a newer
  *     producer may offer more; an ectier before kind 3 skips it and streams
- *     unstriped); a kind that appears twice is refused.  The
+ *     unstriped, one before kind 4 asks for 16-byte headers); a kind that
+ *     appears twice is refused.  The
  *     blob ends exactly after the last entry.  Version 1 (ectier 0.1, UCX
  *     worker addresses) is refused.
  *
@@ -127,8 +134,10 @@ ect__xport_check_own_region(const char *who, uint64_t block_size, uint64_t num_b
     return ECT_OK;
 }
 
-/* The offer entry that is not a transport: the stream takes stripes. */
+/* The offer entries that are not transports: the stream takes stripes,
+ * and it answers aligned (proto/stream.h). */
 #define ECT_XPORT_OFFER_TCP_STRIPES 3u
+#define ECT_XPORT_OFFER_TCP_ALIGNED 4u
 
 /* A decoded agent_metadata blob.  kinds has bit (1u << kind) per transport
  * entry. */
@@ -137,6 +146,7 @@ typedef struct ect_xport_offer {
     uint8_t instance[ECT_XPORT_INSTANCE_LEN];
     uint16_t tcp_port;
     uint32_t tcp_stripes; /* the tcp_stripes entry's; 0 when absent (written when >= 2) */
+    int tcp_aligned;      /* 1: the tcp_aligned entry is there (written when non-zero) */
     char boot_id[ECT_XPORT_BOOT_ID_LEN + 1];
     const char *path; /* borrowed, NOT NUL-terminated: path_len bytes */
     size_t path_len;
@@ -234,16 +244,17 @@ ect_status_t ect__xport_stream_client_create(void (*wake)(void *), void *wake_ar
 void ect__xport_stream_client_destroy(ect_xport_stream_client_t *client);
 
 /* Send request (req_len bytes, copied) to addr over a pooled connection to
- * pool_key (or a new one) and receive exactly expect bytes into segs (in
- * order; their local pointers and lengths are used, remote_off ignored).
- * Returns ECT_OK with *read_p, ECT_ERR_INVALID_ARG, ECT_ERR_TRANSPORT (no
- * socket), ECT_ERR_NO_MEMORY. */
+ * pool_key (or a new one), take its answer's header of resp_len bytes (what
+ * ect__stream_resp_len says of the request) and receive exactly expect
+ * bytes into segs (in order; their local pointers and lengths are used,
+ * remote_off ignored).  Returns ECT_OK with *read_p, ECT_ERR_INVALID_ARG,
+ * ECT_ERR_TRANSPORT (no socket), ECT_ERR_NO_MEMORY. */
 ect_status_t ect__xport_stream_read_start(ect_xport_stream_client_t *client,
                                           const struct sockaddr_storage *addr, socklen_t addr_len,
                                           const char *pool_key, const uint8_t *request,
-                                          size_t req_len, const ect_xport_segment_t *segs,
-                                          size_t n_segs, uint64_t expect,
-                                          ect_xport_stream_read_t **read_p);
+                                          size_t req_len, size_t resp_len,
+                                          const ect_xport_segment_t *segs, size_t n_segs,
+                                          uint64_t expect, ect_xport_stream_read_t **read_p);
 
 /* The read's state; on FAILED the reason is copied to why (cap bytes). */
 ect_xport_read_state_t ect__xport_stream_read_state(ect_xport_stream_client_t *client,

@@ -29,6 +29,7 @@
 #define SAME_HOST_FIXED   (ECT_XPORT_BOOT_ID_LEN + 8u + 8u + 8u + 4u)
 #define TCP_ENTRY_LEN     4u
 #define STRIPES_ENTRY_LEN 4u
+#define ALIGNED_ENTRY_LEN 4u
 #define KNOWN_KINDS       ((1u << ECT_XPORT_TCP) | (1u << ECT_XPORT_SAME_HOST))
 
 static size_t
@@ -79,11 +80,14 @@ ect__xport_offer_encode(const ect_xport_offer_t *offer, uint8_t **blob_p, size_t
     int has_tcp = (offer->kinds & (1u << ECT_XPORT_TCP)) != 0;
     int has_shm = (offer->kinds & (1u << ECT_XPORT_SAME_HOST)) != 0;
     int has_stripes = has_tcp && offer->tcp_stripes >= 2;
+    int has_aligned = has_tcp && offer->tcp_aligned;
     size_t len = MAGIC_LEN + 4 + ECT_XPORT_INSTANCE_LEN + 4;
     if (has_tcp)
         len += 8 + TCP_ENTRY_LEN;
     if (has_stripes)
         len += 8 + STRIPES_ENTRY_LEN;
+    if (has_aligned)
+        len += 8 + ALIGNED_ENTRY_LEN;
     if (has_shm)
         len += 8 + SAME_HOST_FIXED + offer->path_len;
     uint8_t *blob = ect__malloc(len);
@@ -93,7 +97,7 @@ ect__xport_offer_encode(const ect_xport_offer_t *offer, uint8_t **blob_p, size_t
     ect__put_bytes(&w, AGENT_MAGIC, MAGIC_LEN);
     ect__put_u32(&w, ECT_XPORT_BLOB_VERSION);
     ect__put_bytes(&w, offer->instance, ECT_XPORT_INSTANCE_LEN);
-    ect__put_u32(&w, (uint32_t)(has_tcp + has_stripes + has_shm));
+    ect__put_u32(&w, (uint32_t)(has_tcp + has_stripes + has_aligned + has_shm));
     if (has_tcp) {
         ect__put_u32(&w, ECT_XPORT_TCP);
         ect__put_u32(&w, TCP_ENTRY_LEN);
@@ -103,6 +107,11 @@ ect__xport_offer_encode(const ect_xport_offer_t *offer, uint8_t **blob_p, size_t
         ect__put_u32(&w, ECT_XPORT_OFFER_TCP_STRIPES);
         ect__put_u32(&w, STRIPES_ENTRY_LEN);
         ect__put_u32(&w, offer->tcp_stripes);
+    }
+    if (has_aligned) {
+        ect__put_u32(&w, ECT_XPORT_OFFER_TCP_ALIGNED);
+        ect__put_u32(&w, ALIGNED_ENTRY_LEN);
+        ect__put_u32(&w, ECT_STREAM_RESP_ALIGNED_LEN);
     }
     if (has_shm) {
         ect__put_u32(&w, ECT_XPORT_SAME_HOST);
@@ -202,7 +211,7 @@ ect__xport_offer_decode(const void *blob, size_t len, ect_xport_offer_t *offer_p
             return peer_error("agent_metadata", "entry length runs past the end", at + 4);
         const uint8_t *payload = ect__get_bytes(&r, elen);
         if (kind == ECT_XPORT_TCP || kind == ECT_XPORT_SAME_HOST ||
-            kind == ECT_XPORT_OFFER_TCP_STRIPES) {
+            kind == ECT_XPORT_OFFER_TCP_STRIPES || kind == ECT_XPORT_OFFER_TCP_ALIGNED) {
             if (seen & (1u << kind))
                 return peer_error("agent_metadata", "an entry kind appears twice", at);
             seen |= 1u << kind;
@@ -225,6 +234,12 @@ ect__xport_offer_decode(const void *blob, size_t len, ect_xport_offer_t *offer_p
                 return peer_error("agent_metadata", "tcp_stripes entry is not one count >= 2",
                                   at + 8);
             o.tcp_stripes = stripes;
+        } else if (kind == ECT_XPORT_OFFER_TCP_ALIGNED) {
+            ect_bytes_reader_t e = {payload, payload + elen, 0};
+            uint32_t resp_len = ect__get_u32(&e);
+            if (elen != ALIGNED_ENTRY_LEN || resp_len != ECT_STREAM_RESP_ALIGNED_LEN)
+                return peer_error("agent_metadata", "tcp_aligned entry is not one u32 64", at + 8);
+            o.tcp_aligned = 1;
         }
         /* Other kinds: a newer producer's transport; skipped. */
     }
@@ -234,8 +249,10 @@ ect__xport_offer_decode(const void *blob, size_t len, ect_xport_offer_t *offer_p
     seen &= KNOWN_KINDS; /* the transports */
     if (seen == 0)
         return ect__error(ECT_ERR_PEER, "peer agent_metadata offers no transport this build knows");
-    if (!(seen & (1u << ECT_XPORT_TCP)))
-        o.tcp_stripes = 0; /* stripes of a stream not offered */
+    if (!(seen & (1u << ECT_XPORT_TCP))) {
+        o.tcp_stripes = 0; /* stripes and aligned answers of a stream not offered */
+        o.tcp_aligned = 0;
+    }
     o.kinds = seen;
     *offer_p = o;
     return ECT_OK;

@@ -85,6 +85,7 @@ ect__xport_server_start(const ect_xport_server_params_t *params, ect_xport_serve
             offer.kinds |= 1u << ECT_XPORT_TCP;
             offer.tcp_port = ect__xport_stream_server_port(s->tcp);
             offer.tcp_stripes = ECT_STREAM_MAX_STRIPES;
+            offer.tcp_aligned = 1;
         } else if (st == ECT_ERR_NO_MEMORY || !params->serve_same_host) {
             goto free_server;
         } else {

@@ -105,8 +105,8 @@ struct ect_xport_stream_read {
     char key[ECT_XPORT_POOL_KEY_MAX + 1];
     uint8_t *req;
     size_t req_len, req_off;
-    uint8_t hdr[ECT_STREAM_RESP_LEN];
-    size_t hdr_off;
+    uint8_t hdr[ECT_STREAM_RESP_ALIGNED_LEN];
+    size_t hdr_len, hdr_off; /* the response header's bytes (proto/stream.h), and those in */
     struct iovec *iov;
     size_t n_iov, iov_i;
     uint64_t expect, got;
@@ -226,8 +226,8 @@ settle_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, int done
         return;
     if (r->fd >= 0) {
         read_unwatch_locked(c, r);
-        /* A pooled socket must wake for a 16-byte answer: one that cannot
-         * be set back is not pooled. */
+        /* A pooled socket must wake for an answer's header alone (16 or
+         * 64 bytes): one that cannot be set back is not pooled. */
         if (done && r->lowat > 1)
             set_rcvlowat(r, 1);
         if (done && r->lowat <= 1)
@@ -338,9 +338,8 @@ progress_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
             return;
         }
     }
-    while (r->hdr_off < ECT_STREAM_RESP_LEN) {
-        ssize_t n =
-            recv(r->fd, r->hdr + r->hdr_off, ECT_STREAM_RESP_LEN - r->hdr_off, MSG_DONTWAIT);
+    while (r->hdr_off < r->hdr_len) {
+        ssize_t n = recv(r->fd, r->hdr + r->hdr_off, r->hdr_len - r->hdr_off, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -353,11 +352,11 @@ progress_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r)
         }
         r->any_answer = 1;
         r->hdr_off += (size_t)n;
-        if (r->hdr_off < ECT_STREAM_RESP_LEN)
+        if (r->hdr_off < r->hdr_len)
             continue;
         uint32_t status;
         uint64_t len;
-        if (ect__stream_resp_decode(r->hdr, &status, &len) != ECT_OK) {
+        if (ect__stream_resp_decode(r->hdr, r->hdr_len, &status, &len) != ECT_OK) {
             settle_locked(c, r, 0, ect_last_error());
             return;
         }
@@ -494,10 +493,11 @@ free_client:
 ect_status_t
 ect__xport_stream_read_start(ect_xport_stream_client_t *c, const struct sockaddr_storage *addr,
                              socklen_t addr_len, const char *pool_key, const uint8_t *request,
-                             size_t req_len, const ect_xport_segment_t *segs, size_t n_segs,
-                             uint64_t expect, ect_xport_stream_read_t **read_p)
+                             size_t req_len, size_t resp_len, const ect_xport_segment_t *segs,
+                             size_t n_segs, uint64_t expect, ect_xport_stream_read_t **read_p)
 {
     if (c == NULL || addr == NULL || pool_key == NULL || request == NULL || req_len == 0 ||
+        (resp_len != ECT_STREAM_RESP_LEN && resp_len != ECT_STREAM_RESP_ALIGNED_LEN) ||
         read_p == NULL || (segs == NULL && n_segs != 0) || expect == 0 ||
         strlen(pool_key) > ECT_XPORT_POOL_KEY_MAX || addr_len > sizeof(*addr))
         return ect__error(ECT_ERR_INVALID_ARG, "xport tcp read: bad argument");
@@ -511,6 +511,7 @@ ect__xport_stream_read_start(ect_xport_stream_client_t *c, const struct sockaddr
     }
     memcpy(r->req, request, req_len);
     r->req_len = req_len;
+    r->hdr_len = resp_len;
     /* Only our side's contiguity matters here: merge what touches. */
     uint64_t total = 0;
     for (size_t i = 0; i < n_segs; i++) {

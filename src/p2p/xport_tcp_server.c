@@ -224,8 +224,8 @@ send_some(ect_xport_stream_server_t *s, struct sconn *c)
     for (;;) {
         struct iovec iov[ECT_XPORT_STREAM_IOV];
         size_t n = 0;
-        if (c->hdr_off < ECT_STREAM_RESP_LEN)
-            iov[n++] = (struct iovec){c->hdr + c->hdr_off, ECT_STREAM_RESP_LEN - c->hdr_off};
+        if (c->hdr_off < c->hdr_len)
+            iov[n++] = (struct iovec){c->hdr + c->hdr_off, c->hdr_len - c->hdr_off};
         uint64_t off = c->run_off, budget = c->left;
         for (size_t i = c->run_i; i < c->n_runs && n < ECT_XPORT_STREAM_IOV && budget > 0;
              i++, off = 0) {
@@ -249,8 +249,8 @@ send_some(ect_xport_stream_server_t *s, struct sconn *c)
             return -1;
         }
         size_t k = (size_t)sent;
-        if (c->hdr_off < ECT_STREAM_RESP_LEN) {
-            size_t h = ECT_STREAM_RESP_LEN - c->hdr_off;
+        if (c->hdr_off < c->hdr_len) {
+            size_t h = c->hdr_len - c->hdr_off;
             size_t t = k < h ? k : h;
             c->hdr_off += t;
             k -= t;
@@ -293,6 +293,7 @@ conn_send(struct worker *w, struct sconn *c)
      * the stream counted. */
     pthread_mutex_lock(&s->counters_lock);
     s->counters.streams_served += c->group == NULL;
+    s->counters.streams_unaligned += c->hdr_len == ECT_STREAM_RESP_LEN;
     s->counters.bytes_sent += c->total;
     pthread_mutex_unlock(&s->counters_lock);
     if (c->group != NULL) {
@@ -375,7 +376,7 @@ handle_request(struct worker *w, struct sconn *c)
     if (st != ECT_STREAM_OK) {
         conn_unload(w, c);
         COUNT(s, streams_denied, 1);
-        ect__stream_resp_encode(st, 0, c->hdr);
+        c->hdr_len = ect__stream_resp_encode(st, 0, req.aligned, c->hdr);
         c->state = S_REFUSE;
         c->deadline_ns = ect__now_ns() + REFUSAL_NS;
         c->grant = NULL;
@@ -393,7 +394,7 @@ handle_request(struct worker *w, struct sconn *c)
         c->run_i = i;
         c->run_off = skip * s->block_size;
         c->left = c->total = count * s->block_size;
-        ect__stream_resp_encode(ECT_STREAM_OK, c->total, c->hdr);
+        c->hdr_len = ect__stream_resp_encode(ECT_STREAM_OK, c->total, req.aligned, c->hdr);
         if (!c->loads) {
             __atomic_fetch_add(&w->load, 1, __ATOMIC_RELAXED);
             c->loads = 1;

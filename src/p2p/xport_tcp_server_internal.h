@@ -62,7 +62,8 @@ struct sconn {
     uint64_t deadline_ns;
     size_t req_len;  /* bytes of the request received */
     size_t req_need; /* ECT_STREAM_REQ_FIXED until the fixed part is in, then the total */
-    uint8_t hdr[ECT_STREAM_RESP_LEN];
+    uint8_t hdr[ECT_STREAM_RESP_ALIGNED_LEN];
+    size_t hdr_len; /* the response header's bytes (proto/stream.h) */
     size_t hdr_off;
     void *grant;                /* unstriped: claimed; finished exactly once */
     struct stripe_group *group; /* striped: joined; left exactly once */

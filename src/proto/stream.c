@@ -89,7 +89,10 @@ ect__stream_req_encode(const ect_stream_req_t *req, uint8_t *out, size_t cap, si
         return ect__error(ECT_ERR_OVERFLOW, "stream request: %zu bytes do not fit %zu", len, cap);
     ect_bytes_writer_t w = {out, out + cap};
     ect__put_bytes(&w, REQ_MAGIC, MAGIC_LEN);
-    ect__put_u32(&w, striped(req) ? ECT_STREAM_VERSION_STRIPED : ECT_STREAM_VERSION);
+    ect__put_u32(
+        &w, striped(req)
+                ? (req->aligned ? ECT_STREAM_VERSION_ALIGNED_STRIPED : ECT_STREAM_VERSION_STRIPED)
+                : (req->aligned ? ECT_STREAM_VERSION_ALIGNED : ECT_STREAM_VERSION));
     ect__put_u32(&w, (uint32_t)req->session_len);
     ect__put_u32(&w, (uint32_t)req->hash_len);
     ect__put_u64(&w, req->expect_bytes);
@@ -104,9 +107,9 @@ ect__stream_req_encode(const ect_stream_req_t *req, uint8_t *out, size_t cap, si
     return ECT_OK;
 }
 
-/* The fixed fields, validated; r is left after the token.  A version 2
- * request reads stripes 2 here (its stripe fields come after the fixed
- * part: decode reads them), a version 1 request stripe 0 of 1. */
+/* The fixed fields, validated; r is left after the token.  A version 2 or
+ * 4 request reads stripes 2 here (its stripe fields come after the fixed
+ * part: decode reads them), a version 1 or 3 request stripe 0 of 1. */
 static ect_status_t
 read_fixed(ect_bytes_reader_t *r, ect_stream_req_t *req)
 {
@@ -120,9 +123,9 @@ read_fixed(ect_bytes_reader_t *r, ect_stream_req_t *req)
     const uint8_t *token = ect__get_bytes(r, ECT_STREAM_TOKEN_LEN);
     if (r->failed)
         return ect__error(ECT_ERR_PARSE, "stream request: truncated fixed part");
-    if (version != ECT_STREAM_VERSION && version != ECT_STREAM_VERSION_STRIPED)
-        return ect__error(ECT_ERR_PARSE, "stream request: version %u; this build speaks %u and %u",
-                          version, ECT_STREAM_VERSION, ECT_STREAM_VERSION_STRIPED);
+    if (version < ECT_STREAM_VERSION || version > ECT_STREAM_VERSION_ALIGNED_STRIPED)
+        return ect__error(ECT_ERR_PARSE, "stream request: version %u; this build speaks %u to %u",
+                          version, ECT_STREAM_VERSION, ECT_STREAM_VERSION_ALIGNED_STRIPED);
     if (session_len == 0 || session_len > ECT_WIRE_MAX_STR || hash_len == 0 ||
         hash_len > ECT_WIRE_MAX_STR)
         return ect__error(ECT_ERR_PARSE,
@@ -135,7 +138,10 @@ read_fixed(ect_bytes_reader_t *r, ect_stream_req_t *req)
     req->expect_bytes = expect;
     memcpy(req->token, token, ECT_STREAM_TOKEN_LEN);
     req->stripe = 0;
-    req->stripes = version == ECT_STREAM_VERSION_STRIPED ? 2 : 1;
+    req->stripes =
+        version == ECT_STREAM_VERSION_STRIPED || version == ECT_STREAM_VERSION_ALIGNED_STRIPED ? 2
+                                                                                               : 1;
+    req->aligned = version >= ECT_STREAM_VERSION_ALIGNED;
     return ECT_OK;
 }
 
@@ -197,28 +203,44 @@ ect__stream_token_equal(const uint8_t a[ECT_STREAM_TOKEN_LEN],
     return diff == 0;
 }
 
-void
-ect__stream_resp_encode(ect_stream_status_t status, uint64_t payload_len,
-                        uint8_t out[ECT_STREAM_RESP_LEN])
+size_t
+ect__stream_resp_len(const ect_stream_req_t *req)
 {
-    ect_bytes_writer_t w = {out, out + ECT_STREAM_RESP_LEN};
+    return req->aligned ? ECT_STREAM_RESP_ALIGNED_LEN : ECT_STREAM_RESP_LEN;
+}
+
+size_t
+ect__stream_resp_encode(ect_stream_status_t status, uint64_t payload_len, int aligned,
+                        uint8_t out[ECT_STREAM_RESP_ALIGNED_LEN])
+{
+    size_t resp_len = aligned ? ECT_STREAM_RESP_ALIGNED_LEN : ECT_STREAM_RESP_LEN;
+    memset(out, 0, resp_len);
+    ect_bytes_writer_t w = {out, out + resp_len};
     ect__put_bytes(&w, RESP_MAGIC, MAGIC_LEN);
     ect__put_u32(&w, (uint32_t)status);
     ect__put_u64(&w, status == ECT_STREAM_OK ? payload_len : 0);
+    return resp_len;
 }
 
 ect_status_t
-ect__stream_resp_decode(const uint8_t in[ECT_STREAM_RESP_LEN], uint32_t *status_p,
+ect__stream_resp_decode(const uint8_t *in, size_t resp_len, uint32_t *status_p,
                         uint64_t *payload_len_p)
 {
-    if (in == NULL || status_p == NULL || payload_len_p == NULL)
-        return ect__error(ECT_ERR_INVALID_ARG, "stream response: NULL argument");
-    ect_bytes_reader_t r = {in, in + ECT_STREAM_RESP_LEN, 0};
+    if (in == NULL || status_p == NULL || payload_len_p == NULL ||
+        (resp_len != ECT_STREAM_RESP_LEN && resp_len != ECT_STREAM_RESP_ALIGNED_LEN))
+        return ect__error(ECT_ERR_INVALID_ARG,
+                          "stream response: NULL argument or a header of %zu bytes", resp_len);
+    ect_bytes_reader_t r = {in, in + resp_len, 0};
     const uint8_t *magic = ect__get_bytes(&r, MAGIC_LEN);
     uint32_t status = ect__get_u32(&r);
     uint64_t payload = ect__get_u64(&r);
     if (memcmp(magic, RESP_MAGIC, MAGIC_LEN) != 0)
         return ect__error(ECT_ERR_PARSE, "stream response: bad magic (expected \"ECTS\")");
+    for (size_t i = ECT_STREAM_RESP_LEN; i < resp_len; i++)
+        if (in[i] != 0)
+            return ect__error(ECT_ERR_PARSE,
+                              "stream response: byte %zu of an aligned header's padding is not 0",
+                              i);
     if (status > ECT_STREAM_SIZE_MISMATCH)
         return ect__error(ECT_ERR_PARSE, "stream response: unknown status %u", status);
     if (status != ECT_STREAM_OK && payload != 0)

@@ -328,6 +328,8 @@ ts_hostile_ask(void *dealer, const char *hash, const char *session)
                 uint32_t kind = ts_hostile_get_u32(b + at), elen = ts_hostile_get_u32(b + at + 4);
                 if (kind == 1 && elen == 4)
                     g.data_port = ts_hostile_get_u32(b + at + 8);
+                if (kind == 4 && elen == 4)
+                    g.aligned_header = ts_hostile_get_u32(b + at + 8);
                 at += 8 + elen;
             }
         }
@@ -369,7 +371,7 @@ ts_hostile_stream_request_v(uint8_t *out, uint32_t version, const char *session,
     ts_hostile_put_u32(out + 12, (uint32_t)hl);
     put_u64(out + 16, expect);
     memcpy(out + 24, token, TS_HOSTILE_TOKEN_LEN);
-    if (version == 2) {
+    if (version == 2 || version == 4) {
         ts_hostile_put_u32(out + 40, stripe);
         ts_hostile_put_u32(out + 44, stripes);
         at = 48;
@@ -413,29 +415,39 @@ ts_hostile_stream_ask(unsigned port, const char *session, const char *hash, cons
 }
 
 int
-ts_hostile_stripe_send(unsigned port, int rcvbuf, const char *session, const char *hash,
-                       const uint8_t *token, uint64_t expect, uint32_t stripe, uint32_t stripes)
+ts_hostile_stream_send(unsigned port, int rcvbuf, uint32_t version, const char *session,
+                       const char *hash, const uint8_t *token, uint64_t expect, uint32_t stripe,
+                       uint32_t stripes)
 {
     uint8_t req[8300];
-    size_t len = ts_hostile_stream_request_v(req, 2, session, hash, token, expect, stripe, stripes);
+    size_t len =
+        ts_hostile_stream_request_v(req, version, session, hash, token, expect, stripe, stripes);
     int fd = ts_hostile_tcp_connect_rcvbuf(port, rcvbuf);
     CHECK(send(fd, req, len, MSG_NOSIGNAL) == (ssize_t)len);
     return fd;
 }
 
+int
+ts_hostile_stripe_send(unsigned port, int rcvbuf, const char *session, const char *hash,
+                       const uint8_t *token, uint64_t expect, uint32_t stripe, uint32_t stripes)
+{
+    return ts_hostile_stream_send(port, rcvbuf, 2, session, hash, token, expect, stripe, stripes);
+}
+
 struct ts_hostile_answer
-ts_hostile_stripe_recv(int fd, uint8_t *buf, size_t cap)
+ts_hostile_stream_recv(int fd, size_t hdr, uint8_t *buf, size_t cap)
 {
     struct ts_hostile_answer a = {0};
-    CHECK(cap >= 16);
-    a.got = ts_hostile_read_exact(fd, buf, 16, 10000, &a.closed);
-    if (a.got == 16 && memcmp(buf, "ECTS", 4) == 0) {
+    CHECK(hdr >= 16 && cap >= hdr);
+    a.got = ts_hostile_read_exact(fd, buf, hdr, 10000, &a.closed);
+    if (a.got == hdr && memcmp(buf, "ECTS", 4) == 0) {
         a.status = ts_hostile_get_u32(buf + 4);
         a.announced = ts_hostile_get_u64(buf + 8);
     }
-    if (a.got == 16 && a.status == 0 && a.announced > 0) {
-        CHECK_MSG(a.announced <= cap - 16, "announced %llu bytes", (unsigned long long)a.announced);
-        a.got += ts_hostile_read_exact(fd, buf + 16, (size_t)a.announced, 10000, &a.closed);
+    if (a.got == hdr && a.status == 0 && a.announced > 0) {
+        CHECK_MSG(a.announced <= cap - hdr, "announced %llu bytes",
+                  (unsigned long long)a.announced);
+        a.got += ts_hostile_read_exact(fd, buf + hdr, (size_t)a.announced, 10000, &a.closed);
         struct pollfd p = {.fd = fd, .events = POLLIN};
         uint8_t extra[4096];
         ssize_t n;
@@ -448,6 +460,12 @@ ts_hostile_stripe_recv(int fd, uint8_t *buf, size_t cap)
     }
     close(fd);
     return a;
+}
+
+struct ts_hostile_answer
+ts_hostile_stripe_recv(int fd, uint8_t *buf, size_t cap)
+{
+    return ts_hostile_stream_recv(fd, 16, buf, cap);
 }
 
 struct ts_hostile_answer

@@ -125,9 +125,10 @@ void ts_hostile_legit_consumer_verifies_all(const struct ts_hostile_producer *p)
 
 /* What an XferAck said, decoded by the attacker. */
 struct ts_hostile_grant {
-    int status;         /* ECT_XFER_*; -1 when the ack had none */
-    size_t n_blocks;    /* length of src_block_indices */
-    unsigned data_port; /* the offer's tcp entry (agent_metadata); 0 without one */
+    int status;              /* ECT_XFER_*; -1 when the ack had none */
+    size_t n_blocks;         /* length of src_block_indices */
+    unsigned data_port;      /* the offer's tcp entry (agent_metadata); 0 without one */
+    unsigned aligned_header; /* its tcp_aligned entry (kind 4), the header size; 0 without */
     uint8_t token[TS_HOSTILE_TOKEN_LEN];
     uint8_t desc[64]; /* mem_descriptor as it came */
     size_t desc_len;
@@ -157,8 +158,8 @@ struct ts_hostile_grant ts_hostile_ask(void *dealer, const char *hash, const cha
 
 /* A data-stream request laid out as proto/stream.h does, with whatever
  * numbers the attacker chooses: "ECTR", the version, the two string
- * lengths, expect (the payload size asked for) and the token; for version
- * 2 also stripe and stripes (u32 at 40 and 44, the strings from 48 on);
+ * lengths, expect (the payload size asked for) and the token; for versions
+ * 2 and 4 also stripe and stripes (u32 at 40 and 44, the strings from 48 on);
  * then session and hash.  Written to out, which must hold 48 bytes and
  * both strings; returns its length.  No checks: any version goes. */
 size_t ts_hostile_stream_request_v(uint8_t *out, uint32_t version, const char *session,
@@ -192,20 +193,29 @@ struct ts_hostile_answer ts_hostile_stream_ask(unsigned port, const char *sessio
                                                size_t cap);
 
 /* Connect to port (rcvbuf as ts_hostile_tcp_connect_rcvbuf) and send a
- * version 2 request for stripe `stripe` of `stripes`.  Returns the
- * connection, for the caller to read and close.  Fails the case when the
- * connection or the send fails. */
+ * request of this version (ts_hostile_stream_request_v) for stripe `stripe`
+ * of `stripes`.  Returns the connection, for the caller to read and close.
+ * Fails the case when the connection or the send fails. */
+int ts_hostile_stream_send(unsigned port, int rcvbuf, uint32_t version, const char *session,
+                           const char *hash, const uint8_t *token, uint64_t expect, uint32_t stripe,
+                           uint32_t stripes);
+
+/* ts_hostile_stream_send of a version 2 request. */
 int ts_hostile_stripe_send(unsigned port, int rcvbuf, const char *session, const char *hash,
                            const uint8_t *token, uint64_t expect, uint32_t stripe,
                            uint32_t stripes);
 
-/* Read the answer on fd, then close fd.  The 16-byte header first (10 s of
- * silence at most); when it says OK with a payload, exactly the announced
- * payload into buf + 16 and then a 200 ms look for any byte beyond it (the
- * producer sends none: the connection waits for a next request); otherwise
- * everything until the producer hangs up (or 3 s of silence).  Fails the
- * case when buf holds less than 16 bytes or the announced payload does not
- * fit in it. */
+/* Read the answer on fd, then close fd.  A header of hdr bytes (16, or 64
+ * for an aligned answer) first (10 s of silence at most); when it says OK
+ * with a payload, exactly the announced payload into buf + hdr and then a
+ * 200 ms look for any byte beyond it (the producer sends none: the
+ * connection waits for a next request); otherwise everything until the
+ * producer hangs up (or 3 s of silence).  Fails the case when hdr is under
+ * 16, buf holds less than hdr bytes or the announced payload does not fit
+ * in it. */
+struct ts_hostile_answer ts_hostile_stream_recv(int fd, size_t hdr, uint8_t *buf, size_t cap);
+
+/* ts_hostile_stream_recv of a 16-byte header. */
 struct ts_hostile_answer ts_hostile_stripe_recv(int fd, uint8_t *buf, size_t cap);
 
 /* ts_hostile_stripe_send (default receive buffer) and then

@@ -197,6 +197,72 @@ listeners(pid_t pid, const char *table, char (*out)[64], size_t cap)
     return n;
 }
 
+/* Versions 3 and 4 (proto/stream.h): the same grants, answered with a
+ * 64-byte header whose last 48 bytes are zero, refusals included; the
+ * offer says so; versions 1 and 2 keep their 16 bytes (the case above and
+ * test_hostile_stripes.c). */
+static void
+test_stream_answers_versions_3_and_4_with_a_64_byte_header(void)
+{
+    struct ts_hostile_producer p;
+    ts_hostile_producer_spawn(&p, 4, 16);
+    const uint64_t size = 16 * TS_HOSTILE_BLOCK;
+    struct ts_hostile_dealer d;
+    ts_hostile_dealer_open(&d, p.ctl_port);
+    struct ts_hostile_grant g0 = ts_hostile_ask(d.sock, p.hashes[0], "atk");
+    CHECK_EQ_INT(g0.status, ECT_XFER_OK);
+    CHECK_EQ_U64(g0.aligned_header, 64);
+    static uint8_t buf[1 << 20];
+    static const uint8_t zeros[48];
+    static uint8_t want[16 * TS_HOSTILE_BLOCK];
+
+    /* The whole grant, version 3: header, padding, exactly the entry. */
+    int fd = ts_hostile_stream_send(g0.data_port, 0, 3, "atk", p.hashes[0], g0.token, size, 0, 0);
+    struct ts_hostile_answer a = ts_hostile_stream_recv(fd, 64, buf, sizeof(buf));
+    CHECK_EQ_U64(a.status, 0);
+    CHECK_EQ_U64(a.announced, size);
+    CHECK_EQ_U64(a.got, 64 + size);
+    CHECK(!a.closed);
+    CHECK(memcmp(buf + 16, zeros, sizeof(zeros)) == 0);
+    ect_pattern_fill(p.hashes[0], want, size);
+    CHECK(memcmp(buf + 64, want, size) == 0);
+    /* Replayed: refused with the same 64 bytes of header, then closed. */
+    fd = ts_hostile_stream_send(g0.data_port, 0, 3, "atk", p.hashes[0], g0.token, size, 0, 0);
+    a = ts_hostile_stream_recv(fd, 64, buf, sizeof(buf));
+    CHECK_EQ_U64(a.got, 64);
+    CHECK_EQ_U64(a.status, 1);
+    CHECK_EQ_U64(a.announced, 0);
+    CHECK(a.closed);
+    CHECK(memcmp(buf + 16, zeros, sizeof(zeros)) == 0);
+
+    /* Two stripes, version 4: each its half, after its own 64 bytes. */
+    struct ts_hostile_grant g1 = ts_hostile_ask(d.sock, p.hashes[1], "atk");
+    CHECK_EQ_INT(g1.status, ECT_XFER_OK);
+    int fds[2];
+    for (uint32_t k = 0; k < 2; k++)
+        fds[k] =
+            ts_hostile_stream_send(g1.data_port, 0, 4, "atk", p.hashes[1], g1.token, size, k, 2);
+    ect_pattern_fill(p.hashes[1], want, size);
+    for (uint32_t k = 0; k < 2; k++) {
+        a = ts_hostile_stream_recv(fds[k], 64, buf, sizeof(buf));
+        CHECK_EQ_U64(a.status, 0);
+        CHECK_EQ_U64(a.announced, size / 2);
+        CHECK_EQ_U64(a.got, 64 + size / 2);
+        CHECK(memcmp(buf + 16, zeros, sizeof(zeros)) == 0);
+        CHECK(memcmp(buf + 64, want + k * (size / 2), size / 2) == 0);
+    }
+
+    CHECK(ts_hostile_producer_alive(&p));
+    CHECK_EQ_U64((uint64_t)ts_hostile_metric(&p, "ectier_data_streams_served_total"), 2);
+    CHECK_EQ_U64((uint64_t)ts_hostile_metric(&p, "ectier_data_streams_denied_total"), 1);
+    CHECK_EQ_U64((uint64_t)ts_hostile_metric(&p, "ectier_grants_outstanding"), 0);
+    ts_hostile_dealer_close(&d);
+    /* ectier's own consumer reads the producer's entries: it asks for
+     * aligned answers, as the offer allows. */
+    ts_hostile_legit_consumer_verifies_all(&p);
+    ts_hostile_producer_stop(&p);
+}
+
 static void
 test_producer_listens_only_on_documented_ports_and_loads_no_ucx(void)
 {
@@ -503,6 +569,7 @@ test_consumers_killed_mid_read_never_take_the_producer_down(void)
 
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_stream_gives_exactly_the_granted_entry_and_nothing_else),
+    ECT_CASE(test_stream_answers_versions_3_and_4_with_a_64_byte_header),
     ECT_CASE(test_producer_listens_only_on_documented_ports_and_loads_no_ucx),
     ECT_CASE(test_ucx_peer_reaches_nothing_over_ucx_tcp),
     ECT_CASE(test_ucx_peer_reaches_nothing_over_the_default_transports),

@@ -459,6 +459,54 @@ TS_SHM_CASE(test_tcp_reads_are_striped_only_where_both_sides_allow_and_it_pays)
     ts_check_no_leftovers();
 }
 
+/* A consumer asks for aligned answers (stream versions 3 and 4) where the
+ * offer says the producer gives them, and for the 16-byte header of
+ * versions 1 and 2 where it does not (a producer from before them refuses
+ * the newer versions); the producer answers each as asked, whole and
+ * striped, and every byte lands. */
+TS_SHM_CASE(test_consumer_asks_for_aligned_answers_only_where_offered)
+{
+    char pname[64], cname[64];
+    ect_test_unique_name(pname, sizeof(pname), "ectt_");
+    ect_test_unique_name(cname, sizeof(cname), "ectt_");
+    struct ts_xport_producer p;
+    ts_xport_producer_start(&p, pname, BIG_HIDDEN, STRIPED_NB, 94, 1, 0);
+    CHECK_OK(p.status);
+    struct ts_xport_consumer c;
+    ts_xport_consumer_open(&c, cname, BIG_HIDDEN, STRIPED_NB, ECT_TRANSPORT_TCP, NULL);
+    ect_xport_offer_t offer;
+    CHECK_OK(ect__xport_offer_decode(p.agent, p.agent_len, &offer));
+    CHECK_EQ_INT(offer.tcp_aligned, 1);
+    offer.tcp_aligned = 0;
+    uint8_t *old_agent;
+    size_t old_len;
+    CHECK_OK(ect__xport_offer_encode(&offer, &old_agent, &old_len));
+    CHECK_EQ_U64(old_len, p.agent_len - 12);
+    /* striped_read checks that every byte landed (and returns the
+     * connections); the producer counts the streams it sent after a
+     * 16-byte header, a stripe as one. */
+    const struct {
+        int aligned;
+        unsigned stripes;
+        uint64_t unaligned_after;
+    } reads[] = {{1, 1, 0}, {0, 1, 1}, {1, 4, 1}, {0, 4, 5}};
+    for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+        CHECK_EQ_U64(striped_read(&c, &p, reads[i].aligned ? p.agent : old_agent,
+                                  reads[i].aligned ? p.agent_len : old_len, reads[i].stripes,
+                                  STRIPED_NB),
+                     reads[i].stripes);
+        ect_xport_server_counters_t sk;
+        uint64_t fin[2];
+        ts_xport_producer_counters_after(&p, i + 1, &sk, fin);
+        CHECK_EQ_U64(sk.streams_served, i + 1);
+        CHECK_EQ_U64(sk.streams_unaligned, reads[i].unaligned_after);
+    }
+    ect__free(old_agent);
+    ts_xport_consumer_close(&c);
+    ts_xport_producer_stop(&p);
+    ts_check_no_leftovers();
+}
+
 /* ---- refusals: nothing moves -------------------------------------------------------------- */
 
 struct refusal_env {
@@ -689,6 +737,8 @@ TS_SHM_CASE(test_server_offers_its_stream_and_region)
     CHECK_OK(ect__xport_offer_decode(agent, alen, &o));
     CHECK(ect__xport_server_tcp_port(s) != 0);
     CHECK_EQ_INT(o.tcp_port, ect__xport_server_tcp_port(s));
+    CHECK_EQ_INT(o.tcp_aligned, 1);
+    CHECK_EQ_INT(o.tcp_stripes, ECT_STREAM_MAX_STRIPES);
     CHECK_EQ_U64(o.path_len, strlen(ect_region_path(region)));
     CHECK(memcmp(o.path, ect_region_path(region), o.path_len) == 0);
     CHECK_EQ_U64(o.data_offset, ect_region_data_offset(region));
@@ -864,6 +914,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_bad_arguments_are_refused),
     ECT_CASE(test_striped_tcp_reads_land_every_byte),
     ECT_CASE(test_tcp_reads_are_striped_only_where_both_sides_allow_and_it_pays),
+    ECT_CASE(test_consumer_asks_for_aligned_answers_only_where_offered),
     ECT_CASE(test_server_offers_its_stream_and_region),
     ECT_CASE(test_two_servers_on_one_region_differ_in_their_instance),
     ECT_CASE(test_server_without_any_transport_is_refused),

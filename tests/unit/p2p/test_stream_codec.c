@@ -6,8 +6,11 @@
  * gives (version 2's stripe fields at 40 and 44); the encoder refuses a
  * stripe outside its count and more than ECT_STREAM_MAX_STRIPES; the
  * decoder refuses (ECT_ERR_PARSE) stripe fields out of bounds, truncated
- * ones, a version 1 body sent as version 2, version 3, and every cut of a
- * version 2 request; peek's total counts the stripe fields.
+ * ones, a version 1 body sent as version 2, versions outside 1..4, and
+ * every cut of a version 2 request; peek's total counts the stripe fields.
+ * Versions 3 and 4 are 1 and 2 asking for an aligned answer: responses
+ * round-trip in both sizes, an aligned one with 48 zero bytes after the
+ * 16 that mean something, and the decoder refuses a non-zero padding byte.
  *
  * Pure codec, no I/O.  The hostile-byte search is the fuzz target's
  * (fuzz/p2p/fuzz_stream.c, corpus fuzz/corpus/stream/).
@@ -421,7 +424,7 @@ test_decoder_refuses_a_version_1_body_sent_as_version_2(void)
 static void
 test_decoder_and_peek_refuse_other_versions(void)
 {
-    static const uint32_t bad[] = {0, 3, 0x100, UINT32_MAX};
+    static const uint32_t bad[] = {0, 5, 0x100, UINT32_MAX};
     for (int striped = 0; striped <= 1; striped++) {
         uint8_t buf[ECT_STREAM_REQ_MAX];
         ect_stream_req_t req = sample_req(striped, striped ? 2 : 0);
@@ -438,6 +441,113 @@ test_decoder_and_peek_refuse_other_versions(void)
             CHECK_EQ_U64(total, 777);
         }
     }
+}
+
+static void
+test_aligned_requests_are_versions_3_and_4(void)
+{
+    /* The same layouts as versions 1 and 2; the version says that the
+     * answer's header is the aligned one, and decoding keeps that. */
+    for (uint32_t stripes = 1; stripes <= ECT_STREAM_MAX_STRIPES; stripes++) {
+        ect_stream_req_t req = sample_req(stripes - 1, stripes);
+        CHECK_EQ_U64(ect__stream_resp_len(&req), ECT_STREAM_RESP_LEN);
+        size_t plain_len;
+        uint8_t *plain = encode(&req, &plain_len);
+        req.aligned = 1;
+        CHECK_EQ_U64(ect__stream_resp_len(&req), ECT_STREAM_RESP_ALIGNED_LEN);
+        size_t len;
+        uint8_t *buf = encode(&req, &len);
+        CHECK_EQ_U64(len, plain_len);
+        CHECK_EQ_U64(get_u32(buf + OFF_VERSION),
+                     stripes > 1 ? ECT_STREAM_VERSION_ALIGNED_STRIPED : ECT_STREAM_VERSION_ALIGNED);
+        /* Nothing but the version differs from the unaligned request. */
+        put_u32(plain + OFF_VERSION, get_u32(buf + OFF_VERSION));
+        CHECK(memcmp(plain, buf, len) == 0);
+        check_decodes_back(buf, len, stripes - 1, stripes);
+        ect_stream_req_t back;
+        CHECK_EQ_INT(decode_exact(buf, len, &back), ECT_OK);
+        CHECK_EQ_INT(back.aligned, 1);
+        CHECK_EQ_U64(ect__stream_resp_len(&back), ECT_STREAM_RESP_ALIGNED_LEN);
+        put_u32(buf + OFF_VERSION, stripes > 1 ? ECT_STREAM_VERSION_STRIPED : ECT_STREAM_VERSION);
+        CHECK_EQ_INT(decode_exact(buf, len, &back), ECT_OK);
+        CHECK_EQ_INT(back.aligned, 0);
+        free(plain);
+        free(buf);
+    }
+}
+
+/* Decode resp_len bytes of src from an exact-size copy. */
+static ect_status_t
+decode_resp_exact(const uint8_t *src, size_t resp_len, uint32_t *status_p, uint64_t *payload_p)
+{
+    uint8_t *copy = malloc(resp_len);
+    CHECK(copy != NULL);
+    memcpy(copy, src, resp_len);
+    ect_status_t st = ect__stream_resp_decode(copy, resp_len, status_p, payload_p);
+    free(copy);
+    return st;
+}
+
+static void
+test_responses_round_trip_in_both_sizes(void)
+{
+    static const struct {
+        ect_stream_status_t status;
+        uint64_t payload, on_wire;
+    } cases[] = {
+        {ECT_STREAM_OK, EXPECT, EXPECT},
+        {ECT_STREAM_OK, 1, 1},
+        {ECT_STREAM_DENIED, 0, 0},
+        {ECT_STREAM_SIZE_MISMATCH, 99, 0}, /* a refusal carries no payload length */
+    };
+    for (int aligned = 0; aligned < 2; aligned++)
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            uint8_t buf[ECT_STREAM_RESP_ALIGNED_LEN + 1];
+            memset(buf, 0xee, sizeof(buf));
+            size_t len = ect__stream_resp_encode(cases[i].status, cases[i].payload, aligned, buf);
+            CHECK_EQ_U64(len, aligned ? ECT_STREAM_RESP_ALIGNED_LEN : ECT_STREAM_RESP_LEN);
+            CHECK_EQ_U64(buf[len], 0xee); /* nothing written past the header */
+            CHECK(memcmp(buf, "ECTS", 4) == 0);
+            CHECK_EQ_U64(get_u32(buf + 4), (uint32_t)cases[i].status);
+            CHECK_EQ_U64(get_u32(buf + 8), (uint32_t)cases[i].on_wire);
+            CHECK_EQ_U64(get_u32(buf + 12), (uint32_t)(cases[i].on_wire >> 32));
+            for (size_t k = ECT_STREAM_RESP_LEN; k < len; k++)
+                CHECK_EQ_U64(buf[k], 0);
+            uint32_t status = 77;
+            uint64_t payload = 77;
+            CHECK_EQ_INT(decode_resp_exact(buf, len, &status, &payload), ECT_OK);
+            CHECK_EQ_U64(status, (uint32_t)cases[i].status);
+            CHECK_EQ_U64(payload, cases[i].on_wire);
+        }
+}
+
+static void
+test_response_decoder_refuses_padding_that_is_not_zero(void)
+{
+    uint8_t buf[ECT_STREAM_RESP_ALIGNED_LEN];
+    CHECK_EQ_U64(ect__stream_resp_encode(ECT_STREAM_OK, EXPECT, 1, buf),
+                 ECT_STREAM_RESP_ALIGNED_LEN);
+    for (size_t k = ECT_STREAM_RESP_LEN; k < ECT_STREAM_RESP_ALIGNED_LEN; k++) {
+        buf[k] = 1;
+        uint32_t status = 77;
+        uint64_t payload = 77;
+        CHECK_STATUS(decode_resp_exact(buf, sizeof(buf), &status, &payload), ECT_ERR_PARSE);
+        CHECK_CONTAINS(ect_last_error(), "padding");
+        CHECK_EQ_U64(status, 77);
+        CHECK_EQ_U64(payload, 77);
+        buf[k] = 0;
+    }
+    /* The first 16 bytes of it still decode as an unaligned header (a
+     * consumer that asked for that reads no further), and no other size
+     * decodes at all. */
+    uint32_t status;
+    uint64_t payload;
+    CHECK_EQ_INT(decode_resp_exact(buf, ECT_STREAM_RESP_LEN, &status, &payload), ECT_OK);
+    CHECK_EQ_U64(payload, EXPECT);
+    static const size_t other[] = {0, 15, 17, 32, 63, 65};
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+        CHECK_STATUS(ect__stream_resp_decode(buf, other[i], &status, &payload),
+                     ECT_ERR_INVALID_ARG);
 }
 
 static void
@@ -477,6 +587,9 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_decoder_refuses_a_version_1_body_sent_as_version_2),
     ECT_CASE(test_decoder_and_peek_refuse_other_versions),
     ECT_CASE(test_peek_counts_the_stripe_fields_from_the_fixed_part_alone),
+    ECT_CASE(test_aligned_requests_are_versions_3_and_4),
+    ECT_CASE(test_responses_round_trip_in_both_sizes),
+    ECT_CASE(test_response_decoder_refuses_padding_that_is_not_zero),
 };
 
 int

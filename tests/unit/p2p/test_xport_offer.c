@@ -74,6 +74,27 @@ put_u64(uint8_t *p, uint64_t v)
 /* Where the entry after the tcp one begins in a tcp-only offer. */
 #define AFTER_TCP_ENTRY (4u + 4u + ECT_XPORT_INSTANCE_LEN + 4u + 12u)
 
+/* The offer blob (len bytes, two entries) whose second entry, a u32 one,
+ * starts at AFTER_TCP_ENTRY: that entry twice, or two bytes long, is
+ * ECT_ERR_PEER; the short one's message names it (what). */
+static void
+check_second_entry_twice_or_short_refused(const uint8_t *blob, size_t len, const char *what)
+{
+    ect_xport_offer_t back;
+    uint8_t *edit = malloc(len + 12);
+    CHECK(edit != NULL);
+    memcpy(edit, blob, len);
+    memcpy(edit + len, blob + AFTER_TCP_ENTRY, 12);
+    put_u32(edit + 4 + 4 + ECT_XPORT_INSTANCE_LEN, 3);
+    CHECK_STATUS(ect__xport_offer_decode(edit, len + 12, &back), ECT_ERR_PEER);
+    CHECK_CONTAINS(ect_last_error(), "appears twice");
+    memcpy(edit, blob, len);
+    put_u32(edit + AFTER_TCP_ENTRY + 4, 2);
+    CHECK_STATUS(ect__xport_offer_decode(edit, len - 2, &back), ECT_ERR_PEER);
+    CHECK_CONTAINS(ect_last_error(), what);
+    free(edit);
+}
+
 /* The tcp_stripes entry: written after the tcp entry only when the stream
  * takes stripes; skipped by what does not know it (its kind is not a
  * transport); a count under 2, a second entry, or a short one refused; and
@@ -114,17 +135,8 @@ test_offer_carries_the_streams_stripes(void)
         CHECK_STATUS(ect__xport_offer_decode(edit, len, &back), ECT_ERR_PEER);
         CHECK_CONTAINS(ect_last_error(), "tcp_stripes entry");
     }
-    /* Twice. */
-    memcpy(edit, blob, len);
-    memcpy(edit + len, blob + AFTER_TCP_ENTRY, 12);
-    put_u32(edit + 4 + 4 + ECT_XPORT_INSTANCE_LEN, 3);
-    CHECK_STATUS(ect__xport_offer_decode(edit, len + 12, &back), ECT_ERR_PEER);
-    CHECK_CONTAINS(ect_last_error(), "appears twice");
-    /* Two bytes long. */
-    memcpy(edit, blob, len);
-    put_u32(edit + AFTER_TCP_ENTRY + 4, 2);
-    CHECK_STATUS(ect__xport_offer_decode(edit, len - 2, &back), ECT_ERR_PEER);
     free(edit);
+    check_second_entry_twice_or_short_refused(blob, len, "tcp_stripes entry");
     free(blob);
 
     /* Without a tcp entry the count means nothing. */
@@ -138,6 +150,75 @@ test_offer_carries_the_streams_stripes(void)
     CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
     CHECK_OK(ect__xport_offer_decode(blob, len, &back));
     CHECK_EQ_INT(back.tcp_stripes, 0);
+    free(blob);
+}
+
+/* The tcp_aligned entry: written after the tcp entry (and the stripes one)
+ * only when the stream answers aligned; one u32 that must say 64; refused
+ * twice, short or saying another size; and read as absent without a tcp
+ * entry. */
+static void
+test_offer_carries_the_streams_aligned_answers(void)
+{
+    ect_xport_offer_t o = sample_offer(1u << ECT_XPORT_TCP), back;
+    uint8_t *blob;
+    size_t len, plain_len;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &plain_len));
+    CHECK_OK(ect__xport_offer_decode(blob, plain_len, &back));
+    CHECK_EQ_INT(back.tcp_aligned, 0);
+    free(blob);
+
+    o.tcp_aligned = 1;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
+    CHECK_EQ_U64(len, plain_len + 12);
+    CHECK_OK(ect__xport_offer_decode(blob, len, &back));
+    CHECK_EQ_INT(back.tcp_aligned, 1);
+    CHECK_EQ_INT(back.tcp_stripes, 0);
+    CHECK_EQ_INT(back.kinds, 1u << ECT_XPORT_TCP);
+    CHECK_EQ_U64(blob[AFTER_TCP_ENTRY], ECT_XPORT_OFFER_TCP_ALIGNED);
+    CHECK_EQ_U64(blob[AFTER_TCP_ENTRY + 4], 4);
+    CHECK_EQ_U64(blob[AFTER_TCP_ENTRY + 8], ECT_STREAM_RESP_ALIGNED_LEN);
+
+    uint8_t *edit = malloc(len);
+    CHECK(edit != NULL);
+    static const uint32_t other[] = {0, 16, 63, 128, UINT32_MAX};
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+        memcpy(edit, blob, len);
+        put_u32(edit + AFTER_TCP_ENTRY + 8, other[i]);
+        CHECK_STATUS(ect__xport_offer_decode(edit, len, &back), ECT_ERR_PEER);
+        CHECK_CONTAINS(ect_last_error(), "tcp_aligned entry");
+    }
+    free(edit);
+    check_second_entry_twice_or_short_refused(blob, len, "tcp_aligned entry");
+    free(blob);
+
+    /* With the stripes entry too, each is read. */
+    o.tcp_stripes = 4;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &len));
+    CHECK_EQ_U64(len, plain_len + 24);
+    CHECK_OK(ect__xport_offer_decode(blob, len, &back));
+    CHECK_EQ_INT(back.tcp_aligned, 1);
+    CHECK_EQ_INT(back.tcp_stripes, 4);
+    free(blob);
+
+    /* Without a tcp entry it is not written, and a hand-made one means
+     * nothing. */
+    o = sample_offer(1u << ECT_XPORT_SAME_HOST);
+    o.tcp_aligned = 1;
+    CHECK_OK(ect__xport_offer_encode(&o, &blob, &plain_len));
+    CHECK_OK(ect__xport_offer_decode(blob, plain_len, &back));
+    CHECK_EQ_INT(back.tcp_aligned, 0);
+    edit = malloc(plain_len + 12);
+    CHECK(edit != NULL);
+    memcpy(edit, blob, plain_len);
+    put_u32(edit + plain_len, ECT_XPORT_OFFER_TCP_ALIGNED);
+    put_u32(edit + plain_len + 4, 4);
+    put_u32(edit + plain_len + 8, ECT_STREAM_RESP_ALIGNED_LEN);
+    put_u32(edit + 4 + 4 + ECT_XPORT_INSTANCE_LEN, 2);
+    CHECK_OK(ect__xport_offer_decode(edit, plain_len + 12, &back));
+    CHECK_EQ_INT(back.tcp_aligned, 0);
+    CHECK_EQ_INT(back.kinds, 1u << ECT_XPORT_SAME_HOST);
+    free(edit);
     free(blob);
 }
 
@@ -732,6 +813,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_offer_and_descriptor_round_trip_with_both_transports),
     ECT_CASE(test_offer_and_descriptor_round_trip_with_one_transport),
     ECT_CASE(test_offer_carries_the_streams_stripes),
+    ECT_CASE(test_offer_carries_the_streams_aligned_answers),
     ECT_CASE(test_encode_refuses_fields_outside_the_format),
     ECT_CASE(test_offer_truncated_at_every_offset_is_peer_error),
     ECT_CASE(test_descriptor_truncated_at_every_offset_is_peer_error),
