@@ -173,7 +173,7 @@ size_t ts_hostile_stream_request(uint8_t *out, const char *session, const char *
 /* What came back on a data-stream connection. */
 struct ts_hostile_answer {
     size_t got;         /* bytes received in all */
-    uint32_t status;    /* from the 16-byte header, when one came */
+    uint32_t status;    /* from the header (16 or 64 bytes), when one came */
     uint64_t announced; /* its payload length */
     int closed;         /* the producer closed the connection */
 };
