@@ -203,17 +203,23 @@ ect__stream_token_equal(const uint8_t a[ECT_STREAM_TOKEN_LEN],
     return diff == 0;
 }
 
+static size_t
+resp_len_of(int aligned)
+{
+    return aligned ? ECT_STREAM_RESP_ALIGNED_LEN : ECT_STREAM_RESP_LEN;
+}
+
 size_t
 ect__stream_resp_len(const ect_stream_req_t *req)
 {
-    return req->aligned ? ECT_STREAM_RESP_ALIGNED_LEN : ECT_STREAM_RESP_LEN;
+    return resp_len_of(req->aligned);
 }
 
 size_t
 ect__stream_resp_encode(ect_stream_status_t status, uint64_t payload_len, int aligned,
                         uint8_t out[ECT_STREAM_RESP_ALIGNED_LEN])
 {
-    size_t resp_len = aligned ? ECT_STREAM_RESP_ALIGNED_LEN : ECT_STREAM_RESP_LEN;
+    size_t resp_len = resp_len_of(aligned);
     memset(out, 0, resp_len);
     ect_bytes_writer_t w = {out, out + resp_len};
     ect__put_bytes(&w, RESP_MAGIC, MAGIC_LEN);

@@ -1,9 +1,9 @@
 /*
- * Shared by the data-transport tests (test_xport.c, test_xport_peers.c):
- * a producer in its own process that opens a real region, fills it with
- * pseudo-random bytes (never zero), starts a transport server and hands its
- * offer back through a pipe, then serves until it is told to stop (or is
- * killed); and a consumer region in the test process.
+ * Shared by the data-transport tests (test_xport.c, test_xport_stripes.c,
+ * test_xport_spread.c, test_xport_peers.c): a producer in its own process that opens a real region,
+ * fills it with pseudo-random bytes (never zero), starts a transport server and hands its offer
+ * back through a pipe, then serves until it is told to stop (or is killed); and a consumer region
+ * in the test process.
  *
  * The producer keeps a small grant table of its own (the real one is in
  * src/p2p/producer.c): the test asks it over a pipe to grant blocks and gets
