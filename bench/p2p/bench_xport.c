@@ -121,19 +121,21 @@ print_as_old(size_t i, double value, double ceiling, const char *way, const stru
 
 /* Where one size's reads spent their time besides moving bytes (struct
  * read_parts), next to their whole time.  A bare transfer has no hand-off
- * to a waiting thread, and its start is only the request's send.  A
- * same-host read copies inside its start on the calling thread, so its
- * start is most of it. */
+ * to a waiting thread, and its start is only the request's send.  A tcp
+ * read is seen DONE on its receiving thread unless the waiting thread held
+ * the lock then (the share is printed).  A same-host read copies inside
+ * its start on the calling thread, so its start is most of it. */
 static void
 print_read_parts(enum mode mode, size_t bytes, const struct answer *a)
 {
     static const int ORDER[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}}; /* {cold, fr} */
-    double v[3][4];
+    double v[3][4], on_rx[4];
     for (int k = 0; k < 4; k++) {
         int fig = FIG(ORDER[k][0], ORDER[k][1], 0);
         v[0][k] = a->fig[fig] > 0 ? (double)bytes / a->fig[fig] / 1e3 : -1;
         v[1][k] = a->parts[fig / 2].start * 1e6;
         v[2][k] = a->parts[fig / 2].handoff * 1e6;
+        on_rx[k] = a->parts[fig / 2].on_rx * 100;
     }
     /* A negative part was not measured: no rep of the figure had it (a
      * same-host read that lands inside its start gets no settled callback,
@@ -149,16 +151,22 @@ print_read_parts(enum mode mode, size_t bytes, const struct answer *a)
                 snprintf(text[p][k], sizeof(text[p][k]), p == 0 ? "%.0f" : "%.1f", v[p][k]);
             }
         }
+    char where[96] = "";
+    if (mode == MODE_TCP)
+        snprintf(where, sizeof(where),
+                 " (seen on the receiving thread in %.0f / %.0f / %.0f / %.0f %% of reads)",
+                 on_rx[0], on_rx[1], on_rx[2], on_rx[3]);
     printf("    a %s read's parts (medians, us; contiguous warm / cold, 16 runs warm / cold%s): "
            "in all %s / %s / %s / %s; starting it (%s) %s / %s / %s / %s; last byte landed to "
-           "the waiting thread seeing DONE %s / %s / %s / %s\n",
+           "%s %s / %s / %s / %s%s\n",
            MODE_NAMES[mode], any_none ? "; none: every read landed inside its start" : "",
            text[0][0], text[0][1], text[0][2], text[0][3],
            mode == MODE_TCP ? "request sent, producer woken"
                             : "the batch submitted, copy threads woken or not, this thread's "
                               "pieces copied",
-           text[1][0], text[1][1], text[1][2], text[1][3], text[2][0], text[2][1], text[2][2],
-           text[2][3]);
+           text[1][0], text[1][1], text[1][2], text[1][3],
+           mode == MODE_TCP ? "the read seen DONE" : "the waiting thread seeing DONE", text[2][0],
+           text[2][1], text[2][2], text[2][3], where);
 }
 
 static int

@@ -3,6 +3,7 @@
  * reads, their cold and warm states, and their ceilings.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,15 +44,58 @@ check_landed(ect_region_t *region, const struct shape *s)
     return 0;
 }
 
-/* The consumer's eventfd the transport's receive thread writes when a read
- * settles, and when it last did (for the hand-off's cost). */
+/* The consumer's eventfd the transport's settled callback writes, and when
+ * it last came (for the hand-off's cost). */
 static int settled_fd = -1;
 static uint64_t settled_at_ns; /* atomic */
 
+/* How long the waiting thread sleeps between polls when no read settles:
+ * a same-host read's copy threads are polled every millisecond; tcp reads
+ * always call back, so the thread sleeps as long as the consumer's session
+ * thread does (p2p/consumer.c: IDLE_POLL_MS), and does not take the lock
+ * that the receiving thread wants every millisecond. */
+static int wait_tick_ms = 1;
+
+/* The reads timed_reads has in flight, shared with the settled callback as
+ * a consumer shares its transfer table (p2p/consumer.c: read_settled):
+ * under `lock`, which the callback only tries, so the clients are used by
+ * one thread at a time. */
+static struct {
+    pthread_mutex_t lock;
+    ect_xport_client_t *const *c;
+    ect_xport_read_t *const *r;
+    ect_xport_read_state_t *st;
+    size_t n, pending;
+    uint64_t done_ns; /* when the callback saw the last read DONE; 0: it did not */
+} inflight = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Poll the reads still PENDING; how many still are. */
+static size_t
+inflight_poll_locked(void)
+{
+    for (size_t k = 0; k < inflight.n; k++)
+        if (inflight.st[k] == ECT_XPORT_READ_PENDING &&
+            (inflight.st[k] = ect__xport_read_poll(inflight.c[k], inflight.r[k])) !=
+                ECT_XPORT_READ_PENDING)
+            inflight.pending--;
+    return inflight.pending;
+}
+
+/* As the consumer does: a tcp read is seen DONE on the thread that received
+ * its last byte, when the lock is free (the consumer then marks its entry
+ * ready there; here the clock stops); a same-host read, or a busy lock, is
+ * the waiting thread's, woken. */
 static void
-read_settled(void *arg)
+read_settled(void *arg, ect_xport_kind_t kind)
 {
     __atomic_store_n(&settled_at_ns, ect__now_ns(), __ATOMIC_RELEASE);
+    if (kind == ECT_XPORT_TCP && pthread_mutex_trylock(&inflight.lock) == 0) {
+        if (inflight.pending > 0 && inflight_poll_locked() == 0)
+            inflight.done_ns = ect__now_ns();
+        pthread_mutex_unlock(&inflight.lock);
+    }
+    /* The waiting thread wakes in any case (the bench's loop must go on);
+     * the clock has stopped before, where the reads were seen DONE. */
     uint64_t one = 1;
     if (write(*(int *)arg, &one, sizeof(one)) < 0 && errno != EAGAIN)
         fprintf(stderr, "bench xport: wake-up: %s\n", strerror(errno));
@@ -59,9 +103,10 @@ read_settled(void *arg)
 
 /* n reads at once, reads[k] of shape s[k] (whose hash names it, with the
  * slot it sits at, for the bench's grant table) with client c[k]: from the
- * first start to the last DONE, in seconds; < 0 on failure.  *parts gets
- * the parts (starting them all; handoff < 0 when no settled callback
- * came). */
+ * first start to the last DONE seen (on the receiving thread, or on this
+ * one), in seconds; < 0 on failure.  *parts gets the parts (starting them
+ * all; handoff < 0 when no settled callback came; on_rx 1 when the
+ * receiving thread saw the last read DONE). */
 static double
 timed_reads(ect_xport_client_t *const *c, size_t n, const struct producer *p,
             const struct shape *const *s, const uint64_t *slot_blocks, struct read_parts *parts)
@@ -86,6 +131,7 @@ timed_reads(ect_xport_client_t *const *c, size_t n, const struct producer *p,
         }
     }
     int failed = 0;
+    pthread_mutex_lock(&inflight.lock);
     uint64_t t0 = ect__now_ns();
     for (; started < n && started < MAX_READERS; started++) {
         const struct shape *sk = s[started];
@@ -111,31 +157,38 @@ timed_reads(ect_xport_client_t *const *c, size_t n, const struct producer *p,
         st[started] = ECT_XPORT_READ_PENDING;
     }
     parts->start = (double)(ect__now_ns() - t0) / 1e9;
-    pending = started;
-    /* Wait as a consumer's session thread does: asleep until the receive
-     * thread says a read settled (tcp), or polling every so often while the
-     * copy threads work (same host). */
+    inflight.c = c;
+    inflight.r = r;
+    inflight.st = st;
+    inflight.n = inflight.pending = pending = started;
+    inflight.done_ns = 0;
+    /* Wait as a consumer's session thread does: asleep until a read settles
+     * (the settled callback may have seen them all DONE by then), or
+     * polling every so often while the copy threads work (same host). */
     while (pending > 0) {
-        for (size_t k = 0; k < started; k++)
-            if (st[k] == ECT_XPORT_READ_PENDING &&
-                (st[k] = ect__xport_read_poll(c[k], r[k])) != ECT_XPORT_READ_PENDING)
-                pending--;
-        if (pending == 0)
+        if ((pending = inflight_poll_locked()) == 0)
             break;
+        pthread_mutex_unlock(&inflight.lock);
         struct pollfd pfd = {.fd = settled_fd, .events = POLLIN};
-        if (poll(&pfd, 1, 1) > 0) {
-            uint64_t v;
-            if (read(settled_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-                break;
-        }
+        int woken = poll(&pfd, 1, wait_tick_ms);
+        uint64_t v;
+        if (woken > 0 && read(settled_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+            failed = 1;
+        pthread_mutex_lock(&inflight.lock);
+        pending = inflight.pending;
+        if (failed)
+            break;
     }
-    uint64_t t1 = ect__now_ns();
+    uint64_t t1 = inflight.done_ns != 0 ? inflight.done_ns : ect__now_ns();
+    parts->on_rx = inflight.done_ns != 0;
+    inflight.n = inflight.pending = 0;
     uint64_t landed = __atomic_load_n(&settled_at_ns, __ATOMIC_ACQUIRE);
     parts->handoff = landed >= t0 && landed <= t1 ? (double)(t1 - landed) / 1e9 : -1;
     for (size_t k = 0; k < started; k++) {
         failed |= st[k] != ECT_XPORT_READ_DONE;
         ect__xport_read_release(c[k], r[k]);
     }
+    pthread_mutex_unlock(&inflight.lock);
     if (failed) {
         fprintf(stderr, "bench xport: a read failed\n");
         return -1;
@@ -289,7 +342,7 @@ measure_shape(ect_xport_client_t *const *client, size_t n_readers, ect_region_t 
     enum { MAX_REPS = 2000, N_BARE_WAYS = 2 };
     static double t_read[MAX_REPS], t_bare[N_BARE_WAYS][MAX_REPS];
     static double t_start[MAX_REPS], t_handoff[MAX_REPS], t_age[MAX_REPS];
-    size_t n = 0, n_handoff = 0, n_age = 0;
+    size_t n = 0, n_handoff = 0, n_age = 0, n_on_rx = 0;
     uint64_t slot = 0;
     /* When each slot was last written (0: not yet), for the as-old ceiling. */
     int paced = as_old != NULL && cold && ceiling != NULL && slots >= 3;
@@ -314,6 +367,7 @@ measure_shape(ect_xport_client_t *const *client, size_t n_readers, ect_region_t 
             return 1;
         }
         t_start[n] = parts.start;
+        n_on_rx += parts.on_rx > 0;
         if (parts.handoff >= 0)
             t_handoff[n_handoff++] = parts.handoff;
         if (ceiling != NULL) {
@@ -351,6 +405,7 @@ measure_shape(ect_xport_client_t *const *client, size_t n_readers, ect_region_t 
     *gbps_p = bytes / ect_bench_median(t_read, n) / 1e9;
     parts_p->start = ect_bench_median(t_start, n);
     parts_p->handoff = n_handoff > 0 ? ect_bench_median(t_handoff, n_handoff) : -1;
+    parts_p->on_rx = (double)n_on_rx / (double)n;
     *ceiling_p = 0;
     way[0] = '\0';
     if (ceiling != NULL) {
@@ -418,6 +473,7 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
     }
     if ((settled_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
         goto stop_bare;
+    wait_tick_ms = mode == MODE_TCP ? 20 : 1;
     ect_xport_client_params_t cp = {.data = ect_region_data(mine),
                                     .block_size = BLOCK,
                                     .num_blocks = REGION_BLOCKS,

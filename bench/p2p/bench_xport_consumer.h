@@ -27,9 +27,11 @@ static const size_t SIZES_MIB[] = {1, 8, 32};
 /* Where a read's time goes besides moving its bytes, in seconds: starting
  * it (ect__xport_read_start: the request encoded and sent, the producer's
  * worker woken by it), and from the transport's settled callback (the last
- * byte landed) to the waiting thread seeing DONE. */
+ * byte landed) to the read seen DONE, on the receiving thread (as the
+ * consumer completes a tcp read) or else on the waiting thread; on_rx: the
+ * share of reads the receiving thread saw DONE. */
 struct read_parts {
-    double start, handoff;
+    double start, handoff, on_rx;
 };
 
 /* Reads at once, at most this many. */

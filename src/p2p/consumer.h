@@ -21,8 +21,11 @@
  * (it falls back to local encoding or fails the request).  DONE transfers
  * are forgotten once the entry is ready.
  *
- * Locking: `lock` guards the transfer table and counters; the session
- * thread owns the DEALER pool and the data-transport client.
+ * Locking: `lock` guards the transfer table, the counters and every call
+ * into the data-transport client; the session thread owns the DEALER pool.
+ * A tcp read that lands is completed (entry ready) on the stream thread
+ * that received its last byte, when that thread gets the lock at once;
+ * everything else happens on the session thread.
  */
 #ifndef ECT_P2P_CONSUMER_H
 #define ECT_P2P_CONSUMER_H

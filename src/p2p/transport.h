@@ -204,13 +204,19 @@ typedef struct ect_xport_client_params {
     const char *region_dir; /* same-host: the only directory a peer's file may be in
                                (NULL = "/dev/shm") */
     /* Called when a read settles, so the caller's thread can poll at once
-     * instead of on a timer: for tcp from the client's receive thread, for
-     * same-host from the thread that copied the last byte (a copy thread).
-     * Not for a same-host read that settled before its read_start returned:
-     * the caller polls every read it starts right after the start (see
-     * ect__xport_read_start).  Must be short and must not call into the
-     * client. */
-    void (*wake)(void *);
+     * instead of on a timer, with the kind of the read that settled.  For
+     * same-host from the thread that copied the last byte (a copy thread),
+     * not for a read that settled before its read_start returned (the
+     * caller polls every read it starts right after the start, see
+     * ect__xport_read_start); it must not call into the client.  For tcp
+     * from a stream receive thread (or from the call that settled the read:
+     * read_start, cancel, release), with no lock of the client's held: it
+     * may poll and release reads itself, so that a read completes where its
+     * last byte landed, as long as the client stays used by one thread at a
+     * time (the caller's own lock, taken with a trylock: the thread that
+     * holds it may be the one calling).  Must be short: the stream's
+     * receiving thread receives nothing while it runs. */
+    void (*wake)(void *arg, ect_xport_kind_t kind);
     void *wake_arg;
     /* The region's `prefault` setting: unless prefer is same_host, read
      * every page of our region once through the kernel at creation (see

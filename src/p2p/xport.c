@@ -34,7 +34,10 @@
  * Threading: transport.h.  The server's fields are immutable once started
  * (its stream part has its own thread).  A client is used by one thread at
  * a time; the stream client's thread and the copy engine's threads touch
- * only the bytes and state of their own reads.  A same-host read's batch
+ * only the bytes and state of their own reads.  A stream client calls its
+ * wake callback (stream_settled) with none of its locks held, so the owner
+ * may poll and release a tcp read on that thread, one thread at a time
+ * still being its own lock's business (transport.h).  A same-host read's batch
  * is copied partly by the caller inside read_start and partly by the copy
  * threads; whichever thread copies its last byte publishes that in the
  * read (copy_landed) and calls the wake callback, so no thread polls or
@@ -343,6 +346,15 @@ segments_slice(const ect_xport_segment_t *segs, size_t n_segs, uint64_t from, ui
     return n;
 }
 
+/* A stream client's wake callback: one of its reads (a tcp read or a
+ * stripe of one) settled. */
+static void
+stream_settled(void *arg)
+{
+    const ect_xport_client_t *c = arg;
+    c->wake(c->wake_arg, ECT_XPORT_TCP);
+}
+
 /* Start the stream of one grant, in stripes where it pays: each request
  * names the grant (and its stripe); stripe k goes over stream client k,
  * whose connections are pooled under the peer's address and instance. */
@@ -370,7 +382,8 @@ start_tcp(ect_xport_client_t *c, struct peer *p, const ect_xport_read_params_t *
             r->tcp_first = k;
     for (unsigned k = r->tcp_first; k < r->tcp_first + stripes; k++)
         if (c->tcp[k] == NULL &&
-            (st = ect__xport_stream_client_create(c->wake, c->wake_arg, &c->tcp[k])) != ECT_OK)
+            (st = ect__xport_stream_client_create(c->wake != NULL ? stream_settled : NULL, c,
+                                                  &c->tcp[k])) != ECT_OK)
             return st;
     ect_stream_req_t req = {.session_id = rp->session_id,
                             .session_len = strlen(rp->session_id),
@@ -425,7 +438,7 @@ copy_landed(void *arg)
     __atomic_store_n(&r->copy_landed, 1, __ATOMIC_SEQ_CST);
     /* r may be freed from here on (see the top of this file). */
     if (c->wake != NULL && __atomic_load_n(&c->starting_read, __ATOMIC_SEQ_CST) != arg)
-        c->wake(c->wake_arg);
+        c->wake(c->wake_arg, ECT_XPORT_SAME_HOST);
 }
 
 static ect_status_t

@@ -58,9 +58,9 @@ struct ect_xport_client {
     char region_dir[ECT_XPORT_MAX_PATH + 1];
     char boot_id[ECT_XPORT_BOOT_ID_LEN + 1];
     int have_boot_id;
-    int touch_pages;                   /* the params' */
-    ect_copy_cpu_params_t copy_params; /* the params' */
-    void (*wake)(void *);
+    int touch_pages;                        /* the params' */
+    ect_copy_cpu_params_t copy_params;      /* the params' */
+    void (*wake)(void *, ect_xport_kind_t); /* the params' */
     void *wake_arg;
     struct peer *peers;   /* active, by key */
     struct peer *retired; /* replaced or forgotten, still busy */

@@ -232,9 +232,12 @@ void ect__xport_stream_server_stop(ect_xport_stream_server_t *server);
 typedef struct ect_xport_stream_client ect_xport_stream_client_t;
 typedef struct ect_xport_stream_read ect_xport_stream_read_t;
 
-/* A client with its receive thread.  wake (optional) is called from that
- * thread, with the client's lock held, whenever a read settles (DONE or
- * FAILED): it must not call back into the client. */
+/* A client with its receive thread.  wake (optional) is called whenever a
+ * read settles (DONE or FAILED): from the receive thread, or from the
+ * thread in the call that settled it (read_start, cancel, free), always
+ * after the client's lock is let go, so it may poll or free reads of this
+ * client (from then on the read's state is final).  It must be short: the
+ * receive thread receives nothing while it runs. */
 ect_status_t ect__xport_stream_client_create(void (*wake)(void *), void *wake_arg,
                                              ect_xport_stream_client_t **client_p);
 

@@ -12,6 +12,9 @@
  * connection that turns out dead before any answer byte is replaced by a
  * fresh one once.  A striped read is one read per stripe, each on a client
  * of its own (xport.c), so its stripes are received on as many threads.
+ * The wake callback comes after the lock is let go (unlock_and_wake), so
+ * the owner may complete a read from it on this thread, without a hand-off
+ * to a thread of its own.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -91,6 +94,10 @@ struct pooled {
 
 struct ect_xport_stream_read {
     uint64_t id;
+    /* Written under the lock, once, with release (settle_locked), after why
+     * and after every byte landed: read_state reads it without the lock, so
+     * polling a read never waits for a receive thread that holds the lock
+     * while it copies another stripe's bytes. */
     ect_xport_read_state_t state;
     char why[200];
     int fd;           /* -1 once settled */
@@ -121,6 +128,7 @@ struct ect_xport_stream_client {
     int stop; /* atomic */
     void (*wake)(void *);
     void *wake_arg;
+    int settled; /* a read settled since the lock was last let go */
     uint64_t next_id;
     struct pooled *pool;
     size_t n_pool;
@@ -236,11 +244,25 @@ settle_locked(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, int done
             close(r->fd);
         r->fd = -1;
     }
-    r->state = done ? ECT_XPORT_READ_DONE : ECT_XPORT_READ_FAILED;
     if (!done)
         snprintf(r->why, sizeof(r->why), "%s", why);
-    if (c->wake != NULL)
-        c->wake(c->wake_arg);
+    __atomic_store_n(&r->state, done ? ECT_XPORT_READ_DONE : ECT_XPORT_READ_FAILED,
+                     __ATOMIC_RELEASE);
+    c->settled = 1;
+}
+
+/* Let go of the lock, then call the wake callback if a read settled while
+ * it was held: with no lock of ours held, the callback may call back into
+ * this client (poll, free). */
+static void
+unlock_and_wake(ect_xport_stream_client_t *c)
+{
+    void (*wake)(void *) = c->settled ? c->wake : NULL;
+    void *arg = c->wake_arg;
+    c->settled = 0;
+    pthread_mutex_unlock(&c->lock);
+    if (wake != NULL)
+        wake(arg);
 }
 
 static int
@@ -442,7 +464,7 @@ client_main(void *arg)
             pool_sweep_locked(c, now);
             next_sweep = now + 1000ull * 1000 * 1000;
         }
-        pthread_mutex_unlock(&c->lock);
+        unlock_and_wake(c);
     }
     return NULL;
 }
@@ -553,8 +575,8 @@ ect__xport_stream_read_start(ect_xport_stream_client_t *c, const struct sockaddr
         c->reads->prev = r;
     c->reads = r;
     progress_locked(c, r);
-    pthread_mutex_unlock(&c->lock);
     *read_p = r;
+    unlock_and_wake(c);
     return ECT_OK;
 }
 
@@ -562,11 +584,12 @@ ect_xport_read_state_t
 ect__xport_stream_read_state(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, char *why,
                              size_t cap)
 {
-    pthread_mutex_lock(&c->lock);
-    ect_xport_read_state_t st = r->state;
-    if (st == ECT_XPORT_READ_FAILED && why != NULL && cap > 0)
+    ect_xport_read_state_t st = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+    if (st == ECT_XPORT_READ_FAILED && why != NULL && cap > 0) {
+        pthread_mutex_lock(&c->lock);
         snprintf(why, cap, "%s", r->why);
-    pthread_mutex_unlock(&c->lock);
+        pthread_mutex_unlock(&c->lock);
+    }
     return st;
 }
 
@@ -575,7 +598,7 @@ ect__xport_stream_read_cancel(ect_xport_stream_client_t *c, ect_xport_stream_rea
 {
     pthread_mutex_lock(&c->lock);
     settle_locked(c, r, 0, "cancelled");
-    pthread_mutex_unlock(&c->lock);
+    unlock_and_wake(c);
 }
 
 void
@@ -591,7 +614,7 @@ ect__xport_stream_read_free(ect_xport_stream_client_t *c, ect_xport_stream_read_
         c->reads = r->next;
     if (r->next != NULL)
         r->next->prev = r->prev;
-    pthread_mutex_unlock(&c->lock);
+    unlock_and_wake(c);
     ect__free(r->iov);
     ect__free(r->req);
     ect__free(r);

@@ -308,24 +308,26 @@ test_every_library_thread_is_named_and_blocks_the_applications_signals(void)
     curve_files_remove(&k);
 }
 
+/* N fetches started before any is waited on, entry i of tokens_of(i)
+ * rows, every one landing whole and counted once. */
 static void
-test_concurrent_xfers_different_mm_hashes(void)
+concurrent_xfers(const char *extra, unsigned long long cpu_bytes, uint64_t (*tokens_of)(unsigned))
 {
     struct ect_cli_instance p, c;
-    open_instance(&p, "ec_producer", 4 << 20, NULL, "m");
-    open_instance(&c, "ec_consumer", 4 << 20, NULL, "m");
+    open_instance(&p, "ec_producer", cpu_bytes, extra, "m");
+    open_instance(&c, "ec_consumer", cpu_bytes, extra, "m");
     enum { N = 24 };
     char hashes[N][65];
     char *params[N];
     for (unsigned i = 0; i < N; i++)
-        params[i] = produce(&p, i, 50 + i * 7, hashes[i]);
+        params[i] = produce(&p, i, tokens_of(i), hashes[i]);
     /* Start every fetch before waiting on any. */
     ect_mm_feature_t f[N];
     ect_request_t req[N];
     int done[N] = {0}, n_done = 0;
     for (unsigned i = 0; i < N; i++) {
         f[i] = (ect_mm_feature_t){
-            .identifier = hashes[i], .mm_hash = hashes[i], .num_tokens = 50 + i * 7};
+            .identifier = hashes[i], .mm_hash = hashes[i], .num_tokens = tokens_of(i)};
         req[i] = (ect_request_t){.request_id = hashes[i],
                                  .features = &f[i],
                                  .n_features = 1,
@@ -347,14 +349,53 @@ test_concurrent_xfers_different_mm_hashes(void)
         usleep(500);
     }
     CHECK_EQ_INT(n_done, N);
+    uint64_t bytes = 0;
     for (unsigned i = 0; i < N; i++) {
-        ts_p2p_check_loaded(&c, hashes[i], 50 + i * 7, BLOCK);
-        ts_p2p_finish(&c, hashes[i], 50 + i * 7);
+        ts_p2p_check_loaded(&c, hashes[i], tokens_of(i), BLOCK);
+        ts_p2p_finish(&c, hashes[i], tokens_of(i));
         ect_free(params[i]);
+        bytes += tokens_of(i) * BLOCK;
     }
     check_quiet(&p, 5);
+    check_quiet(&c, 5);
+    ect_metrics_t m;
+    CHECK_OK(ect_scheduler_metrics(c.sched, &m));
+    CHECK_EQ_U64(m.p2p_reads_completed, N);
+    CHECK_EQ_U64(m.p2p_read_bytes, bytes);
+    CHECK_EQ_U64(m.p2p_fetch_latency.count, N);
+    CHECK_EQ_U64(m.p2p_read_latency.count, N);
     ect_cli_instance_close(&c);
     ect_cli_instance_close(&p);
+}
+
+static uint64_t
+small_tokens(unsigned i)
+{
+    return 50 + i * 7;
+}
+
+static void
+test_concurrent_xfers_different_mm_hashes(void)
+{
+    concurrent_xfers(NULL, 4 << 20, small_tokens);
+}
+
+/* Every fourth entry 4 MiB (in four stripes), the others small. */
+static uint64_t
+mixed_tokens(unsigned i)
+{
+    return i % 4 == 0 ? (4u << 20) / BLOCK : 50 + i * 7;
+}
+
+/* The same over tcp in stripes: a landed read is completed on the stream
+ * thread that received its last byte, or by the session thread where that
+ * thread found the consumer's lock held, while other reads land on other
+ * threads; each is completed once. */
+static void
+test_concurrent_xfers_over_tcp_in_stripes(void)
+{
+    concurrent_xfers("\"transport\": \"tcp\", \"announce_lease_s\": 0, \"tcp_stripes\": 4",
+                     64u << 20, mixed_tokens);
 }
 
 /* Announce hash under another name: the producer answers NACK_MISSING. */
@@ -646,6 +687,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_end_to_end_tcp_with_curve_and_an_allow_list),
     ECT_CASE(test_every_library_thread_is_named_and_blocks_the_applications_signals),
     ECT_CASE(test_concurrent_xfers_different_mm_hashes),
+    ECT_CASE(test_concurrent_xfers_over_tcp_in_stripes),
     ECT_CASE(test_nack_missing_falls_back_with_local_input_and_is_request_scoped_without),
     ECT_CASE(test_nack_incompat_when_models_differ),
     ECT_CASE(test_producer_checks_version_hash_session_and_presence_in_order),
