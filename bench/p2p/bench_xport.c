@@ -29,8 +29,11 @@
  *              faster way's median; and `ucx_perftest -t tag_bw` over
  *              UCX_TLS=tcp (ectier 0.1's transport) for comparison.  A
  *              line per size says where a read's time goes besides the
- *              bytes: starting it, and the hand-off from the receiving
- *              thread to the waiting one, which a bare transfer lacks.
+ *              bytes: starting it, and from the last byte landed to the
+ *              read seen DONE, which a bare transfer lacks: on the
+ *              receiving thread, as the consumer completes a tcp read,
+ *              unless the waiting thread held the lock then (the line
+ *              gives the share).
  *   the seed   a 7 MiB entry in 1, 16 and 1024 runs against one UCX get per
  *              7 KiB block, the seed's transfer (ucx_perftest ucp_get of
  *              7168 bytes over UCX_TLS=tcp, many in flight): target >= 5x
