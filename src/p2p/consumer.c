@@ -34,6 +34,9 @@
  * a request will start (ect__xport_client_expect_read): twice the smoothed
  * request -> ack time, or this before the first ack. */
 #define PREWAKE_FIRST_NS (1000ull * 1000)
+/* Transfers one walk of the table acts on per kind (done, settled,
+ * resent); the rest are left to the next walk. */
+#define WALK_MAX 64
 
 enum xfer_state {
     X_WAITING_ACK,
@@ -276,11 +279,11 @@ handle_ack(ect_consumer_t *c, const char *host, uint16_t port, const void *paylo
 struct step_ctx {
     ect_consumer_t *c;
     uint64_t now;
-    struct xfer *done[64];
+    struct xfer *done[WALK_MAX];
     size_t n_done;
-    struct xfer *settled[64];
+    struct xfer *settled[WALK_MAX];
     size_t n_settled;
-    struct xfer *resend[64];
+    struct xfer *resend[WALK_MAX];
     size_t n_resend;
 };
 
@@ -303,14 +306,14 @@ step_xfer(ect_strmap_node_t *node, void *user)
              * was first due. */
             c->m.p2p_ack_timeouts++;
             fail_locked(c, x, "%s", "no ack within the ack timeout");
-        } else if (s->now >= x->deadline_ns && s->n_resend < 64) {
+        } else if (s->now >= x->deadline_ns && s->n_resend < WALK_MAX) {
             s->resend[s->n_resend++] = x;
         }
         break;
     case X_READING: {
         ect_xport_read_state_t rs = ect__xport_read_poll(c->xport, x->read);
         if (rs == ECT_XPORT_READ_DONE) {
-            if (s->n_done < 64)
+            if (s->n_done < WALK_MAX)
                 s->done[s->n_done++] = x;
         } else if (rs == ECT_XPORT_READ_FAILED) {
             ect__xport_read_release(c->xport, x->read);
@@ -336,7 +339,7 @@ step_xfer(ect_strmap_node_t *node, void *user)
     case X_QUARANTINED: {
         ect_xport_read_state_t rs =
             x->read != NULL ? ect__xport_read_poll(c->xport, x->read) : ECT_XPORT_READ_FAILED;
-        if ((rs != ECT_XPORT_READ_PENDING || s->now >= x->deadline_ns) && s->n_settled < 64)
+        if ((rs != ECT_XPORT_READ_PENDING || s->now >= x->deadline_ns) && s->n_settled < WALK_MAX)
             s->settled[s->n_settled++] = x;
         break;
     }
@@ -606,7 +609,7 @@ ect__consumer_metrics(ect_consumer_t *c, ect_metrics_t *m)
 
 struct landed_ctx {
     ect_consumer_t *c;
-    struct xfer *done[64];
+    struct xfer *done[WALK_MAX];
     size_t n_done;
     int for_session; /* a failed read, or more landed ones than done[] holds */
 };
@@ -619,7 +622,7 @@ find_landed_tcp(ect_strmap_node_t *node, void *user)
     if (x->state != X_READING || x->kind != ECT_XPORT_TCP)
         return;
     ect_xport_read_state_t rs = ect__xport_read_poll(l->c->xport, x->read);
-    if (rs == ECT_XPORT_READ_DONE && l->n_done < 64)
+    if (rs == ECT_XPORT_READ_DONE && l->n_done < WALK_MAX)
         l->done[l->n_done++] = x;
     else if (rs != ECT_XPORT_READ_PENDING)
         l->for_session = 1;

@@ -95,9 +95,9 @@ struct pooled {
 struct ect_xport_stream_read {
     uint64_t id;
     /* Written under the lock, once, with release (settle_locked), after why
-     * and after every byte landed: read_state reads it without the lock, so
-     * polling a read never waits for a receive thread that holds the lock
-     * while it copies another stripe's bytes. */
+     * and after every byte landed: read_state reads it (and then why)
+     * without the lock, so polling a read never waits for a receive thread
+     * that holds the lock while it copies another stripe's bytes. */
     ect_xport_read_state_t state;
     char why[200];
     int fd;           /* -1 once settled */
@@ -584,12 +584,10 @@ ect_xport_read_state_t
 ect__xport_stream_read_state(ect_xport_stream_client_t *c, ect_xport_stream_read_t *r, char *why,
                              size_t cap)
 {
+    (void)c;
     ect_xport_read_state_t st = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
-    if (st == ECT_XPORT_READ_FAILED && why != NULL && cap > 0) {
-        pthread_mutex_lock(&c->lock);
-        snprintf(why, cap, "%s", r->why);
-        pthread_mutex_unlock(&c->lock);
-    }
+    if (st == ECT_XPORT_READ_FAILED && why != NULL && cap > 0)
+        snprintf(why, cap, "%s", r->why); /* final: written before the state */
     return st;
 }
 
