@@ -343,17 +343,21 @@ spawn(char *const argv[], int out_fd)
 }
 
 double
-ect_bench_perftest(const char *test, size_t bytes, int error_handling, unsigned outstanding)
+ect_bench_perftest(const char *test, size_t bytes, int error_handling, unsigned outstanding,
+                   size_t messages)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
         int port = free_port();
         if (port < 0)
             return -1;
-        char port_s[16], size_s[32], iters_s[16], warm_s[16];
+        char port_s[16], size_s[32], iters_s[24], warm_s[24];
         snprintf(port_s, sizeof(port_s), "%d", port);
         snprintf(size_s, sizeof(size_s), "%zu", bytes);
-        size_t iters = ((size_t)1 << 30) / bytes;
-        iters = iters < 16 ? 16 : iters > 400 ? 400 : iters;
+        size_t iters = messages;
+        if (iters == 0) {
+            iters = ((size_t)1 << 30) / bytes;
+            iters = iters < 16 ? 16 : iters > 400 ? 400 : iters;
+        }
         snprintf(iters_s, sizeof(iters_s), "%zu", iters);
         snprintf(warm_s, sizeof(warm_s), "%zu", iters / 5 + 2);
         char outstanding_s[16];

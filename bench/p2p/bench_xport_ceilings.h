@@ -69,8 +69,11 @@ int ect_bench_perftest_available(void);
 
 /* One ucx_perftest run (server and client on loopback) of test with
  * messages of bytes, outstanding requests in flight (-O), with
- * UCX's error handling (-e) if error_handling: the client's overall
- * bandwidth in GB/s (it prints MiB/s), or < 0. */
-double ect_bench_perftest(const char *test, size_t bytes, int error_handling, unsigned outstanding);
+ * UCX's error handling (-e) if error_handling, timing `messages` of them
+ * (0: 1 GiB's worth, at least 16 and at most 400) after a fifth as many
+ * to warm up: the client's overall bandwidth in GB/s (it prints MiB/s), or
+ * < 0. */
+double ect_bench_perftest(const char *test, size_t bytes, int error_handling, unsigned outstanding,
+                          size_t messages);
 
 #endif /* ECT_BENCH_XPORT_CEILINGS_H */
