@@ -192,7 +192,7 @@ print_read_parts(enum mode mode, size_t bytes, const struct answer *a)
 static double
 seed_way(void)
 {
-    const size_t gets = ((size_t)7 << 20) / BLOCK;
+    const size_t gets = ((size_t)SEED_MIB << 20) / BLOCK;
     static const unsigned in_flight[2] = {16, 256};
     double best = -1;
     setenv("UCX_TLS", "tcp", 1);
@@ -349,7 +349,7 @@ ect_bench_xport(int argc, char **argv)
            "  median;\n"
            "  for reference %s\n"
            "  the seed's way: a 7 MiB entry moved as one UCX get per 7 KiB block (ucx_perftest\n"
-           "  ucp_get -s 7168 over UCX_TLS=tcp, one entry's 1024 gets a run after a warm-up,\n"
+           "  ucp_get -s %u over UCX_TLS=tcp, one entry's %zu gets a run after a warm-up,\n"
            "  the faster of 16 and 256 in flight, the median of %d runs each); our read over one\n"
            "  connection and striped over %d, each with reps alternating with the same bytes\n"
            "  over as many bare connections at once\n"
@@ -362,7 +362,8 @@ ect_bench_xport(int argc, char **argv)
            ECT_XPORT_STREAM_RCVLOWAT >> 10,
            have ? "ucx_perftest -t tag_bw -e over UCX_TLS=tcp (ectier 0.1's transport)"
                 : "(ucx_perftest not found)",
-           SEED_TRIES, ECT_BENCH_TCP_MAX_CONNS, ect_bench_cold_describe());
+           BLOCK, ((size_t)SEED_MIB << 20) / BLOCK, SEED_TRIES, ECT_BENCH_TCP_MAX_CONNS,
+           ect_bench_cold_describe());
     fflush(stdout);
     int rc = 0;
     for (int m = 0; m < N_MODES; m++)

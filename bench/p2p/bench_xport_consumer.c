@@ -514,11 +514,11 @@ consumer_main(int cmd, int up, const struct producer *p, enum mode mode)
                               mode == MODE_TCP ? MAX_READERS : 1, mine, theirs, p, &shape, ceiling,
                               &striped, 0, &a.fig[0], &a.fig[1], a.way[1], &a.parts[0], NULL);
         } else if (i >= SEED_CMD) {
-            /* A 7 MiB entry in SEED_FRAGS[i - SEED_CMD] runs, warm: fig[0]
+            /* A SEED_MIB entry in SEED_FRAGS[i - SEED_CMD] runs, warm: fig[0]
              * over one connection and fig[1] the same bytes over one bare
              * connection; fig[2] striped and fig[3] over as many bare
              * connections at once. */
-            ect_bench_xport_make_shape(&shape, 7, SEED_FRAGS[(i - SEED_CMD) % 3]);
+            ect_bench_xport_make_shape(&shape, SEED_MIB, SEED_FRAGS[(i - SEED_CMD) % 3]);
             a.status = measure_shape(&client, 1, mine, theirs, p, &shape, ceiling, bare, 0,
                                      &a.fig[0], &a.fig[1], a.way[1], &a.parts[0], NULL);
             if (a.status == 0 && striped_client != NULL)

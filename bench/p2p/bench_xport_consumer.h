@@ -46,8 +46,9 @@ struct as_old {
 _Static_assert(ECT_BENCH_TCP_MAX_CONNS == ECT_STREAM_MAX_STRIPES,
                "the striped ceiling has as many connections as a read has stripes");
 
-/* The seed's comparison (issue 11): a 7 MiB entry in 1, 16 and 1024 runs. */
+/* The seed's comparison (issue 11): a SEED_MIB entry in 1, 16 and 1024 runs. */
 #define SEED_CMD 100u
+#define SEED_MIB 7u
 static const unsigned SEED_FRAGS[3] = {1, 16, 1024};
 
 /* Reads at once, MAX_READERS of them, each of an entry of READERS[k].mib
