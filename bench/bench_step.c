@@ -19,13 +19,20 @@
  * already spinning: a physical limit.  Cache state, the same before every
  * timed step and ceiling copy: the region's blocks evicted from the caches
  * (a new entry's blocks, and an entry's blocks when it is loaded, were last
- * touched long ago), the engine buffer warm.  The ceiling copies through the
- * worker's own mapping of the region, right after the step: the page
- * translations the step loaded are still there (not cleared: on the
- * project's VMs clearing them sets off the hypervisor's own page-table
- * refills, which hit the engine's hand-offs far harder than a plain copy),
- * so if anything the ceiling is favoured.  Every rep saves a new entry;
- * the region holds a few, so older ones are evicted as in production.
+ * touched long ago), the engine buffer warm.  Each rep saves and loads two
+ * new entries and times the second pair: the first pair leaves the
+ * scheduler's, worker's and engine's own state as a run of steps leaves it,
+ * not as the ceilings' samples of the rep before do (their helpers asleep
+ * 1 ms or more, some 20 MiB copied), which are not part of the workload; a
+ * reference row gives the first pair's saves, which meet that state, against
+ * the same ceiling.  The ceiling copies through the worker's own mapping of
+ * the region, right after the timed pair (whose load has just read the
+ * blocks): the page translations the steps loaded are still there (not
+ * cleared: on the project's VMs clearing them sets off the hypervisor's own
+ * page-table refills, which hit the engine's hand-offs far harder than a
+ * plain copy), so if anything the ceiling is favoured.  Every step pair
+ * saves a new entry; the region holds a few, so older ones are evicted as in
+ * production.
  * Blocks are 7168 bytes (3584 hidden x bf16): entries end in a partial
  * block.  The region is pre-faulted and the engine's pools warm before
  * timing.  A first line gives the fixed cost of a step, with a 1000-byte
@@ -283,6 +290,21 @@ struct samples {
     double *part[2][N_PARTS];
 };
 
+/* Room for reps steps each way in sm; the caller frees the returned block. */
+static double *
+samples_alloc(struct samples *sm, unsigned reps)
+{
+    double *mem = malloc((2 * (N_PARTS + 1)) * (size_t)reps * sizeof(double));
+    if (mem == NULL)
+        return NULL;
+    sm->save = mem;
+    sm->load = mem + reps;
+    for (int d = 0; d < 2; d++)
+        for (int p = 0; p < N_PARTS; p++)
+            sm->part[d][p] = mem + (2 + (size_t)d * N_PARTS + (size_t)p) * reps;
+    return mem;
+}
+
 static void
 keep(struct samples *sm, int is_load, unsigned i, const struct stamps *s)
 {
@@ -309,7 +331,7 @@ print_breakdown(struct samples *sm, int is_load, unsigned reps, const char *what
 
 /* How long ago the blocks of runs were last written (the oldest, in
  * seconds), and mark them written at `now`: the step's copy writes them,
- * and so do the ceiling's right after. */
+ * and so do the ceiling's after it. */
 double
 ect_bench_step_written_age(struct step_bench *b, const ect_run_t *runs, size_t n_runs, uint64_t now)
 {
@@ -336,77 +358,129 @@ library_allocations(void)
 #endif
 }
 
+/* One save step of a new entry key and one load step of it, each in the
+ * cache state of the file comment: the blocks evicted from the caches, the
+ * engine buffer warm (and with cold_state, 64 MiB read first).  sv and ld
+ * get the steps' stamps, runs and *n_runs the entry's blocks, *age_s how
+ * long before the save they were last written.  Leaves the blocks evicted.
+ * Returns 0, or 1 with a message printed. */
+static int
+save_and_load(struct step_bench *b, const char *key, size_t payload, ect_run_t *runs,
+              size_t *n_runs, double *age_s, struct stamps *sv, struct stamps *ld)
+{
+    if (b->cold_state)
+        ect_bench_warm(b->dst, MAX_PAYLOAD);
+    ect_bench_warm(b->src, b->cold_state ? MAX_PAYLOAD : payload);
+    if (ect_bench_step_save(b, key, payload, runs, n_runs, sv) != 0)
+        return 1;
+    *age_s = ect_bench_step_written_age(b, runs, *n_runs, sv->t[SUBMIT]);
+    ect_copy_op_t ops[MAX_RUNS];
+    struct state st = {.b = b, .ops = ops, .dir = ECT_COPY_LOAD};
+    st.n_ops = ect_bench_step_entry_ops(b, ECT_COPY_LOAD, runs, *n_runs, payload, ops);
+    ect_bench_step_prepare(&st);
+    if (b->cold_state) {
+        ect_bench_warm(b->src, MAX_PAYLOAD);
+        ect_bench_warm(b->dst, MAX_PAYLOAD);
+    }
+    if (load_step(b, key, payload, ld) != 0)
+        return 1;
+    ect_bench_step_prepare(&st); /* leaves the blocks cold for whichever entry reuses them */
+    return 0;
+}
+
+/* The ceilings' samples for the entry in runs: the save's bytes into its
+ * blocks (cs) and its blocks into the load's buffer (cl), each way in the
+ * cache state of the file comment.  Leaves the blocks evicted. */
+static int
+sample_ceilings(struct step_bench *b, ect_bench_ceiling_t *cs, ect_bench_ceiling_t *cl,
+                const ect_run_t *runs, size_t n_runs, size_t payload)
+{
+    ect_copy_op_t ops[MAX_RUNS];
+    struct state st = {.b = b, .ops = ops, .dir = ECT_COPY_SAVE};
+    st.n_ops = ect_bench_step_entry_ops(b, ECT_COPY_SAVE, runs, n_runs, payload, ops);
+    if (ect_bench_ceiling_sample(cs, ops, st.n_ops, ect_bench_step_prepare, &st) != 0)
+        return 1;
+    (void)ect_bench_step_written_age(b, runs, n_runs, ect__now_ns());
+    st.dir = ECT_COPY_LOAD;
+    st.n_ops = ect_bench_step_entry_ops(b, ECT_COPY_LOAD, runs, n_runs, payload, ops);
+    if (ect_bench_ceiling_sample(cl, ops, st.n_ops, ect_bench_step_prepare, &st) != 0)
+        return 1;
+    ect_bench_step_prepare(&st);
+    return 0;
+}
+
+/* The save steps that came right after the ceilings' copies (the first of
+ * each rep's two), against the same ceiling: the state those copies leave
+ * (helpers asleep for 1 ms or more, some 20 MiB copied) instead of a run
+ * of steps'.  Loads always follow their save, so they have no such row. */
+static void
+after_ceilings_row(struct samples *sm, unsigned reps, size_t payload, double ceil_s,
+                   const char *way_s)
+{
+    double gb = (double)payload / 1e9;
+    char what[96];
+    snprintf(what, sizeof(what), "  ref: save step %zu MiB after the ceilings' copies",
+             payload >> 20);
+    ect_bench_figure(&(ect_bench_fig_t){.name = what,
+                                        .value = gb / ect_bench_median(sm->save, reps),
+                                        .unit = "GB/s",
+                                        .ceiling = ceil_s,
+                                        .ceiling_is = way_s});
+    print_breakdown(sm, 0, reps, "save after the ceilings' copies", 0);
+}
+
+/* reps times: a pair of steps (save and load of a new entry) that the
+ * figures do not count, the timed pair, then the ceilings' samples on the
+ * timed entry's blocks (see the file comment). */
 static int
 measure(struct step_bench *b, size_t payload, unsigned reps)
 {
-    struct samples sm;
-    double *mem = malloc((2 * (N_PARTS + 1) + 1) * reps * sizeof(double));
-    if (mem == NULL) {
-        fprintf(stderr, "bench step: out of memory\n");
-        return 1;
-    }
-    sm.save = mem;
-    sm.load = mem + reps;
-    for (int d = 0; d < 2; d++)
-        for (int p = 0; p < N_PARTS; p++)
-            sm.part[d][p] = mem + (2 + (size_t)d * N_PARTS + (size_t)p) * reps;
+    struct samples sm, before_sm;
+    double *mem = samples_alloc(&sm, reps), *before_mem = samples_alloc(&before_sm, reps);
+    double *age = malloc(reps * sizeof(double));
     ect_bench_ceiling_t *cs = b->ceiling;
     ect_bench_ceiling_t *cl = ect_bench_ceiling_create(ect__copy_cpu_copiers(b->cfg.copy_threads));
-    if (cl != NULL)
-        ect_bench_ceiling_add_asleep(cl);
-    double *age = mem + (2 + 2 * (size_t)N_PARTS) * reps;
+    int rc = 1;
+    if (mem == NULL || before_mem == NULL || age == NULL || cl == NULL) {
+        fprintf(stderr, "bench step: out of memory\n");
+        goto free_samples;
+    }
+    ect_bench_ceiling_add_asleep(cl);
     ect_run_t runs[MAX_RUNS];
-    ect_copy_op_t ops[MAX_RUNS];
     size_t n_runs = 0;
     char key[64];
-    int rc = 1;
-    if (cl == NULL)
-        goto free_samples;
     ect_bench_ceiling_reset(cs);
     /* Warm-up, with a byte-for-byte check (a fast wrong copy is no result). */
-    struct stamps s;
+    struct stamps sv, ld;
+    double unused_age;
     for (unsigned i = 0; i < 3; i++) {
         snprintf(key, sizeof(key), "warm-%zu%s-%u", payload, b->cold_state ? "c" : "", i);
         memset(b->dst, 0, payload);
-        if (ect_bench_step_save(b, key, payload, runs, &n_runs, &s) != 0 ||
-            load_step(b, key, payload, &s) != 0)
-            goto free_ceiling;
+        if (save_and_load(b, key, payload, runs, &n_runs, &unused_age, &sv, &ld) != 0)
+            goto free_samples;
         if (memcmp(b->dst, b->src, payload) != 0) {
             fprintf(stderr, "bench step: a %zu-byte entry came back changed\n", payload);
-            goto free_ceiling;
+            goto free_samples;
         }
     }
     struct ect__copy_cpu_stats before, after;
     ect__copy_cpu_stats(b->engine, &before);
     uint64_t allocs = library_allocations();
     for (unsigned i = 0; i < reps; i++) {
+        /* The pair before: the timed pair then finds the state a run of
+         * steps leaves behind, not the one the ceilings' copies leave. */
+        snprintf(key, sizeof(key), "p-%zu%s-%u", payload, b->cold_state ? "c" : "", i);
+        if (save_and_load(b, key, payload, runs, &n_runs, &unused_age, &sv, &ld) != 0)
+            goto free_samples;
+        keep(&before_sm, 0, i, &sv);
+        keep(&before_sm, 1, i, &ld);
         snprintf(key, sizeof(key), "e-%zu%s-%u", payload, b->cold_state ? "c" : "", i);
-        /* Every block is cold here (flushed after its last use), and the
-         * step's source is made warm. */
-        if (b->cold_state)
-            ect_bench_warm(b->dst, MAX_PAYLOAD);
-        ect_bench_warm(b->src, b->cold_state ? MAX_PAYLOAD : payload);
-        if (ect_bench_step_save(b, key, payload, runs, &n_runs, &s) != 0)
-            goto free_ceiling;
-        keep(&sm, 0, i, &s);
-        age[i] = ect_bench_step_written_age(b, runs, n_runs, s.t[SUBMIT]);
-        struct state st = {.b = b, .ops = ops, .dir = ECT_COPY_SAVE};
-        st.n_ops = ect_bench_step_entry_ops(b, ECT_COPY_SAVE, runs, n_runs, payload, ops);
-        if (ect_bench_ceiling_sample(cs, ops, st.n_ops, ect_bench_step_prepare, &st) != 0)
-            goto free_ceiling;
-        st.dir = ECT_COPY_LOAD;
-        st.n_ops = ect_bench_step_entry_ops(b, ECT_COPY_LOAD, runs, n_runs, payload, ops);
-        ect_bench_step_prepare(&st);
-        if (b->cold_state) {
-            ect_bench_warm(b->src, MAX_PAYLOAD);
-            ect_bench_warm(b->dst, MAX_PAYLOAD);
-        }
-        if (load_step(b, key, payload, &s) != 0)
-            goto free_ceiling;
-        keep(&sm, 1, i, &s);
-        if (ect_bench_ceiling_sample(cl, ops, st.n_ops, ect_bench_step_prepare, &st) != 0)
-            goto free_ceiling;
-        ect_bench_step_prepare(&st); /* leaves the blocks cold for whichever entry reuses them */
+        if (save_and_load(b, key, payload, runs, &n_runs, &age[i], &sv, &ld) != 0)
+            goto free_samples;
+        keep(&sm, 0, i, &sv);
+        keep(&sm, 1, i, &ld);
+        if (sample_ceilings(b, cs, cl, runs, n_runs, payload) != 0)
+            goto free_samples;
     }
     ect__copy_cpu_stats(b->engine, &after);
     if (allocs != UINT64_MAX)
@@ -421,12 +495,12 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
         printf("  fixed cost of a step (one %zu-byte entry%s): save %.1f us, load %.1f us", payload,
                b->cold_state ? ", 64 MiB of other data read before it" : "", ms * 1e6, ml * 1e6);
         if (allocs != UINT64_MAX)
-            printf("; library allocations per step %.2f", (double)allocs / (2.0 * reps));
+            printf("; library allocations per step %.2f", (double)allocs / (4.0 * reps));
         printf("\n");
         print_breakdown(&sm, 0, reps, "save", 0);
         print_breakdown(&sm, 1, reps, "load", 0);
         rc = 0;
-        goto free_ceiling;
+        goto free_samples;
     }
     const char *way_s, *way_l;
     double ceil_s = ect_bench_ceiling_gbps(cs, (double)payload, &way_s);
@@ -463,6 +537,8 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     print_breakdown(&sm, 0, reps, "save", gb / ceil_s);
     print_breakdown(&sm, 1, reps, "load", gb / ceil_l);
     ect_bench_copy_engine_line("    ", &before, &after);
+    if (b->label[0] == '\0')
+        after_ceilings_row(&before_sm, reps, payload, ceil_s, way_s);
     if (b->label[0] == '\0') {
         size_t n_s, n_l;
         double mean_s, mean_l;
@@ -477,12 +553,13 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     }
     /* Once per size: the other rows change the blocks or the threads. */
     if (b->label[0] == '\0' && ect_bench_step_oldest_blocks_line(b, payload, ms, step_age_s) != 0)
-        goto free_ceiling;
+        goto free_samples;
     fflush(stdout);
     rc = 0;
-free_ceiling:
-    ect_bench_ceiling_destroy(cl);
 free_samples:
+    ect_bench_ceiling_destroy(cl);
+    free(age);
+    free(before_mem);
     free(mem);
     return rc;
 }
@@ -557,7 +634,8 @@ ect_bench_step(int argc, char **argv)
            "  ceiling: %s\n"
            "  cache state before every timed step and ceiling copy: region blocks %s, engine "
            "buffer warm\n"
-           "  N = 301, 61, 21 reps for 1, 8, 32 MiB; a new entry every rep (evictions included)\n",
+           "  N = 301, 61, 21 reps for 1, 8, 32 MiB; a rep saves and loads two new entries and "
+           "times the second pair (evictions included)\n",
            ect_bench_ceiling_describe(b.ceiling), ect_bench_cold_describe());
     for (size_t p = 0; p < sizeof(plans) / sizeof(plans[0]); p++) {
         if (measure(&b, plans[p].payload, plans[p].reps) != 0)
