@@ -16,6 +16,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <sched.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "common/clock.h"
 #include "copy/cpu.h"
 #include "copy/ntcopy.h"
 #include "ectier_build_config.h"
@@ -434,6 +437,26 @@ ect_bench_warm(const void *p, size_t len)
     if (len > 0)
         x ^= c[len - 1];
     __asm__ volatile("" : : "r"(x));
+}
+
+int
+ect_bench_wait_copy_threads_asleep(ect_copy_engine_t *engine, const char *bench)
+{
+    uint64_t give_up = ect__now_ns() + 1000000000u; /* a copy thread that never sleeps */
+    for (;;) {
+        struct ect__copy_cpu_stats st;
+        ect__copy_cpu_stats(engine, &st);
+        if (st.threads_asleep == st.threads)
+            return 0;
+        if (ect__now_ns() > give_up) {
+            fprintf(stderr,
+                    "bench %s: %" PRIu64 " of %" PRIu64
+                    " copy threads still awake 1 s after their last batch\n",
+                    bench, st.threads - st.threads_asleep, st.threads);
+            return 1;
+        }
+        sched_yield();
+    }
 }
 
 /* ---- the command ------------------------------------------------------------------------ */

@@ -170,6 +170,11 @@ void ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c);
  * time the engine after the same sleep). */
 #define ECT_BENCH_ASLEEP_MIN_NS ((uint64_t)1000 * 1000)
 
+/* Wait until every copy thread of engine (a CPU copy engine) sleeps: its
+ * last batch done and its copy_spin_us spent.  Returns 0, or 1 with a
+ * message naming bench when one is still awake 1 s later. */
+int ect_bench_wait_copy_threads_asleep(ect_copy_engine_t *engine, const char *bench);
+
 /* The best, in GB/s for `bytes` a sample, of the ways that need no thread
  * polling before the clock starts: one thread, or helpers woken (where
  * ect_bench_ceiling_add_asleep added them).  *way_p as for

@@ -32,8 +32,6 @@
  * the same machine, and each figure is the median.
  */
 #include <fcntl.h>
-#include <inttypes.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,21 +208,8 @@ rest_copy_threads(struct copy_bench *b)
     if (ect_copy_engine_submit(b->engine, &batch, &ticket) != ECT_OK ||
         ect_copy_engine_wait(b->engine, ticket) != ECT_OK)
         return fail("wake the copy threads");
-    uint64_t give_up = ect__now_ns() + 1000000000u; /* a copy thread that never sleeps */
-    for (;;) {
-        struct ect__copy_cpu_stats st;
-        ect__copy_cpu_stats(b->engine, &st);
-        if (st.threads_asleep == st.threads)
-            break;
-        if (ect__now_ns() > give_up) {
-            fprintf(stderr,
-                    "bench copy: %" PRIu64 " of %" PRIu64
-                    " copy threads still awake 1 s after their last batch\n",
-                    st.threads - st.threads_asleep, st.threads);
-            return 1;
-        }
-        sched_yield();
-    }
+    if (ect_bench_wait_copy_threads_asleep(b->engine, "copy") != 0)
+        return 1;
     uint64_t ns = ECT_BENCH_ASLEEP_MIN_NS;
     nanosleep(&(struct timespec){.tv_sec = (time_t)(ns / 1000000000u),
                                  .tv_nsec = (long)(ns % 1000000000u)},

@@ -25,20 +25,18 @@
  * not as the ceilings' samples of the rep before do (their helpers asleep
  * 1 ms or more, some 20 MiB copied), which are not part of the workload; a
  * reference row gives the first pair's saves, which meet that state, against
- * the same ceiling.  The ceiling copies through the worker's own mapping of
- * the region, right after the timed pair (whose load has just read the
- * blocks): the page translations the steps loaded are still there (not
- * cleared: on the project's VMs clearing them sets off the hypervisor's own
- * page-table refills, which hit the engine's hand-offs far harder than a
- * plain copy), so if anything the ceiling is favoured.  Every step pair
- * saves a new entry; the region holds a few, so older ones are evicted as in
- * production.
- * Blocks are 7168 bytes (3584 hidden x bf16): entries end in a partial
- * block.  The region is pre-faulted and the engine's pools warm before
- * timing.  A first line gives the fixed cost of a step, with a 1000-byte
- * entry, and a second the same after 64 MiB of other data were read (the
- * scheduler's and worker's own state then comes from memory, as it does
- * after a large entry's copy: the small parts of the 8 and 32 MiB
+ * the same ceiling.  Between the pairs the copy threads sleep as long as the
+ * no-polling ceiling's helpers do (1 ms or more) while the caller spins, as
+ * the engine's own thread stays busy between steps.  The ceiling copies through the worker's own
+ * mapping of the region, right after the timed pair (whose load has just read the blocks): the page
+ * translations the steps loaded are still there (not cleared: on the project's VMs clearing them
+ * sets off the hypervisor's own page-table refills, which hit the engine's hand-offs far harder
+ * than a plain copy), so if anything the ceiling is favoured.  Every step pair saves a new entry;
+ * the region holds a few, so older ones are evicted as in production. Blocks are 7168 bytes (3584
+ * hidden x bf16): entries end in a partial block.  The region is pre-faulted and the engine's pools
+ * warm before timing.  A first line gives the fixed cost of a step, with a 1000-byte entry, and a
+ * second the same after 64 MiB of other data were read (the scheduler's and worker's own state then
+ * comes from memory, as it does after a large entry's copy: the small parts of the 8 and 32 MiB
  * breakdowns grow by that much).
  *
  * Then references that tell the machine's share from ours.  Two rows per
@@ -388,6 +386,26 @@ save_and_load(struct step_bench *b, const char *key, size_t payload, ect_run_t *
     return 0;
 }
 
+/* Between the two pairs of a rep: every copy thread asleep (unless the
+ * engine keeps them polling longer than this pause), then
+ * ECT_BENCH_ASLEEP_MIN_NS more, as long as the no-polling ceiling lets its
+ * helpers sleep, with the caller spinning on its CPU meanwhile: as between
+ * an engine's steps, the copy threads rest while the engine's own thread
+ * stays busy.  So the timed pair's wake-ups cost what they cost after a
+ * real pause, not after the few tens of microseconds since the pair before.
+ * Returns 0, or 1 with a message printed. */
+static int
+rest_copy_threads(struct step_bench *b)
+{
+    bool polls_through = (uint64_t)b->cfg.copy_spin_us * 1000u >= ECT_BENCH_ASLEEP_MIN_NS;
+    if (!polls_through && ect_bench_wait_copy_threads_asleep(b->engine, "step") != 0)
+        return 1;
+    uint64_t until = ect__now_ns() + ECT_BENCH_ASLEEP_MIN_NS;
+    while (ect__now_ns() < until)
+        ;
+    return 0;
+}
+
 /* The ceilings' samples for the entry in runs: the save's bytes into its
  * blocks (cs) and its blocks into the load's buffer (cl), each way in the
  * cache state of the file comment.  Leaves the blocks evicted. */
@@ -474,6 +492,8 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
             goto free_samples;
         keep(&before_sm, 0, i, &sv);
         keep(&before_sm, 1, i, &ld);
+        if (rest_copy_threads(b) != 0)
+            goto free_samples;
         snprintf(key, sizeof(key), "e-%zu%s-%u", payload, b->cold_state ? "c" : "", i);
         if (save_and_load(b, key, payload, runs, &n_runs, &age[i], &sv, &ld) != 0)
             goto free_samples;
