@@ -440,12 +440,22 @@ ect_bench_warm(const void *p, size_t len)
 }
 
 int
-ect_bench_wait_copy_threads_asleep(ect_copy_engine_t *engine, const char *bench)
+ect_bench_engine_stats(const void *engine, struct ect__copy_cpu_stats *st)
+{
+    return ect__copy_cpu_stats((ect_copy_engine_t *)engine, st) != ECT_OK;
+}
+
+int
+ect_bench_wait_copy_threads_asleep(ect_bench_copy_stats_fn stats, const void *arg,
+                                   const char *bench)
 {
     uint64_t give_up = ect__now_ns() + 1000000000u; /* a copy thread that never sleeps */
     for (;;) {
         struct ect__copy_cpu_stats st;
-        ect__copy_cpu_stats(engine, &st);
+        if (stats(arg, &st) != 0) {
+            fprintf(stderr, "bench %s: no copy engine counters: %s\n", bench, ect_last_error());
+            return 1;
+        }
         if (st.threads_asleep == st.threads)
             return 0;
         if (ect__now_ns() > give_up) {
@@ -457,6 +467,17 @@ ect_bench_wait_copy_threads_asleep(ect_copy_engine_t *engine, const char *bench)
         }
         sched_yield();
     }
+}
+
+int
+ect_bench_rest_copy_threads(ect_bench_copy_stats_fn stats, const void *arg, const char *bench)
+{
+    if (stats != NULL && ect_bench_wait_copy_threads_asleep(stats, arg, bench) != 0)
+        return 1;
+    uint64_t until = ect__now_ns() + ECT_BENCH_ASLEEP_MIN_NS;
+    while (ect__now_ns() < until)
+        ;
+    return 0;
 }
 
 /* ---- the command ------------------------------------------------------------------------ */

@@ -170,10 +170,28 @@ void ect_bench_ceiling_add_asleep(ect_bench_ceiling_t *c);
  * time the engine after the same sleep). */
 #define ECT_BENCH_ASLEEP_MIN_NS ((uint64_t)1000 * 1000)
 
-/* Wait until every copy thread of engine (a CPU copy engine) sleeps: its
- * last batch done and its copy_spin_us spent.  Returns 0, or 1 with a
- * message naming bench when one is still awake 1 s later. */
-int ect_bench_wait_copy_threads_asleep(ect_copy_engine_t *engine, const char *bench);
+/* A CPU copy engine's counters (copy/cpu.h), wherever the engine lives:
+ * fills *st from arg and returns 0, or nonzero when they cannot be had. */
+struct ect__copy_cpu_stats;
+typedef int (*ect_bench_copy_stats_fn)(const void *arg, struct ect__copy_cpu_stats *st);
+
+/* ect_bench_copy_stats_fn of a CPU copy engine (arg: the ect_copy_engine_t). */
+int ect_bench_engine_stats(const void *engine, struct ect__copy_cpu_stats *st);
+
+/* Wait until stats(arg) reports every copy thread asleep: their last batch
+ * done and their copy_spin_us spent.  Returns 0, or 1 with a message
+ * naming bench when one is still awake 1 s later. */
+int ect_bench_wait_copy_threads_asleep(ect_bench_copy_stats_fn stats, const void *arg,
+                                       const char *bench);
+
+/* Let the copy threads rest as between an engine's steps before a timed
+ * operation: wait until they sleep (skipped when stats is NULL: an engine
+ * that keeps them polling), then ECT_BENCH_ASLEEP_MIN_NS more, as long as
+ * the no-polling ceiling lets its helpers sleep, with the calling thread
+ * spinning on its CPU meanwhile, as the engine's own thread stays busy.
+ * So a timed operation's wake-ups cost what they cost after a real pause.
+ * Returns 0, or 1 with a message as above. */
+int ect_bench_rest_copy_threads(ect_bench_copy_stats_fn stats, const void *arg, const char *bench);
 
 /* The best, in GB/s for `bytes` a sample, of the ways that need no thread
  * polling before the clock starts: one thread, or helpers woken (where

@@ -208,7 +208,7 @@ rest_copy_threads(struct copy_bench *b)
     if (ect_copy_engine_submit(b->engine, &batch, &ticket) != ECT_OK ||
         ect_copy_engine_wait(b->engine, ticket) != ECT_OK)
         return fail("wake the copy threads");
-    if (ect_bench_wait_copy_threads_asleep(b->engine, "copy") != 0)
+    if (ect_bench_wait_copy_threads_asleep(ect_bench_engine_stats, b->engine, "copy") != 0)
         return 1;
     uint64_t ns = ECT_BENCH_ASLEEP_MIN_NS;
     nanosleep(&(struct timespec){.tv_sec = (time_t)(ns / 1000000000u),

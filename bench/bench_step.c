@@ -386,26 +386,6 @@ save_and_load(struct step_bench *b, const char *key, size_t payload, ect_run_t *
     return 0;
 }
 
-/* Between the two pairs of a rep: every copy thread asleep (unless the
- * engine keeps them polling longer than this pause), then
- * ECT_BENCH_ASLEEP_MIN_NS more, as long as the no-polling ceiling lets its
- * helpers sleep, with the caller spinning on its CPU meanwhile: as between
- * an engine's steps, the copy threads rest while the engine's own thread
- * stays busy.  So the timed pair's wake-ups cost what they cost after a
- * real pause, not after the few tens of microseconds since the pair before.
- * Returns 0, or 1 with a message printed. */
-static int
-rest_copy_threads(struct step_bench *b)
-{
-    bool polls_through = (uint64_t)b->cfg.copy_spin_us * 1000u >= ECT_BENCH_ASLEEP_MIN_NS;
-    if (!polls_through && ect_bench_wait_copy_threads_asleep(b->engine, "step") != 0)
-        return 1;
-    uint64_t until = ect__now_ns() + ECT_BENCH_ASLEEP_MIN_NS;
-    while (ect__now_ns() < until)
-        ;
-    return 0;
-}
-
 /* The ceilings' samples for the entry in runs: the save's bytes into its
  * blocks (cs) and its blocks into the load's buffer (cl), each way in the
  * cache state of the file comment.  Leaves the blocks evicted. */
@@ -492,7 +472,10 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
             goto free_samples;
         keep(&before_sm, 0, i, &sv);
         keep(&before_sm, 1, i, &ld);
-        if (rest_copy_threads(b) != 0)
+        /* Unless the engine keeps its threads polling through the pause. */
+        bool polls_through = (uint64_t)b->cfg.copy_spin_us * 1000u >= ECT_BENCH_ASLEEP_MIN_NS;
+        if (ect_bench_rest_copy_threads(polls_through ? NULL : ect_bench_engine_stats, b->engine,
+                                        "step") != 0)
             goto free_samples;
         snprintf(key, sizeof(key), "e-%zu%s-%u", payload, b->cold_state ? "c" : "", i);
         if (save_and_load(b, key, payload, runs, &n_runs, &age[i], &sv, &ld) != 0)

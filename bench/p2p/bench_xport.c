@@ -65,6 +65,12 @@
  *              holds the read to the ceiling's way copying into pages as
  *              old as the read's (a paced pass after the figure,
  *              as_old_pages), and a line gives both ceilings and the age.
+ *              Each timed read follows an untimed one (of the slot before
+ *              when cold) and then 1 ms or more of the client's copy
+ *              threads asleep while the reading thread spins: the
+ *              client's own state as a run of reads leaves it, not as the
+ *              ceiling's samples between reads do, and wake-ups as after
+ *              a real pause (bench step times its steps the same way).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,7 +362,9 @@ ect_bench_xport(int argc, char **argv)
            "  same-host ceiling: the best copy of the same bytes, region to region, on 1 thread\n"
            "  and on as many as copy one batch in the client's copy engine (memcpy, NT stores,\n"
            "  rep movsb; bench.h), reps alternating with the reads; cold contiguous 1 and 8 MiB\n"
-           "  also against the ceiling's way into pages as old as the reads' (a paced pass)\n"
+           "  also against the ceiling's way into pages as old as the reads' (a paced pass);\n"
+           "  each same-host read follows an untimed read of the slot before, then 1 ms or\n"
+           "  more of the copy threads asleep, this thread spinning\n"
            "  warm = one entry re-read; cold = each rep the next slot of the region, %s\n",
            BLOCK, READ_SECONDS, ECT_XPORT_STREAM_RCVLOWAT_MAX >> 10,
            ECT_XPORT_STREAM_RCVLOWAT >> 10,

@@ -285,6 +285,38 @@ as_old_pages(ect_bench_ceiling_t *ceiling, const struct slot_state *first, uint6
     return med > 0 ? bytes / med / 1e9 : 0;
 }
 
+/* ect_bench_copy_stats_fn of a transport client's copy engine. */
+static int
+client_copy_stats(const void *client, struct ect__copy_cpu_stats *st)
+{
+    return ect__xport_client_copy_stats(client, st) != ECT_OK;
+}
+
+/* Before a timed same-host read: an untimed read of the slot before (the
+ * same entry when warm), so the client's own state is where a run of reads
+ * leaves it rather than where the ceiling's samples (helpers asleep 1 ms
+ * or more, several copies of the bytes) leave it, then the client's copy
+ * threads asleep for 1 ms or more while this thread spins
+ * (ect_bench_rest_copy_threads).  written[] (NULL: untracked) records the
+ * slot's new write.  Returns 0, or 1 with a message printed. */
+static int
+read_before(ect_xport_client_t *client, const struct producer *p, struct shape *s, uint64_t span,
+            uint64_t slot, uint64_t slots, uint64_t *written)
+{
+    uint64_t prev = (slot + slots - 1) % slots, at = prev * span;
+    int64_t delta = ((int64_t)prev - (int64_t)slot) * (int64_t)span;
+    const struct shape *shapes[1] = {s};
+    struct read_parts untimed;
+    shift_shape(s, delta);
+    double t = timed_reads(&client, 1, p, shapes, &at, &untimed);
+    shift_shape(s, -delta);
+    if (t < 0)
+        return 1;
+    if (written != NULL)
+        written[prev] = ect__now_ns();
+    return ect_bench_rest_copy_threads(client_copy_stats, client, "xport");
+}
+
 /* Warm: the same entry into the same blocks every rep (cache-hot for 1
  * and 8 MiB, as ucx_perftest).  Cold: each rep the next slot of the region
  * on both sides, evicted from the caches before the read and before each
@@ -293,7 +325,9 @@ as_old_pages(ect_bench_ceiling_t *ceiling, const struct slot_state *first, uint6
  * client's engine) copies the same bytes from our read-only view of the
  * producer's region into ours; over tcp, bare (NULL same-host) moves them
  * over a bare connection, received each rep both ways
- * (bench_xport_ceilings.h): the ceiling is the faster way's median, as the
+ * (bench_xport_ceilings.h).  A same-host read of one reader comes after
+ * read_before (an untimed read, then the copy threads' rest), as bench step
+ * times a step after a step pair.  The ceiling is the faster way's median, as the
  * read's figure is its median (a median of each rep's faster way would
  * compare the better of two tries with one).  With n_readers > 1 (tcp,
  * warm only) client k reads the shape moved by k times its span, all at
@@ -357,6 +391,11 @@ measure_shape(ect_xport_client_t *const *client, size_t n_readers, ect_region_t 
                                 .theirs = theirs,
                                 .off = (size_t)(slot * span * BLOCK),
                                 .len = (size_t)(span * BLOCK)};
+        if (ceiling != NULL && n_readers == 1 &&
+            read_before(client[0], p, s, span, slot, slots, written) != 0) {
+            free(written);
+            return 1;
+        }
         if (cold)
             make_cold(&ss);
         at[0] = slot * span;
