@@ -29,7 +29,11 @@
  * or will read it next).  Blocks are 7168 bytes (3584 hidden x bf16), so entries end in a partial
  * block as real ones do.  Each entry is timed from planning to landed (plan + submit + wait), in
  * one contiguous run and in 16 scattered runs; engine and ceiling repetitions alternate so both see
- * the same machine, and each figure is the median.
+ * the same machine, and each figure is the median.  Each timed copy follows an untimed copy of the
+ * same batch and then 1 ms or more of the copy threads asleep while the caller spins
+ * (ect_bench_rest_copy_threads): the engine's own state as a run of copies leaves it, not as the
+ * ceiling's samples between copies do, and wake-ups as after a real pause (bench step times its
+ * steps the same way).
  */
 #include <fcntl.h>
 #include <stdbool.h>
@@ -189,7 +193,7 @@ prepare(void *arg)
 
 /* How measure times the engine. */
 enum mode {
-    MODE_PLAIN,   /* as it comes: the copy threads asleep since the last rep */
+    MODE_PLAIN,   /* after an untimed copy of the same batch and the threads' rest */
     MODE_POLLING, /* an engine whose copy threads poll for work all along */
     MODE_RESTED,  /* copy threads woken, then asleep as long as the no-polling
                    * ceiling's helpers before each rep */
@@ -255,6 +259,11 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
             goto free_times;
     for (unsigned i = 0; i < reps; i++) {
         if (mode == MODE_RESTED && rest_copy_threads(b) != 0)
+            goto free_times;
+        /* The copy before (see the file comment). */
+        if (mode == MODE_PLAIN &&
+            (engine_copy(b, dir, c) != 0 ||
+             ect_bench_rest_copy_threads(ect_bench_engine_stats, b->engine, "copy") != 0))
             goto free_times;
         prepare(&st);
         uint64_t t0 = ect__now_ns();
@@ -370,7 +379,8 @@ ect_bench_copy(int argc, char **argv)
            "    a fragmented entry is held to the contiguous copy; reps alternate with the "
            "engine's\n"
            "  cache state before every timed copy: region side %s, engine side warm\n"
-           "  N = 501, 101, 41 for one entry of 1, 8, 32 MiB; 41 for 32 MiB of entries\n",
+           "  N = 501, 101, 41 for one entry of 1, 8, 32 MiB; 41 for 32 MiB of entries; each\n"
+           "  after an untimed copy of the batch and 1 ms or more of the copy threads asleep\n",
            ect_bench_ceiling_describe(b.ceiling), ect_bench_cold_describe());
     for (size_t p = 0; p < sizeof(plans) / sizeof(plans[0]); p++) {
         for (int fragmented = 0; fragmented <= 1; fragmented++) {
