@@ -638,7 +638,8 @@ ect_bench_step(int argc, char **argv)
            "  cache state before every timed step and ceiling copy: region blocks %s, engine "
            "buffer warm\n"
            "  N = 301, 61, 21 reps for 1, 8, 32 MiB; a rep saves and loads two new entries and "
-           "times the second pair (evictions included)\n",
+           "times the second pair, after 1 ms or more of the copy threads asleep (evictions "
+           "included)\n",
            ect_bench_ceiling_describe(b.ceiling), ect_bench_cold_describe());
     for (size_t p = 0; p < sizeof(plans) / sizeof(plans[0]); p++) {
         if (measure(&b, plans[p].payload, plans[p].reps) != 0)
