@@ -213,6 +213,12 @@ double ect_bench_ceiling_helper_start_us(ect_bench_ceiling_t *c, size_t *n_p, do
  * (for a figure that must copy the way its ceiling did); returns seconds. */
 double ect_bench_ceiling_copy_best(ect_bench_ceiling_t *c, const ect_copy_op_t *ops, size_t n_ops);
 
+/* The same with the way that won the last ect_bench_ceiling_asleep_gbps
+ * (one thread, or helpers asleep ECT_BENCH_ASLEEP_MIN_NS or more and woken
+ * when the clock starts: the caller may sleep that long first, untimed). */
+double ect_bench_ceiling_copy_asleep_best(ect_bench_ceiling_t *c, const ect_copy_op_t *ops,
+                                          size_t n_ops);
+
 /* A line for a bench's header: what the ceiling is. */
 const char *ect_bench_ceiling_describe(const ect_bench_ceiling_t *c);
 

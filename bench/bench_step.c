@@ -47,10 +47,12 @@
  * size's figures (bench/bench_step_machine.c), a line times the ceiling's winning way copying the
  * save's bytes into the blocks of the oldest entry the region holds (the blocks the next save gets:
  * with steps paced so that they are as old as the timed steps' blocks were, and untouched since
- * they were flushed, as a save step meets them) and into blocks a step has just written (what the
- * ceiling beside the figure meets), and gives the save step's ratio to the
- * first (also as a row of its own, "ref: save step N MiB vs copy into as old
- * blocks"), and the engine's copy alone into such old blocks.  A line
+ * they were flushed, as a save step meets them), its winning way among those that find no thread
+ * polling copying into such blocks (the copy that meets both the blocks and the threads as a save
+ * step does), and into blocks a step has just written (what the ceiling beside the figure meets),
+ * and gives the save step's ratio to the first two (also as rows of their own, "ref: save step N
+ * MiB vs copy into as old blocks" and "... vs no thread polling, into as old blocks"), and the
+ * engine's copy alone into such old blocks.  A line
  * times 1 MiB copied into region pages last written 0 s, as long before as
  * the 1 MiB save steps' blocks were (their median age, tracked block by
  * block) and 1 s before, by every way of the ceiling.  The 1, 8 and 32 MiB

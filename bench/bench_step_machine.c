@@ -55,19 +55,24 @@ wake_ceiling(struct step_bench *b)
  * save's; it holds the same bytes, so nothing changes), met as the save step
  * meets them: flushed from the caches right after they were last written
  * and not touched since (a flush just before the copy would load their
- * translations).  The copy is by turns the ceiling's winning way and the
- * copy engine alone (submit to wait, no step around it).  Each step is
- * also followed by the ceiling's copy into the blocks it has just written,
- * flushed first, as the ceiling beside the figure copies.  Prints the save
- * step against the first copy (its ratio to a ceiling that meets the blocks
- * as the step does) and the first against the engine's (how much of the
- * gap is the engine's copy, how much the step around it).  Returns 0, or 1
- * on a failed step or out of memory (message printed). */
+ * translations).  The copy is by turns the ceiling's winning way, its
+ * winning way among those that find no thread polling (one thread, or
+ * helpers asleep 1 ms or more and woken when the clock starts: the state the
+ * engine's threads are in when a step comes), and the copy engine alone
+ * (submit to wait, no step around it).  Each step is also followed by the
+ * ceiling's copy into the blocks it has just written, flushed first, as the
+ * ceiling beside the figure copies.  Prints the save step against the first
+ * two copies (its ratio to a ceiling that meets the blocks as the step does,
+ * and to one that also meets the threads as the step does) and the first
+ * against the engine's (how much of the gap is the engine's copy, how much
+ * the step around it).  Returns 0, or 1 on a failed step or out of memory
+ * (message printed). */
 int
 ect_bench_step_oldest_blocks_line(struct step_bench *b, size_t payload, double save_s,
                                   double step_age_s)
 {
     enum { REPS = 7 };
+    enum kind { BEST, ASLEEP, ENGINE, N_KINDS };
     uint64_t entry_blocks = (payload + BLOCK_BYTES - 1) / BLOCK_BYTES;
     uint64_t held = b->geom.num_blocks / entry_blocks; /* entries of this size the region holds */
     if (held < 3)
@@ -82,14 +87,20 @@ ect_bench_step_oldest_blocks_line(struct step_bench *b, size_t payload, double s
         fprintf(stderr, "bench step: out of memory\n");
         return 1;
     }
+    /* The winners of the figure's samples (copy_best and copy_asleep_best
+     * copy with them). */
+    const char *way, *way_asleep;
+    (void)ect_bench_ceiling_gbps(b->ceiling, (double)payload, &way);
+    (void)ect_bench_ceiling_asleep_gbps(b->ceiling, (double)payload, &way_asleep);
     /* A step every period (the timed steps' own period): the oldest
      * entry's blocks, written depth steps before, are then as old as the
      * timed steps' were. */
     uint64_t period_ns = (uint64_t)(step_age_s * 1e9 / (double)depth), next_ns = ect__now_ns();
-    double aged[REPS], fresh[2 * REPS], engine[REPS], age[2 * REPS];
-    unsigned na = 0, nf = 0, ne = 0, n_age = 0, gone = 0;
+    double t[N_KINDS][REPS], fresh[2 * REPS], age[N_KINDS * REPS];
+    unsigned n[N_KINDS] = {0}, nf = 0, n_age = 0, gone = 0;
     int rc = 1;
-    for (size_t i = 0; (na < REPS || ne < REPS) && i < depth + 3 * REPS; i++) {
+    for (size_t i = 0;
+         (n[BEST] < REPS || n[ASLEEP] < REPS || n[ENGINE] < REPS) && i < depth + 4 * REPS; i++) {
         struct held_runs *cur = &h[i % ring];
         struct stamps s;
         ect_copy_op_t ops[MAX_RUNS];
@@ -106,7 +117,8 @@ ect_bench_step_oldest_blocks_line(struct step_bench *b, size_t payload, double s
          * about as long as before a timed step, asleep while the ceiling
          * samples between the timed steps ran (on the GPU host a copy onto
          * CPUs idle 12 ms took 8 MiB from ~320 to ~530 us).  The ceiling's
-         * helpers are made busy again first (wake_ceiling), as in a sample. */
+         * helpers are made busy again first (wake_ceiling) for its best
+         * way, as in a sample; its no-polling way lets them sleep. */
         while (ect__now_ns() < next_ns)
             ;
         next_ns = ect__now_ns() + period_ns;
@@ -121,11 +133,16 @@ ect_bench_step_oldest_blocks_line(struct step_bench *b, size_t payload, double s
                 st.n_ops =
                     ect_bench_step_entry_ops(b, ECT_COPY_SAVE, old->runs, old->n, payload, ops);
                 ect_bench_warm(b->src, payload);
-                bool by_engine = na >= REPS || (ne < REPS && (na + ne) % 2 == 1);
+                /* The kinds by turns, skipping those with their samples. */
+                enum kind k = (enum kind)((n[BEST] + n[ASLEEP] + n[ENGINE]) % N_KINDS);
+                while (n[k] >= REPS)
+                    k = (enum kind)((k + 1) % N_KINDS);
                 age[n_age++] = ect_bench_step_written_age(b, old->runs, old->n, ect__now_ns());
-                if (!by_engine) {
+                if (k == BEST) {
                     wake_ceiling(b);
-                    aged[na++] = ect_bench_ceiling_copy_best(b->ceiling, ops, st.n_ops);
+                    t[k][n[k]++] = ect_bench_ceiling_copy_best(b->ceiling, ops, st.n_ops);
+                } else if (k == ASLEEP) {
+                    t[k][n[k]++] = ect_bench_ceiling_copy_asleep_best(b->ceiling, ops, st.n_ops);
                 } else {
                     ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = ops, .n_ops = st.n_ops};
                     uint64_t ticket, t0 = ect__now_ns();
@@ -134,7 +151,7 @@ ect_bench_step_oldest_blocks_line(struct step_bench *b, size_t payload, double s
                         fprintf(stderr, "bench step: engine copy: %s\n", ect_last_error());
                         goto out;
                     }
-                    engine[ne++] = (double)(ect__now_ns() - t0) / 1e9;
+                    t[k][n[k]++] = (double)(ect__now_ns() - t0) / 1e9;
                 }
                 flush_dst(ops, st.n_ops);
             }
@@ -148,33 +165,41 @@ ect_bench_step_oldest_blocks_line(struct step_bench *b, size_t payload, double s
         (void)ect_bench_step_written_age(b, cur->runs, cur->n, ect__now_ns());
         flush_dst(ops, st.n_ops); /* out of the caches until it is the oldest */
     }
-    if (na == 0 || ne == 0) {
+    if (n[BEST] == 0 || n[ASLEEP] == 0 || n[ENGINE] == 0) {
         printf("    the best copy into the oldest entry's blocks: not measured (%u of them "
                "evicted first)\n",
                gone);
         rc = 0;
         goto out;
     }
-    double a = ect_bench_median(aged, na), f = ect_bench_median(fresh, nf),
-           g = ect_bench_median(engine, ne), old_s = ect_bench_median(age, n_age);
-    /* The same as a row (and a --json object): the save step against the
-     * ceiling's copy into blocks as old as its own. */
-    const char *way;
-    (void)ect_bench_ceiling_gbps(b->ceiling, (double)payload, &way); /* the winner's name */
-    char what[96];
+    double a = ect_bench_median(t[BEST], n[BEST]), w = ect_bench_median(t[ASLEEP], n[ASLEEP]),
+           g = ect_bench_median(t[ENGINE], n[ENGINE]), f = ect_bench_median(fresh, nf),
+           old_s = ect_bench_median(age, n_age);
+    /* The same as rows (and --json objects): the save step against the
+     * ceiling's copy into blocks as old as its own, and against its copy
+     * that also finds no thread polling. */
+    char what[112];
+    double gb = (double)payload / 1e9;
     snprintf(what, sizeof(what), "  ref: save step %zu MiB vs copy into as old blocks",
              payload >> 20);
-    double gb = (double)payload / 1e9;
     ect_bench_figure(&(ect_bench_fig_t){
         .name = what, .value = gb / save_s, .unit = "GB/s", .ceiling = gb / a, .ceiling_is = way});
+    snprintf(what, sizeof(what),
+             "  ref: save step %zu MiB vs no thread polling, into as old blocks", payload >> 20);
+    ect_bench_figure(&(ect_bench_fig_t){.name = what,
+                                        .value = gb / save_s,
+                                        .unit = "GB/s",
+                                        .ceiling = gb / w,
+                                        .ceiling_is = way_asleep});
     printf("    the best copy of the save's bytes into the blocks of the oldest entry held (the "
            "next save's, last written %zu steps and %.0f ms before, as the timed save steps' "
-           "%.0f ms, and not touched since) %.1f us, into blocks a step has just written (as the "
-           "ceiling beside the figure) %.1f us, medians of %u / %u: the save step against the "
-           "first, ratio %.2f; the engine's copy alone (submit to wait) into such old blocks "
-           "%.1f us (median of %u), %.2f of the first\n",
-           depth, old_s * 1e3, step_age_s * 1e3, a * 1e6, f * 1e6, na, nf, a / save_s, g * 1e6, ne,
-           a / g);
+           "%.0f ms, and not touched since) %.1f us, the best that finds no thread polling %.1f "
+           "us, into blocks a step has just written (as the ceiling beside the figure) %.1f us, "
+           "medians of %u / %u / %u: the save step against the first two, ratio %.2f / %.2f; the "
+           "engine's copy alone (submit to wait) into such old blocks %.1f us (median of %u), "
+           "%.2f of the first, %.2f of the second\n",
+           depth, old_s * 1e3, step_age_s * 1e3, a * 1e6, w * 1e6, f * 1e6, n[BEST], n[ASLEEP], nf,
+           a / save_s, w / save_s, g * 1e6, n[ENGINE], a / g, w / g);
     rc = 0;
 out:
     free(h);

@@ -253,21 +253,32 @@ make_cold(void *arg)
  * the read's bytes into each slot in turn, the oldest first, each once it
  * is exactly as old as the reads' destinations were (age_ns, their median
  * age) and in the read's cache state (made cold just before): a ceiling
- * that meets the pages as the read does.  written[slot] has when each slot
- * was last written and is kept up to date.  Returns GB/s, or -1 when out
- * of memory. */
-static double
+ * that meets the pages as the read does.  Every other copy is by the
+ * ceiling's winning way among those that find no thread polling (one
+ * thread, or helpers asleep 1 ms or more and woken when the clock starts),
+ * which also meets the copy threads as a read does.  written[slot] has when
+ * each slot was last written and is kept up to date.  Fills o's GB/s and
+ * way; returns 0, or -1 when out of memory (message printed). */
+static int
 as_old_pages(ect_bench_ceiling_t *ceiling, const struct slot_state *first, uint64_t span,
-             uint64_t slots, uint64_t start, uint64_t *written, uint64_t age_ns, double bytes)
+             uint64_t slots, uint64_t start, uint64_t *written, uint64_t age_ns, double bytes,
+             struct as_old *o)
 {
     enum { MIN_COPIES = 15 };
     size_t n = slots * 2 < MIN_COPIES ? MIN_COPIES : (size_t)slots * 2;
-    double *t = malloc(n * sizeof(*t));
-    if (t == NULL) {
+    double *t = malloc(n * sizeof(*t)), *w = malloc(n * sizeof(*w));
+    if (t == NULL || w == NULL) {
         fprintf(stderr, "bench xport: out of memory for the as-old copies\n");
+        free(t);
+        free(w);
         return -1;
     }
-    for (size_t k = 0; k < n; k++) {
+    const char *way;
+    (void)ect_bench_ceiling_gbps(ceiling, bytes, NULL);        /* the winners copy_best and ... */
+    (void)ect_bench_ceiling_asleep_gbps(ceiling, bytes, &way); /* ... copy_asleep_best use */
+    snprintf(o->asleep_way, WAY_LEN, "%s", way);
+    size_t nt = 0, nw = 0;
+    for (size_t k = 0; k < 2 * n; k++) {
         uint64_t slot = (start + k) % slots;
         struct slot_state ss = *first;
         ss.off = (size_t)(slot * span * BLOCK);
@@ -277,12 +288,18 @@ as_old_pages(ect_bench_ceiling_t *ceiling, const struct slot_state *first, uint6
         ect_copy_op_t op = {.dst = (uint8_t *)ect_region_data(ss.mine) + ss.off,
                             .src = (const uint8_t *)ect_region_data(ss.theirs) + ss.off,
                             .len = (size_t)bytes};
-        t[k] = ect_bench_ceiling_copy_best(ceiling, &op, 1);
+        if (k % 2 == 0)
+            t[nt++] = ect_bench_ceiling_copy_best(ceiling, &op, 1);
+        else
+            w[nw++] = ect_bench_ceiling_copy_asleep_best(ceiling, &op, 1);
         written[slot] = ect__now_ns();
     }
-    double med = ect_bench_median(t, n);
+    double med = ect_bench_median(t, nt), med_w = ect_bench_median(w, nw);
+    o->gbps = med > 0 ? bytes / med / 1e9 : 0;
+    o->asleep_gbps = med_w > 0 ? bytes / med_w / 1e9 : 0;
     free(t);
-    return med > 0 ? bytes / med / 1e9 : 0;
+    free(w);
+    return 0;
 }
 
 /* ect_bench_copy_stats_fn of a transport client's copy engine. */
@@ -457,12 +474,13 @@ measure_shape(ect_xport_client_t *const *client, size_t n_readers, ect_region_t 
         struct slot_state first = {.mine = mine, .theirs = theirs, .len = (size_t)(span * BLOCK)};
         double age_ns = ect_bench_median(t_age, n_age);
         as_old->age_s = age_ns / 1e9;
-        as_old->gbps =
-            as_old_pages(ceiling, &first, span, slots, slot, written, (uint64_t)age_ns, bytes);
+        if (as_old_pages(ceiling, &first, span, slots, slot, written, (uint64_t)age_ns, bytes,
+                         as_old) != 0) {
+            free(written);
+            return 1;
+        }
     }
     free(written);
-    if (as_old != NULL && as_old->gbps < 0)
-        return 1;
     if (bare != NULL) {
         double waitall = ect_bench_median(t_bare[0], n), lowat = ect_bench_median(t_bare[1], n);
         *ceiling_p = bytes / (waitall < lowat ? waitall : lowat) / 1e9;

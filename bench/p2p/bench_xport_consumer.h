@@ -37,10 +37,13 @@ struct read_parts {
 /* Reads at once, at most this many. */
 #define MAX_READERS 4
 
-/* The ceiling of a cold same-host read that meets pages as old as the
- * read's (bench_xport_consumer.c: as_old_pages), and their age. */
+/* The ceilings of a cold same-host read that meet pages as old as the
+ * read's (bench_xport_consumer.c: as_old_pages): the ceiling's winning way,
+ * and its winning way among those that find no thread polling (asleep_way);
+ * and the pages' age. */
 struct as_old {
-    double gbps, age_s;
+    double gbps, asleep_gbps, age_s;
+    char asleep_way[WAY_LEN];
 };
 
 _Static_assert(ECT_BENCH_TCP_MAX_CONNS == ECT_STREAM_MAX_STRIPES,

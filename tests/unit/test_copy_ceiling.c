@@ -185,7 +185,38 @@ test_no_polling_ways_cannot_be_added_once_sampled(void)
     fixture_free(&f);
 }
 
+static void
+test_the_winners_copy_again_every_byte(void)
+{
+    /* copy_best and copy_asleep_best repeat the winners of the last
+     * gbps / asleep_gbps on new ops (bench step's and bench xport's copies
+     * into blocks as old as a save's): each must copy every byte. */
+    for (unsigned threads = 1; threads <= 3; threads++) {
+        struct fixture f = fixture_make(threads, (3u << 20) + 77);
+        for (size_t i = 0; i < f.len; i++)
+            f.src[i] = (unsigned char)(i * 7 + (i >> 9) + 3);
+        ect_copy_op_t ops[3];
+        three_ops(f.dst, f.src, f.len, ops);
+        ect_bench_ceiling_add_asleep(f.c);
+        for (int s = 0; s < 3; s++)
+            CHECK_EQ_INT(ect_bench_ceiling_sample(f.c, ops, 3, NULL, NULL), 0);
+        CHECK(ect_bench_ceiling_gbps(f.c, (double)f.len, NULL) > 0);
+        CHECK(ect_bench_ceiling_asleep_gbps(f.c, (double)f.len, NULL) > 0);
+        for (int asleep = 0; asleep < 2; asleep++) {
+            memset(f.dst, 0, f.len);
+            double t = asleep ? ect_bench_ceiling_copy_asleep_best(f.c, ops, 3)
+                              : ect_bench_ceiling_copy_best(f.c, ops, 3);
+            CHECK(t > 0);
+            CHECK_MSG(memcmp(f.dst, f.src, f.len) == 0,
+                      "the %s winner on %u threads left the copy wrong",
+                      asleep ? "no-polling" : "targets'", threads);
+        }
+        fixture_free(&f);
+    }
+}
+
 static const struct ect_test_case cases[] = {
+    ECT_CASE(test_the_winners_copy_again_every_byte),
     ECT_CASE(test_every_way_copies_every_byte_on_one_thread),
     ECT_CASE(test_every_way_copies_every_byte_with_helpers_spinning_or_woken),
     ECT_CASE(test_the_targets_ceiling_never_picks_a_way_whose_helpers_slept),
