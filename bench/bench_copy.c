@@ -14,6 +14,10 @@
  * one thread, or helpers asleep when the clock starts and woken by the
  * copying thread): what any engine whose threads sleep between batches
  * could do here, so the row tells the wake-up's share of the gap from ours.
+ * Beside a fragmented one-entry figure a third row holds it to the best
+ * copy of its own runs (the ops the engine copies, sampled by a second
+ * ceiling beside the first) that finds no thread polling, and a line gives
+ * what copying in runs costs the machine against the contiguous copy.
  * Two more reference rows time the 1 MiB entry again: once after its copy
  * threads were woken and then slept as long as the ceiling's helpers (so
  * how long they slept is the same on both sides), and once with an engine
@@ -66,6 +70,7 @@ struct copy_bench {
     unsigned char *load_dst; /* engine memory an entry is loaded into */
     ect_copy_plan_t plan;
     ect_bench_ceiling_t *ceiling;
+    ect_bench_ceiling_t *runs_ceiling; /* a fragmented entry's copy of its own runs */
 };
 
 static int
@@ -221,6 +226,38 @@ rest_copy_threads(struct copy_bench *b)
     return 0;
 }
 
+/* The best copy that finds no thread polling, in GB/s for `bytes`. */
+static double
+asleep_of(ect_bench_ceiling_t *ceiling, size_t bytes)
+{
+    return ect_bench_ceiling_asleep_gbps(ceiling, (double)bytes, NULL);
+}
+
+/* A fragmented entry's figure (gbps) against the best copy of its own runs
+ * that finds no thread polling (a row), and what copying in runs costs the
+ * machine itself: the best copy of the runs against the best contiguous copy
+ * of the same bytes (ceiling, asleep: the figure's two ceilings). */
+static void
+runs_rows(struct copy_bench *b, const struct config *c, ect_copy_dir_t dir, double gbps,
+          double ceiling, double asleep)
+{
+    const char *way, *way_asleep;
+    double runs = ect_bench_ceiling_gbps(b->runs_ceiling, (double)c->payload, &way);
+    double runs_asleep =
+        ect_bench_ceiling_asleep_gbps(b->runs_ceiling, (double)c->payload, &way_asleep);
+    char what[112];
+    snprintf(what, sizeof(what), "  ref: %s %zu MiB, %zu runs, vs the copy of its runs, no polling",
+             dir == ECT_COPY_SAVE ? "save" : "load", c->payload >> 20, c->n_runs);
+    ect_bench_figure(&(ect_bench_fig_t){.name = what,
+                                        .value = gbps,
+                                        .unit = "GB/s",
+                                        .ceiling = runs_asleep,
+                                        .ceiling_is = way_asleep});
+    printf("    the best copy of its %zu runs %.1f GB/s [%s], of the same bytes contiguous %.1f; "
+           "finding no thread polling %.1f / %.1f\n",
+           c->n_runs, runs, way, ceiling, runs_asleep, asleep);
+}
+
 /* One figure, or with MODE_POLLING and MODE_RESTED a reference row.  A
  * polling engine's reps all run before the ceiling's, whose helpers would
  * otherwise compete with the polling threads for the CPUs. */
@@ -242,6 +279,25 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
     }
     ceiling_ops(b, dir, c, ops);
     ect_bench_ceiling_reset(b->ceiling);
+    /* A fragmented entry's reference: the same ceiling copying its own runs,
+     * the ops the engine copies (the plan appends at most one a run). */
+    ect_copy_op_t run_ops[FRAGMENTS];
+    size_t n_run_ops = 0;
+    bool by_runs = mode == MODE_PLAIN && c->entries == 1 && c->fragmented;
+    if (by_runs) {
+        ect_copy_region_view_t rv = {
+            .base = b->region, .block_size = BLOCK_BYTES, .num_blocks = b->region_blocks};
+        ect__copy_plan_reset(&b->plan);
+        if (ect__copy_plan_add(&b->plan, dir, &rv, c->runs[0], c->n_runs,
+                               dir == ECT_COPY_SAVE ? b->save_src : b->load_dst,
+                               c->payload) != ECT_OK) {
+            free(t_engine);
+            return fail("plan");
+        }
+        n_run_ops = b->plan.n_ops;
+        memcpy(run_ops, b->plan.ops, n_run_ops * sizeof(run_ops[0]));
+        ect_bench_ceiling_reset(b->runs_ceiling);
+    }
 
     /* Correctness first (a fast wrong copy is no result), and it leaves the
      * entries in their blocks for the loads: a round trip in this layout. */
@@ -271,6 +327,9 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
             goto free_times;
         t_engine[i] = (double)(ect__now_ns() - t0) / 1e9;
         if (!polling && ect_bench_ceiling_sample(b->ceiling, ops, c->entries, prepare, &st) != 0)
+            goto free_times;
+        if (by_runs &&
+            ect_bench_ceiling_sample(b->runs_ceiling, run_ops, n_run_ops, prepare, &st) != 0)
             goto free_times;
     }
     if (polling) {
@@ -313,6 +372,8 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
             ect_bench_figure(&(ect_bench_fig_t){
                 .name = what, .value = gbps, .unit = "GB/s", .ceiling = asleep, .ceiling_is = way});
         }
+        if (by_runs)
+            runs_rows(b, c, dir, gbps, ceiling, asleep_of(b->ceiling, total));
     }
     fflush(stdout);
     rc = 0;
@@ -368,16 +429,18 @@ ect_bench_copy(int argc, char **argv)
         goto cleanup_plan;
     }
     b.ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(ENGINE_THREADS));
-    if (b.ceiling == NULL)
+    b.runs_ceiling = ect_bench_ceiling_create(ect__copy_cpu_copiers(ENGINE_THREADS));
+    if (b.ceiling == NULL || b.runs_ceiling == NULL)
         goto destroy_engine;
     ect_bench_ceiling_add_asleep(b.ceiling);
+    ect_bench_ceiling_add_asleep(b.runs_ceiling);
     printf("  cpu engine, %u copy threads, default pieces; %u-byte blocks; region: /dev/shm, "
            "%.1f MiB, pre-faulted\n",
            ENGINE_THREADS, BLOCK_BYTES, (double)b.region_len / (1 << 20));
     printf("  figure: median of N reps of plan+submit for every entry, then wait for all\n"
            "  ceiling: %s;\n"
-           "    a fragmented entry is held to the contiguous copy; reps alternate with the "
-           "engine's\n"
+           "    a fragmented entry is held to the contiguous copy (and in a reference row to "
+           "the copy of its own runs); reps alternate with the engine's\n"
            "  cache state before every timed copy: region side %s, engine side warm\n"
            "  N = 501, 101, 41 for one entry of 1, 8, 32 MiB; 41 for 32 MiB of entries; each\n"
            "  after an untimed copy of the batch and 1 ms or more of the copy threads asleep\n",
@@ -427,6 +490,7 @@ ect_bench_copy(int argc, char **argv)
     }
     rc = 0;
 destroy_engine:
+    ect_bench_ceiling_destroy(b.runs_ceiling);
     ect_bench_ceiling_destroy(b.ceiling);
     ect_copy_engine_destroy(b.engine);
 cleanup_plan:
