@@ -141,19 +141,29 @@ struct config {
     size_t n_runs;
 };
 
-/* Plan and submit every entry of the config, then wait for all. */
+/* b->plan gets the ops that move entry j of the config (what the engine
+ * copies); 0, or 1 with a message printed. */
 static int
-engine_copy(struct copy_bench *b, ect_copy_dir_t dir, const struct config *c)
+plan_entry(struct copy_bench *b, ect_copy_dir_t dir, const struct config *c, unsigned j)
 {
     ect_copy_region_view_t rv = {
         .base = b->region, .block_size = BLOCK_BYTES, .num_blocks = b->region_blocks};
     unsigned char *engine = dir == ECT_COPY_SAVE ? b->save_src : b->load_dst;
+    ect__copy_plan_reset(&b->plan);
+    if (ect__copy_plan_add(&b->plan, dir, &rv, c->runs[j], c->n_runs, engine + j * c->payload,
+                           c->payload) != ECT_OK)
+        return fail("plan");
+    return 0;
+}
+
+/* Plan and submit every entry of the config, then wait for all. */
+static int
+engine_copy(struct copy_bench *b, ect_copy_dir_t dir, const struct config *c)
+{
     uint64_t tickets[MAX_IN_FLIGHT];
     for (unsigned j = 0; j < c->entries; j++) {
-        ect__copy_plan_reset(&b->plan);
-        if (ect__copy_plan_add(&b->plan, dir, &rv, c->runs[j], c->n_runs, engine + j * c->payload,
-                               c->payload) != ECT_OK)
-            return fail("plan");
+        if (plan_entry(b, dir, c, j) != 0)
+            return 1;
         ect_copy_batch_t batch = {.dir = dir, .ops = b->plan.ops, .n_ops = b->plan.n_ops};
         if (ect_copy_engine_submit(b->engine, &batch, &tickets[j]) != ECT_OK)
             return fail("submit");
@@ -226,13 +236,6 @@ rest_copy_threads(struct copy_bench *b)
     return 0;
 }
 
-/* The best copy that finds no thread polling, in GB/s for `bytes`. */
-static double
-asleep_of(ect_bench_ceiling_t *ceiling, size_t bytes)
-{
-    return ect_bench_ceiling_asleep_gbps(ceiling, (double)bytes, NULL);
-}
-
 /* A fragmented entry's figure (gbps) against the best copy of its own runs
  * that finds no thread polling (a row), and what copying in runs costs the
  * machine itself: the best copy of the runs against the best contiguous copy
@@ -285,14 +288,9 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
     size_t n_run_ops = 0;
     bool by_runs = mode == MODE_PLAIN && c->entries == 1 && c->fragmented;
     if (by_runs) {
-        ect_copy_region_view_t rv = {
-            .base = b->region, .block_size = BLOCK_BYTES, .num_blocks = b->region_blocks};
-        ect__copy_plan_reset(&b->plan);
-        if (ect__copy_plan_add(&b->plan, dir, &rv, c->runs[0], c->n_runs,
-                               dir == ECT_COPY_SAVE ? b->save_src : b->load_dst,
-                               c->payload) != ECT_OK) {
+        if (plan_entry(b, dir, c, 0) != 0) {
             free(t_engine);
-            return fail("plan");
+            return 1;
         }
         n_run_ops = b->plan.n_ops;
         memcpy(run_ops, b->plan.ops, n_run_ops * sizeof(run_ops[0]));
@@ -371,9 +369,9 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
                      c->n_runs == 1 ? "" : "s");
             ect_bench_figure(&(ect_bench_fig_t){
                 .name = what, .value = gbps, .unit = "GB/s", .ceiling = asleep, .ceiling_is = way});
+            if (by_runs)
+                runs_rows(b, c, dir, gbps, ceiling, asleep);
         }
-        if (by_runs)
-            runs_rows(b, c, dir, gbps, ceiling, asleep_of(b->ceiling, total));
     }
     fflush(stdout);
     rc = 0;
