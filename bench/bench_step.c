@@ -43,7 +43,8 @@
  * size hold the save and load steps to the best copy that finds no thread
  * polling (bench.h: one thread, or helpers asleep when the clock starts and
  * woken by the copying thread), sampled beside the first ceiling: the
- * figure an engine whose threads sleep between steps could reach.  After each
+ * figure an engine whose threads sleep between steps could reach; a third
+ * holds the round trip to both.  After each
  * size's figures (bench/bench_step_machine.c), a line times the ceiling's winning way copying the
  * save's bytes into the blocks of the oldest entry the region holds (the blocks the next save gets:
  * with steps paced so that they are as old as the timed steps' blocks were, and untouched since
@@ -51,7 +52,8 @@
  * polling copying into such blocks (the copy that meets both the blocks and the threads as a save
  * step does), and into blocks a step has just written (what the ceiling beside the figure meets),
  * and gives the save step's ratio to the first two (also as rows of their own, "ref: save step N
- * MiB vs copy into as old blocks" and "... vs no thread polling, into as old blocks"), and the
+ * MiB vs copy into as old blocks" and "... vs no thread polling, into as old blocks", and the
+ * round trip against the latter plus the load's no-polling ceiling), and the
  * engine's copy alone into such old blocks.  A line
  * times 1 MiB copied into region pages last written 0 s, as long before as
  * the 1 MiB save steps' blocks were (their median age, tracked block by
@@ -524,20 +526,29 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     snprintf(series, sizeof(series), "round trip%s", b->label);
     ect_bench_copy_figure(what, series, 2 * gb / (ms + ml), 2 * gb / (gb / ceil_s + gb / ceil_l),
                           "both ceilings", (double)payload);
+    double asleep[2] = {0, 0}; /* GB/s: the no-polling ceilings, save and load */
     if (b->label[0] == '\0') {
         /* The same steps against what a copy that finds no thread polling
-         * could do here: the share of the gap a wake-up must cost. */
+         * could do here: the share of the gap a wake-up must cost, and the
+         * round trip against both. */
         for (int d = 0; d < 2; d++) {
             const char *way;
-            double asleep = ect_bench_ceiling_asleep_gbps(d == 0 ? cs : cl, (double)payload, &way);
+            asleep[d] = ect_bench_ceiling_asleep_gbps(d == 0 ? cs : cl, (double)payload, &way);
             snprintf(what, sizeof(what), "  ref: %s step %zu MiB vs no thread polling",
                      d == 0 ? "save" : "load", payload >> 20);
             ect_bench_figure(&(ect_bench_fig_t){.name = what,
                                                 .value = gb / (d == 0 ? ms : ml),
                                                 .unit = "GB/s",
-                                                .ceiling = asleep,
+                                                .ceiling = asleep[d],
                                                 .ceiling_is = way});
         }
+        snprintf(what, sizeof(what), "  ref: round trip %zu MiB vs no thread polling",
+                 payload >> 20);
+        ect_bench_figure(&(ect_bench_fig_t){.name = what,
+                                            .value = 2 * gb / (ms + ml),
+                                            .unit = "GB/s",
+                                            .ceiling = 2 * gb / (gb / asleep[0] + gb / asleep[1]),
+                                            .ceiling_is = "both no-polling ceilings"});
     }
     print_breakdown(&sm, 0, reps, "save", gb / ceil_s);
     print_breakdown(&sm, 1, reps, "load", gb / ceil_l);
@@ -557,7 +568,8 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
                    mean_s, mean_l, us_s, us_l, n_s, n_l);
     }
     /* Once per size: the other rows change the blocks or the threads. */
-    if (b->label[0] == '\0' && ect_bench_step_oldest_blocks_line(b, payload, ms, step_age_s) != 0)
+    if (b->label[0] == '\0' &&
+        ect_bench_step_oldest_blocks_line(b, payload, ms, ms + ml, gb / asleep[1], step_age_s) != 0)
         goto free_samples;
     fflush(stdout);
     rc = 0;

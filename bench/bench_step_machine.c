@@ -65,11 +65,13 @@ wake_ceiling(struct step_bench *b)
  * two copies (its ratio to a ceiling that meets the blocks as the step does,
  * and to one that also meets the threads as the step does) and the first
  * against the engine's (how much of the gap is the engine's copy, how much
- * the step around it).  Returns 0, or 1 on a failed step or out of memory
+ * the step around it), and the round trip against the second copy plus the
+ * load's no-polling ceiling (the copies a round trip's two steps meet).
+ * Returns 0, or 1 on a failed step or out of memory
  * (message printed). */
 int
 ect_bench_step_oldest_blocks_line(struct step_bench *b, size_t payload, double save_s,
-                                  double step_age_s)
+                                  double trip_s, double load_asleep_s, double step_age_s)
 {
     enum { REPS = 7 };
     enum kind { BEST, ASLEEP, ENGINE, N_KINDS };
@@ -191,6 +193,17 @@ ect_bench_step_oldest_blocks_line(struct step_bench *b, size_t payload, double s
                                         .unit = "GB/s",
                                         .ceiling = gb / w,
                                         .ceiling_is = way_asleep});
+    /* The round trip likewise: its load reads blocks the save has just
+     * written, as the load's no-polling ceiling does, so only the save's
+     * half changes. */
+    snprintf(what, sizeof(what),
+             "  ref: round trip %zu MiB vs no thread polling, save into as old blocks",
+             payload >> 20);
+    ect_bench_figure(&(ect_bench_fig_t){.name = what,
+                                        .value = 2 * gb / trip_s,
+                                        .unit = "GB/s",
+                                        .ceiling = 2 * gb / (w + load_asleep_s),
+                                        .ceiling_is = "both no-polling ceilings"});
     printf("    the best copy of the save's bytes into the blocks of the oldest entry held (the "
            "next save's, last written %zu steps and %.0f ms before, as the timed save steps' "
            "%.0f ms, and not touched since) %.1f us, the best that finds no thread polling %.1f "
