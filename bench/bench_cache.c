@@ -6,7 +6,9 @@
  *    serves requests, each making the engine's calls for one
  *    load of an existing key (find, pin, get_runs, unpin) and one save and
  *    announcement of a new key (find, alloc evicting the oldest, get_runs,
- *    mark_ready, hold, a later release_hold or lapse, expire_holds).  The
+ *    mark_ready, hold, a later release_hold or lapse, expire_holds), after
+ *    a prefetch of both keys (the scheduler's, when the engine first asks
+ *    about the request: the two lookups then wait for memory together).  The
  *    existing key is drawn uniformly over all N (every load touches memory
  *    no other recent call touched) or by a Zipf(0.99) rank of recency (the
  *    YCSB default skew: recent items are asked for most).  Keys are 64 hex
@@ -113,6 +115,7 @@ zipf_next(const struct zipf *z, uint64_t *rs)
 
 /* The calls of one request, for the per-call breakdown. */
 enum call {
+    CALL_PREFETCH,
     CALL_FIND_HIT,
     CALL_PIN,
     CALL_GET_RUNS,
@@ -127,8 +130,8 @@ enum call {
     N_CALLS
 };
 static const char *const CALL_NAMES[N_CALLS] = {
-    "find (hit)",     "pin",        "get_runs",     "unpin", "find (absent)", "alloc (evicts)",
-    "get_runs (new)", "mark_ready", "release_hold", "hold",  "expire_holds"};
+    "prefetch (2 keys)", "find (hit)",     "pin",        "get_runs",     "unpin", "find (absent)",
+    "alloc (evicts)",    "get_runs (new)", "mark_ready", "release_hold", "hold",  "expire_holds"};
 
 /* Per-call time: total ns and count of each call (NULL: not timed). */
 struct call_times {
@@ -148,8 +151,20 @@ struct call_times {
         }                                                                                          \
     } while (0)
 
+/* The request's two keys announced to the cache, as the scheduler does for
+ * a request's media items when the engine first asks about the request
+ * (ensure_cache_available), before it looks any of them up. */
+static ect_status_t
+prefetch_two(ect_cache_t *c, const char *a, const char *b)
+{
+    ect_cache_prefetch(c, a);
+    ect_cache_prefetch(c, b);
+    return ECT_OK;
+}
+
 /* The engine's calls for n_requests requests on a full cache of n_entries
- * ready entries, each request being one of each:
+ * ready entries, each request being a prefetch of its two keys (one call
+ * each) and one of each:
  *   load:  find (has_cache_item), pin, get_runs, unpin: an existing key,
  *          chosen uniformly or by Zipf rank of recency (zipf != NULL);
  *   save:  find (absent), alloc (evicts the oldest), get_runs, mark_ready,
@@ -168,7 +183,7 @@ ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf, struct ca
 {
     const uint64_t blocks_per_entry = 4;
     double rate = -1;
-    char k[KEY_LEN + 1];
+    char k[KEY_LEN + 1], kl[KEY_LEN + 1]; /* the new key, the loaded one */
     ect_cache_t *c = NULL;
     if (ect_cache_create(n_entries * blocks_per_entry, &c) != ECT_OK)
         return -1;
@@ -193,26 +208,27 @@ ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf, struct ca
         /* Load.  Loads move entries to the FIFO tail, so now and then the
          * chosen key has just been evicted: then it is a miss (1 call). */
         uint64_t back = zipf != NULL ? zipf_next(zipf, &rs) : rng_next(&rs) % n_entries;
-        key_of(next - 1 - back, k);
+        key_of(next - 1 - back, kl);
+        key_of(next, k);
+        CALL(tt, CALL_PREFETCH, s, prefetch_two(c, kl, k));
         bool found = false;
-        CALL(tt, CALL_FIND_HIT, s, ect_cache_find(c, k, &info, &found));
-        ops++;
+        CALL(tt, CALL_FIND_HIT, s, ect_cache_find(c, kl, &info, &found));
+        ops += 3;
         if (s != ECT_OK)
             goto destroy;
         if (found) {
-            CALL(tt, CALL_PIN, s, ect_cache_pin(c, k));
+            CALL(tt, CALL_PIN, s, ect_cache_pin(c, kl));
             if (s != ECT_OK)
                 goto destroy;
-            CALL(tt, CALL_GET_RUNS, s, ect_cache_get_runs(c, k, runs, 8, &n_runs));
+            CALL(tt, CALL_GET_RUNS, s, ect_cache_get_runs(c, kl, runs, 8, &n_runs));
             if (s != ECT_OK)
                 goto destroy;
-            CALL(tt, CALL_UNPIN, s, ect_cache_unpin(c, k));
+            CALL(tt, CALL_UNPIN, s, ect_cache_unpin(c, kl));
             if (s != ECT_OK)
                 goto destroy;
             ops += 3;
         }
         /* Save and announce. */
-        key_of(next, k);
         CALL(tt, CALL_FIND_ABSENT, s, ect_cache_find(c, k, &info, &found));
         if (s != ECT_OK || found)
             goto destroy;
@@ -445,8 +461,8 @@ breakdown(double miss_ns, const char *what, const struct zipf *z_small, const st
         for (int c = 0; c < N_CALLS; c++)
             per_req[i] += t[i].ns[c] / (double)requests;
     }
-    for (int c = 0; c < N_CALLS; c++)
-        ops_per_req += (double)t[1].n[c] / (double)requests;
+    for (int c = 0; c < N_CALLS; c++) /* a prefetch timing covers two calls */
+        ops_per_req += (c == CALL_PREFETCH ? 2.0 : 1.0) * (double)t[1].n[c] / (double)requests;
     printf("  per call, %s keys (mean ns, timer taken off; misses = extra / %.0f ns):\n"
            "    %-16s %9s %8s %8s %7s %7s\n",
            what, miss_ns, "call", "calls/req", "1K ns", "1M ns", "extra", "misses");

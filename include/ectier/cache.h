@@ -157,6 +157,13 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_cache_alloc(ect_cache_t *cache, const ch
 ECT_API ECT_MUST_CHECK ect_status_t ect_cache_get(ect_cache_t *cache, const char *key,
                                                   ect_cache_entry_t *info_p);
 
+/* A hint that key will be looked up soon: starts loading the part of the
+ * index that holds it into the CPU cache, so that several keys' lookups
+ * (a request's media items) wait for memory once, together, rather than one
+ * after another.  Changes nothing else; an invalid key (NULL, empty, too
+ * long) or a NULL cache is ignored. */
+ECT_API void ect_cache_prefetch(ect_cache_t *cache, const char *key);
+
 /* Whether key is cached, and if so a snapshot of its entry: ect_cache_get
  * for callers that ask rather than expect.  An absent key is an answer,
  * not an error: *found_p = false, *info_p unchanged, and no message is

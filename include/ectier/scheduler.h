@@ -100,7 +100,9 @@ ECT_API bool ect_scheduler_has_cache_item(ect_scheduler_t *scheduler, const char
 /* Consumer: may the request be admitted this step?  *available_p = 1 when
  * every item not yet computed is either ready locally or to be computed
  * locally; 0 defers the request (a P2P read is in flight or being retried).
- * Without P2P this is always 1.  Returns ECT_OK; ECT_ERR_INVALID_ARG for a
+ * Without P2P this is always 1.  Also starts loading the cache index lines
+ * of the request's items (ect_cache_prefetch), which the engine's later
+ * calls about them read.  Returns ECT_OK; ECT_ERR_INVALID_ARG for a
  * malformed request.  A request whose ec_transfer_params cannot be honoured
  * (wrong size_bytes, an encoding lost when the media is gone) is reported
  * through ect_scheduler_take_unavailable_requests, not as an error here. */

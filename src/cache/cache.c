@@ -466,6 +466,20 @@ ect_cache_get(ect_cache_t *cache, const char *key, ect_cache_entry_t *info_p)
     return s;
 }
 
+void
+ect_cache_prefetch(ect_cache_t *cache, const char *key)
+{
+    if (cache == NULL || key == NULL || ect__cache_in_listener(cache))
+        return;
+    size_t len = strnlen(key, ECT_KEY_MAX + 1);
+    if (len == 0 || len > ECT_KEY_MAX)
+        return;
+    uint64_t hash = ect__index_hash(&cache->index, key, len);
+    lock(cache);
+    ect__index_prefetch(&cache->index, hash);
+    unlock(cache);
+}
+
 ect_status_t
 ect_cache_find(ect_cache_t *cache, const char *key, ect_cache_entry_t *info_p, bool *found_p)
 {

@@ -342,6 +342,12 @@ ect_scheduler_ensure_cache_available(ect_scheduler_t *s, const ect_request_t *re
     ect_status_t st = check_request(request);
     if (st != ECT_OK)
         return st;
+    /* The engine asks about a request before it looks up or saves any of
+     * its items (has_cache_item, update_state_after_alloc): start loading
+     * their index lines now, so that the lookups wait for memory together
+     * (at a million entries each is a cache miss). */
+    for (size_t i = 0; i < request->n_features; i++)
+        ect_cache_prefetch(s->cache, request->features[i].identifier);
     /* Without peer-to-peer every item is either in the tier or computed here. */
     *available_p = 1;
     pthread_mutex_lock(&s->lock);

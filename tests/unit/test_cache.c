@@ -594,6 +594,7 @@ reentrant_listener(const ect_cache_event_t *ev, void *user)
 {
     struct reentry *r = user;
     r->calls++;
+    ect_cache_prefetch(r->cache, ev->key); /* ignored here: it takes the lock elsewhere */
     r->pin_status = ect_cache_pin(r->cache, ev->key);
     r->alloc_status = ect_cache_alloc(r->cache, "from-listener", 1);
     r->held = ect_cache_has_held_entries(r->cache);

@@ -3,6 +3,9 @@
  * names the key or argument, never a crash, and leaves the cache as it was
  * (ect__cache_check after each).
  */
+#include <stdio.h>
+#include <string.h>
+
 #include <ectier/cache.h>
 
 #include "cache/cache_internal.h"
@@ -210,6 +213,54 @@ test_repeated_misuse_leaves_the_cache_consistent(void)
     ect_cache_destroy(c);
 }
 
+/* A prefetch is a hint: for any input, valid or not, it changes no entry,
+ * no counter, no order and not the last error message. */
+static void
+test_prefetch_changes_nothing_and_ignores_bad_input(void)
+{
+    ect_cache_t *c = make_cache(8);
+    ts_alloc_ready(c, "old", 2);
+    ts_alloc_ready(c, "pinned", 2);
+    ts_alloc_ready(c, "young", 2);
+    CHECK_OK(ect_cache_pin(c, "pinned"));
+    CHECK_OK(ect_cache_alloc(c, "saving", 1));
+    CHECK_STATUS(ect_cache_get(c, "absent", &(ect_cache_entry_t){0}), ECT_ERR_NOT_FOUND);
+    char before_error[256];
+    snprintf(before_error, sizeof(before_error), "%s", ect_last_error());
+    ect_cache_stats_t before, after;
+    CHECK_OK(ect_cache_stats(c, &before));
+
+    char too_long[ECT_KEY_MAX + 2];
+    memset(too_long, 'k', sizeof(too_long) - 1);
+    too_long[sizeof(too_long) - 1] = '\0';
+    const char *keys[] = {"old", "pinned", "young", "saving", "absent", "", too_long, NULL};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        ect_cache_prefetch(c, keys[i]);
+        ect_cache_prefetch(NULL, keys[i]);
+    }
+
+    CHECK_OK(ect__cache_check(c));
+    CHECK_STR_EQ(ect_last_error(), before_error);
+    CHECK_OK(ect_cache_stats(c, &after));
+    CHECK_EQ_U64(after.entries, before.entries);
+    CHECK_EQ_U64(after.entries_ready, before.entries_ready);
+    CHECK_EQ_U64(after.entries_pinned, before.entries_pinned);
+    CHECK_EQ_U64(after.entries_not_ready, before.entries_not_ready);
+    CHECK_EQ_U64(after.free_blocks, before.free_blocks);
+    CHECK_EQ_U64(after.pins, before.pins);
+    CHECK_EQ_U64(after.evicted_entries, before.evicted_entries);
+    CHECK(!ts_entry_exists(c, "absent"));
+    /* The FIFO order is untouched: room for 5 blocks (1 free) evicts "old"
+     * then "young" (oldest first, the pinned entry skipped), nothing else. */
+    CHECK_OK(ect_cache_alloc(c, "new", 5));
+    CHECK(!ts_entry_exists(c, "old"));
+    CHECK(!ts_entry_exists(c, "young"));
+    CHECK_EQ_INT(ts_entry_state(c, "pinned"), ECT_CACHE_ENTRY_PINNED);
+    CHECK_EQ_INT(ts_entry_state(c, "saving"), ECT_CACHE_ENTRY_NOT_READY);
+    CHECK_OK(ect__cache_check(c));
+    ect_cache_destroy(c);
+}
+
 static void
 test_entry_state_str_names_every_state(void)
 {
@@ -227,6 +278,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_unknown_keys_are_not_found_and_named),
     ECT_CASE(test_get_runs_with_too_small_buffer_is_overflow_and_writes_nothing),
     ECT_CASE(test_repeated_misuse_leaves_the_cache_consistent),
+    ECT_CASE(test_prefetch_changes_nothing_and_ignores_bad_input),
     ECT_CASE(test_entry_state_str_names_every_state),
 };
 
