@@ -161,7 +161,7 @@ ECT_API ECT_MUST_CHECK ect_status_t ect_cache_get(ect_cache_t *cache, const char
  * index that holds it into the CPU cache, so that several keys' lookups
  * (a request's media items) wait for memory once, together, rather than one
  * after another.  Changes nothing else; an invalid key (NULL, empty, too
- * long) or a NULL cache is ignored. */
+ * long), a NULL cache and a call from the cache's listener are ignored. */
 ECT_API void ect_cache_prefetch(ect_cache_t *cache, const char *key);
 
 /* Whether key is cached, and if so a snapshot of its entry: ect_cache_get
