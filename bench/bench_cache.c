@@ -213,7 +213,7 @@ ops_rate(size_t n_entries, size_t n_requests, const struct zipf *zipf, struct ca
         CALL(tt, CALL_PREFETCH, s, prefetch_two(c, kl, k));
         bool found = false;
         CALL(tt, CALL_FIND_HIT, s, ect_cache_find(c, kl, &info, &found));
-        ops += 3;
+        ops += 3; /* the two prefetches and the find */
         if (s != ECT_OK)
             goto destroy;
         if (found) {

@@ -569,7 +569,7 @@ measure(struct step_bench *b, size_t payload, unsigned reps)
     }
     /* Once per size: the other rows change the blocks or the threads. */
     if (b->label[0] == '\0' &&
-        ect_bench_step_oldest_blocks_line(b, payload, ms, ms + ml, gb / asleep[1], step_age_s) != 0)
+        ect_bench_step_oldest_blocks_line(b, payload, ms, ml, gb / asleep[1], step_age_s) != 0)
         goto free_samples;
     fflush(stdout);
     rc = 0;

@@ -81,12 +81,11 @@ double ect_bench_step_written_age(struct step_bench *b, const ect_run_t *runs, s
 /* After a size's figures: the save step against the ceiling's copy into
  * blocks as old as its own (rows and a line; bench_step_machine.c says
  * how), and the round trip against that copy's no-polling way plus the
- * load's no-polling ceiling.  save_s: the save step's median; trip_s: the
- * save's plus the load's median; load_asleep_s: the load's no-polling
- * ceiling, in seconds; step_age_s: the save's blocks' median age.  Returns 0, or 1 on a failed step
- * or out of memory (message printed). */
+ * load's no-polling ceiling.  save_s, load_s: the save and load steps'
+ * medians; load_asleep_s: the load's no-polling ceiling, in seconds; step_age_s: the save's blocks'
+ * median age.  Returns 0, or 1 on a failed step or out of memory (message printed). */
 int ect_bench_step_oldest_blocks_line(struct step_bench *b, size_t payload, double save_s,
-                                      double trip_s, double load_asleep_s, double step_age_s);
+                                      double load_s, double load_asleep_s, double step_age_s);
 
 /* The best copy of 1 MiB into region pages last written 0 s, as long
  * before as the 1 MiB saves' blocks and 1 s before.  Returns 0, or 1 when

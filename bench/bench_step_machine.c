@@ -71,7 +71,7 @@ wake_ceiling(struct step_bench *b)
  * (message printed). */
 int
 ect_bench_step_oldest_blocks_line(struct step_bench *b, size_t payload, double save_s,
-                                  double trip_s, double load_asleep_s, double step_age_s)
+                                  double load_s, double load_asleep_s, double step_age_s)
 {
     enum { REPS = 7 };
     enum kind { BEST, ASLEEP, ENGINE, N_KINDS };
@@ -200,7 +200,7 @@ ect_bench_step_oldest_blocks_line(struct step_bench *b, size_t payload, double s
              "  ref: round trip %zu MiB vs no thread polling, save into as old blocks",
              payload >> 20);
     ect_bench_figure(&(ect_bench_fig_t){.name = what,
-                                        .value = 2 * gb / trip_s,
+                                        .value = 2 * gb / (save_s + load_s),
                                         .unit = "GB/s",
                                         .ceiling = 2 * gb / (w + load_asleep_s),
                                         .ceiling_is = "both no-polling ceilings"});
