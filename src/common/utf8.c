@@ -6,6 +6,7 @@
  * and code points above U+10FFFF (F4 90..BF, F5..FF).  Pure, no state.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "common/utf8.h"
 
@@ -53,6 +54,16 @@ ect__utf8_valid(const char *s, size_t len, size_t *bad_off_p)
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
     while (i < len) {
+        /* Identifiers are mostly ASCII (a hex mm_hash): eight bytes at a
+         * time while no byte has its top bit set. */
+        uint64_t w;
+        if (len - i >= sizeof(w)) {
+            memcpy(&w, p + i, sizeof(w));
+            if ((w & 0x8080808080808080ull) == 0) {
+                i += sizeof(w);
+                continue;
+            }
+        }
         size_t k = sequence_len(p + i, len - i);
         if (k == 0) {
             if (bad_off_p != NULL)

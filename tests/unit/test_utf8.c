@@ -55,6 +55,45 @@ test_utf8_refuses_malformed_sequences_at_their_offset(void)
     }
 }
 
+/* The validator takes ASCII eight bytes at a time: every sequence above,
+ * after 0 .. 17 ASCII bytes and before 9 more, is judged as on its own and
+ * a bad one is reported at its own offset, wherever the words fall. */
+static void
+test_utf8_judges_sequences_at_every_word_offset(void)
+{
+    static const char *const good[] = {"caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+                                       "\xf4\x8f\xbf\xbf"};
+    static const struct bad bad[] = {
+        {"\x80", 1, 0, "lone continuation byte"},
+        {"\xc0\xaf", 2, 0, "overlong 2-byte"},
+        {"\xed\xa0\x80", 3, 0, "surrogate"},
+        {"\xe2\x82", 2, 0, "truncated"},
+        {"\xff", 1, 0, "FF"},
+    };
+    char buf[64];
+    for (size_t pre = 0; pre <= 17; pre++) {
+        memset(buf, 'a', sizeof(buf));
+        for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+            size_t n = strlen(good[i]);
+            memcpy(buf + pre, good[i], n);
+            CHECK_MSG(ect__utf8_valid(buf, pre + n + 9, NULL), "good %zu after %zu refused", i,
+                      pre);
+            memset(buf + pre, 'a', n);
+        }
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            memcpy(buf + pre, bad[i].bytes, bad[i].len);
+            for (size_t after = 0; after <= 9; after += 9) {
+                size_t off = 999;
+                CHECK_MSG(!ect__utf8_valid(buf, pre + bad[i].len + after, &off),
+                          "%s after %zu, before %zu accepted", bad[i].what, pre, after);
+                CHECK_MSG(off == pre + bad[i].bad_off, "%s after %zu, before %zu: offset %zu",
+                          bad[i].what, pre, after, off);
+            }
+            memset(buf + pre, 'a', bad[i].len);
+        }
+    }
+}
+
 static void
 test_utf8_cut_never_splits_a_character(void)
 {
@@ -73,6 +112,7 @@ test_utf8_cut_never_splits_a_character(void)
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_utf8_accepts_well_formed_text),
     ECT_CASE(test_utf8_refuses_malformed_sequences_at_their_offset),
+    ECT_CASE(test_utf8_judges_sequences_at_every_word_offset),
     ECT_CASE(test_utf8_cut_never_splits_a_character),
 };
 
