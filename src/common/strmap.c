@@ -1,21 +1,32 @@
 /*
- * String-keyed hash map used by the step protocol's bookkeeping (in-flight
- * saves by key, loads by transfer id).  See strmap.h.
+ * String-keyed hash map: the scheduler's bookkeeping, the P2P producer's
+ * grants and announcements, the consumer's transfers, the events view.
+ * See strmap.h.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/siphash.h"
 #include "common/strmap.h"
+
+/* One SipHash key for every map of the process, drawn at the first hash. */
+static pthread_once_t strhash_once = PTHREAD_ONCE_INIT;
+static uint64_t strhash_k0, strhash_k1;
+
+static void
+strhash_key_init(void)
+{
+    ect__siphash_random_key(&strhash_k0, &strhash_k1);
+}
 
 uint64_t
 ect__strhash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    return h;
+    pthread_once(&strhash_once, strhash_key_init);
+    return ect__siphash13(s, strlen(s), strhash_k0, strhash_k1);
 }
 
 void

@@ -65,7 +65,10 @@ int ect__strmap_remove(ect_strmap_t *map, const char *key, void **value_p);
 void ect__strmap_each(const ect_strmap_t *map, void (*fn)(ect_strmap_node_t *node, void *user),
                       void *user);
 
-/* FNV-1a 64 over a NUL-terminated string. */
+/* SipHash-1-3 of a NUL-terminated string under a random key drawn once per
+ * process: the maps' keys can come from peers (a grant's session and
+ * mm_hash, an announced key), and an unkeyed hash would let a peer choose
+ * keys that share a bucket.  Thread safe. */
 uint64_t ect__strhash(const char *s);
 
 #endif /* ECT_COMMON_STRMAP_H */

@@ -29,6 +29,7 @@
  * allocating once it has held its largest step. */
 struct item_list {
     ect_step_item_t *items;
+    uint64_t *hashes; /* each item's key hash (ect__strhash), cap of them */
     size_t n, cap;
     size_t *index; /* open addressing over items, SIZE_MAX = empty */
     size_t index_cap;
@@ -52,7 +53,7 @@ index_rebuild(struct item_list *l, size_t cap)
     for (size_t i = 0; i < cap; i++)
         index[i] = SIZE_MAX;
     for (size_t i = 0; i < l->n; i++) {
-        size_t slot = ect__strhash(l->items[i].key) & (cap - 1);
+        size_t slot = l->hashes[i] & (cap - 1);
         while (index[slot] != SIZE_MAX)
             slot = (slot + 1) & (cap - 1);
         index[slot] = i;
@@ -91,19 +92,26 @@ arena_reserve(struct item_list *l, size_t need, const char *what)
     return ECT_OK;
 }
 
+/* The item of key, whose hash is h, or NULL. */
 static const ect_step_item_t *
-list_find(const struct item_list *l, const char *key)
+list_find_hashed(const struct item_list *l, const char *key, uint64_t h)
 {
     if (l->index_cap == 0)
         return NULL;
-    size_t slot = ect__strhash(key) & (l->index_cap - 1);
+    size_t slot = h & (l->index_cap - 1);
     while (l->index[slot] != SIZE_MAX) {
-        const ect_step_item_t *it = &l->items[l->index[slot]];
-        if (strcmp(it->key, key) == 0)
-            return it;
+        size_t i = l->index[slot];
+        if (l->hashes[i] == h && strcmp(l->items[i].key, key) == 0)
+            return &l->items[i];
         slot = (slot + 1) & (l->index_cap - 1);
     }
     return NULL;
+}
+
+static const ect_step_item_t *
+list_find(const struct item_list *l, const char *key)
+{
+    return l->index_cap == 0 ? NULL : list_find_hashed(l, key, ect__strhash(key));
 }
 
 /* Empty the list, keeping its memory.  Each item's own index slot is
@@ -113,7 +121,7 @@ static void
 list_clear(struct item_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {
-        size_t slot = ect__strhash(l->items[i].key) & (l->index_cap - 1);
+        size_t slot = l->hashes[i] & (l->index_cap - 1);
         while (l->index[slot] != i)
             slot = (slot + 1) & (l->index_cap - 1);
         l->index[slot] = SIZE_MAX;
@@ -126,6 +134,7 @@ static void
 list_free(struct item_list *l)
 {
     ect__free(l->items);
+    ect__free(l->hashes);
     ect__free(l->index);
     ect__free(l->arena);
     memset(l, 0, sizeof(*l));
@@ -166,7 +175,8 @@ list_add(struct item_list *l, const char *what, const char *key, uint64_t tid,
     uint64_t n_blocks = 0;
     if ((st = check_runs(what, key, runs, n_runs, &n_blocks)) != ECT_OK)
         return st;
-    if (list_find(l, key) != NULL)
+    uint64_t h = ect__strhash(key);
+    if (list_find_hashed(l, key, h) != NULL)
         return ect__error(ECT_ERR_EXISTS, "%s: key '%s' is already in this step", what, key);
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
@@ -174,6 +184,10 @@ list_add(struct item_list *l, const char *what, const char *key, uint64_t tid,
         if (items == NULL)
             return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
         l->items = items;
+        uint64_t *hashes = ect__realloc(l->hashes, cap * sizeof(*hashes));
+        if (hashes == NULL)
+            return ect__error(ECT_ERR_NO_MEMORY, "%s: out of memory", what);
+        l->hashes = hashes;
         l->cap = cap;
     }
     if ((l->n + 1) * 2 > l->index_cap) {
@@ -199,7 +213,8 @@ list_add(struct item_list *l, const char *what, const char *key, uint64_t tid,
     it->n_blocks = n_blocks;
     it->runs = runs_copy;
     it->n_runs = n_runs;
-    size_t slot = ect__strhash(key_copy) & (l->index_cap - 1);
+    l->hashes[l->n] = h;
+    size_t slot = h & (l->index_cap - 1);
     while (l->index[slot] != SIZE_MAX)
         slot = (slot + 1) & (l->index_cap - 1);
     l->index[slot] = l->n;

@@ -1,9 +1,13 @@
 /*
- * The string map of the step bookkeeping (src/common/strmap.h): keys and
- * values survive node reuse across key lengths, a cleared map works as a
- * new one, the spare nodes it keeps never outnumber the most keys it held,
- * and churn at a steady size allocates nothing (with the test hooks).
+ * The string map (src/common/strmap.h): keys and values survive node reuse
+ * across key lengths, a cleared map works as a new one, the spare nodes it
+ * keeps never outnumber the most keys it held, churn at a steady size
+ * allocates nothing (with the test hooks), and its hash is keyed per
+ * process, so a peer cannot compute which keys share a bucket.
  */
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "common/alloc.h"
 #include "common/strmap.h"
 #include "ectier_build_config.h"
@@ -126,13 +130,70 @@ test_steady_churn_allocates_nothing(void)
 #endif
 }
 
+/* The same keys hash alike within a process and differently in another
+ * (a fresh process draws its own key; the chance that 8 hashes all agree
+ * across two keys is 2^-512). */
+static void
+test_hash_is_keyed_per_process(void)
+{
+    char key[256];
+    uint64_t mine[8];
+    for (unsigned i = 0; i < 8; i++) {
+        key_of(i, key);
+        mine[i] = ect__strhash(key);
+        CHECK_EQ_U64(ect__strhash(key), mine[i]);
+    }
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        /* A new program, not a fork: a fork inherits the key. */
+        char fd_arg[16];
+        snprintf(fd_arg, sizeof(fd_arg), "%d", fds[1]);
+        close(fds[0]);
+        execl("/proc/self/exe", "test_strmap", "--print-hashes", fd_arg, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    uint64_t theirs[8];
+    size_t got = 0;
+    while (got < sizeof(theirs)) {
+        ssize_t n = read(fds[0], (char *)theirs + got, sizeof(theirs) - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fds[0]);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ_U64(got, sizeof(theirs));
+    size_t same = 0;
+    for (unsigned i = 0; i < 8; i++)
+        same += mine[i] == theirs[i];
+    CHECK_MSG(same < 8, "all 8 hashes agree across two processes: the hash is not keyed");
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_keys_survive_node_reuse_and_clear),
     ECT_CASE(test_steady_churn_allocates_nothing),
+    ECT_CASE(test_hash_is_keyed_per_process),
 };
 
 int
 main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--print-hashes") == 0) {
+        /* test_hash_is_keyed_per_process's other process. */
+        int fd = atoi(argv[2]);
+        char key[256];
+        uint64_t h[8];
+        for (unsigned i = 0; i < 8; i++) {
+            key_of(i, key);
+            h[i] = ect__strhash(key);
+        }
+        return write(fd, h, sizeof(h)) == (ssize_t)sizeof(h) ? 0 : 1;
+    }
     return ECT_TEST_MAIN(argc, argv, cases);
 }
