@@ -18,18 +18,26 @@ typedef struct ect_bytes_writer {
     uint8_t *end;
 } ect_bytes_writer_t;
 
+/* The puts and gets spell their bytes out through a local pointer: the
+ * compiler then makes each one store or load (on a little-endian host).
+ * A loop over *w->p++ stored a byte at a time and wrote w->p back after
+ * each, since a byte store may alias the pointer itself. */
 static inline void
 ect__put_u32(ect_bytes_writer_t *w, uint32_t v)
 {
-    for (int i = 0; i < 4; i++)
-        *w->p++ = (uint8_t)(v >> (8 * i));
+    uint8_t *p = w->p;
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+    w->p = p + 4;
 }
 
 static inline void
 ect__put_u64(ect_bytes_writer_t *w, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        *w->p++ = (uint8_t)(v >> (8 * i));
+    ect__put_u32(w, (uint32_t)v);
+    ect__put_u32(w, (uint32_t)(v >> 32));
 }
 
 static inline void
@@ -66,10 +74,9 @@ ect__get_u32(ect_bytes_reader_t *r)
 {
     if (!ect__take(r, 4))
         return 0;
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)r->p[i] << (8 * i);
-    r->p += 4;
+    const uint8_t *p = r->p;
+    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    r->p = p + 4;
     return v;
 }
 
@@ -78,10 +85,11 @@ ect__get_u64(ect_bytes_reader_t *r)
 {
     if (!ect__take(r, 8))
         return 0;
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)r->p[i] << (8 * i);
-    r->p += 8;
+    const uint8_t *p = r->p;
+    uint64_t v = (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
+                 (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 |
+                 (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
+    r->p = p + 8;
     return v;
 }
 
