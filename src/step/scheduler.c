@@ -358,18 +358,26 @@ ect_scheduler_ensure_cache_available(ect_scheduler_t *s, const ect_request_t *re
 }
 
 /* The runs of key's entry, into the scheduler's runs array (valid until
- * the next call): *n_p of them. */
+ * the next call): *n_p of them.  One lookup where they fit the array, which
+ * keeps its largest size; only an entry with more runs than it holds asks
+ * for their number first. */
 static ect_status_t
 entry_runs(ect_scheduler_t *s, const char *key, size_t *n_p)
 {
     size_t n = 0;
-    ect_status_t st = ect_cache_get_runs(s->cache, key, NULL, 0, &n);
-    if (st != ECT_OK)
+    ect_status_t st = ECT_ERR_OVERFLOW;
+    if (s->cap_runs > 0)
+        st = ect_cache_get_runs(s->cache, key, s->runs, s->cap_runs, &n);
+    if (st == ECT_ERR_OVERFLOW) {
+        if ((st = ect_cache_get_runs(s->cache, key, NULL, 0, &n)) != ECT_OK)
+            return st;
+        if (ect__array_reserve((void **)&s->runs, &s->cap_runs, 0, n, sizeof(*s->runs)) != 0)
+            return ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory for %zu runs", n);
+        if (n > 0 && (st = ect_cache_get_runs(s->cache, key, s->runs, n, &n)) != ECT_OK)
+            return st;
+    } else if (st != ECT_OK) {
         return st;
-    if (ect__array_reserve((void **)&s->runs, &s->cap_runs, 0, n, sizeof(*s->runs)) != 0)
-        return ect__error(ECT_ERR_NO_MEMORY, "scheduler: out of memory for %zu runs", n);
-    if (n > 0 && (st = ect_cache_get_runs(s->cache, key, s->runs, n, &n)) != ECT_OK)
-        return st;
+    }
     *n_p = n;
     return ECT_OK;
 }
