@@ -1,57 +1,52 @@
 /*
- * UTF-8 validation (RFC 3629, table 3-7 of the Unicode standard).
+ * UTF-8 (RFC 3629, table 3-7 of the Unicode standard): the one decoder of
+ * the library, and the checks built on it.
  *
- * The second byte's allowed range depends on the lead byte; that is what
- * rules out overlong forms (E0 80..9F, F0 80..8F), surrogates (ED A0..BF)
- * and code points above U+10FFFF (F4 90..BF, F5..FF).  Pure, no state.
+ * A sequence is refused if it is overlong (C0, C1, E0 80..9F, F0 80..8F),
+ * a UTF-16 surrogate (ED A0..BF), above U+10FFFF (F4 90..BF, F5..FF), has a
+ * bad continuation byte or is cut short; Python's strict decoder refuses
+ * the same.  Pure, no state.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "common/utf8.h"
 
-/* Number of bytes of the sequence starting at s[0], or 0 if it is not a
- * well-formed sequence within the n bytes available. */
-static size_t
-sequence_len(const unsigned char *s, size_t n)
+size_t
+ect__utf8_next(const uint8_t *s, size_t n, uint32_t *cp_p)
 {
-    unsigned char c = s[0];
-    size_t need;
-    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-
-    if (c < 0x80)
+    uint8_t b = s[0];
+    size_t want;
+    uint32_t cp, min;
+    if (b < 0x80) {
+        *cp_p = b;
         return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
+    } else if (b >= 0xc2 && b <= 0xdf) {
+        want = 2, cp = b & 0x1f, min = 0x80;
+    } else if (b >= 0xe0 && b <= 0xef) {
+        want = 3, cp = b & 0x0f, min = 0x800;
+    } else if (b >= 0xf0 && b <= 0xf4) {
+        want = 4, cp = b & 0x07, min = 0x10000;
     } else {
-        return 0; /* continuation byte, C0/C1 (overlong) or F5..FF */
+        return 0; /* continuation byte, overlong lead (c0, c1) or beyond f4 */
     }
-    if (n < need)
+    if (n < want)
         return 0;
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < need; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
+    for (size_t i = 1; i < want; i++) {
+        if ((s[i] & 0xc0) != 0x80)
             return 0;
-    return need;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+        return 0;
+    *cp_p = cp;
+    return want;
 }
 
 bool
 ect__utf8_valid(const char *s, size_t len, size_t *bad_off_p)
 {
-    const unsigned char *p = (const unsigned char *)s;
+    const uint8_t *p = (const uint8_t *)s;
     size_t i = 0;
     while (i < len) {
         /* Identifiers are mostly ASCII (a hex mm_hash): eight bytes at a
@@ -64,7 +59,8 @@ ect__utf8_valid(const char *s, size_t len, size_t *bad_off_p)
                 continue;
             }
         }
-        size_t k = sequence_len(p + i, len - i);
+        uint32_t cp;
+        size_t k = ect__utf8_next(p + i, len - i, &cp);
         if (k == 0) {
             if (bad_off_p != NULL)
                 *bad_off_p = i;
@@ -75,13 +71,20 @@ ect__utf8_valid(const char *s, size_t len, size_t *bad_off_p)
     return true;
 }
 
+bool
+ect__utf8_valid_nonul(const uint8_t *s, size_t n)
+{
+    return memchr(s, 0, n) == NULL && ect__utf8_valid((const char *)s, n, NULL);
+}
+
 size_t
 ect__utf8_cut(const char *s, size_t len, size_t max)
 {
-    const unsigned char *p = (const unsigned char *)s;
+    const uint8_t *p = (const uint8_t *)s;
     size_t i = 0;
     while (i < len) {
-        size_t k = sequence_len(p + i, len - i);
+        uint32_t cp;
+        size_t k = ect__utf8_next(p + i, len - i, &cp);
         if (k == 0)
             k = 1; /* a stray byte stands alone; the caller escapes it */
         if (i + k > max)

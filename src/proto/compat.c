@@ -19,6 +19,7 @@
 #include <openssl/evp.h>
 
 #include "common/error.h"
+#include "common/utf8.h"
 #include "proto/wire.h"
 
 static const char hex_digits[] = "0123456789abcdef";

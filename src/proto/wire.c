@@ -18,6 +18,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/utf8.h"
 #include "proto/wire.h"
 
 /* ---- status classification --------------------------------------------- */
@@ -79,55 +80,6 @@ ect__wire_buf_append(ect__wire_buf_t *buf, const void *bytes, size_t n)
         memcpy(buf->data + buf->len, bytes, n);
     buf->len = need;
     return ECT_OK;
-}
-
-/* ---- UTF-8 ---------------------------------------------------------------- */
-
-size_t
-ect__utf8_next(const uint8_t *s, size_t n, uint32_t *cp_p)
-{
-    uint8_t b = s[0];
-    size_t want;
-    uint32_t cp, min;
-    if (b < 0x80) {
-        *cp_p = b;
-        return 1;
-    } else if (b >= 0xc2 && b <= 0xdf) {
-        want = 2, cp = b & 0x1f, min = 0x80;
-    } else if (b >= 0xe0 && b <= 0xef) {
-        want = 3, cp = b & 0x0f, min = 0x800;
-    } else if (b >= 0xf0 && b <= 0xf4) {
-        want = 4, cp = b & 0x07, min = 0x10000;
-    } else {
-        return 0; /* continuation byte, overlong lead (c0, c1) or beyond f4 */
-    }
-    if (n < want)
-        return 0;
-    for (size_t i = 1; i < want; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    /* Overlong forms, UTF-16 surrogates and code points past U+10FFFF are
-     * not UTF-8 (Python's strict decoder refuses them too). */
-    if (cp < min || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-        return 0;
-    *cp_p = cp;
-    return want;
-}
-
-bool
-ect__utf8_valid_nonul(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint32_t cp;
-        size_t step = ect__utf8_next(s + i, n - i, &cp);
-        if (step == 0 || cp == 0)
-            return false;
-        i += step;
-    }
-    return true;
 }
 
 /* ---- encoding ------------------------------------------------------------- */

@@ -214,12 +214,4 @@ ect_status_t ect__compat_text(const char *engine_version, const char *model,
 /* Append n bytes to buf, growing it.  ECT_OK or ECT_ERR_NO_MEMORY. */
 ect_status_t ect__wire_buf_append(ect__wire_buf_t *buf, const void *bytes, size_t n);
 
-/* Decode one UTF-8 sequence at s (n > 0 bytes available): the number of
- * bytes it takes, with the code point in *cp_p, or 0 if it is invalid
- * (overlong, surrogate, beyond U+10FFFF, bad continuation, truncated). */
-size_t ect__utf8_next(const uint8_t *s, size_t n, uint32_t *cp_p);
-
-/* True if n bytes at s are valid UTF-8 containing no NUL. */
-bool ect__utf8_valid_nonul(const uint8_t *s, size_t n);
-
 #endif /* ECT_PROTO_WIRE_H */

@@ -26,6 +26,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/utf8.h"
 #include "proto/wire.h"
 
 /* Ignored values may nest this deep; the seed never nests at all. */

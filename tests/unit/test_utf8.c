@@ -1,4 +1,5 @@
-/* UTF-8 validation used on config bytes before cJSON sees them. */
+/* UTF-8: the decoder and the checks on config bytes, identifiers and wire
+ * strings (src/common/utf8.h). */
 #include "common/utf8.h"
 #include "harness.h"
 
@@ -95,6 +96,32 @@ test_utf8_judges_sequences_at_every_word_offset(void)
 }
 
 static void
+test_utf8_next_decodes_code_points_and_nonul_refuses_nul(void)
+{
+    static const struct {
+        const char *bytes;
+        size_t len;
+        uint32_t cp;
+    } seq[] = {{"A", 1, 0x41},
+               {"\xc3\xa9", 2, 0xe9},
+               {"\xe2\x82\xac", 3, 0x20ac},
+               {"\xf4\x8f\xbf\xbf", 4, 0x10ffff}};
+    for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
+        uint32_t cp = 0;
+        CHECK_EQ_U64(ect__utf8_next((const uint8_t *)seq[i].bytes, seq[i].len, &cp), seq[i].len);
+        CHECK_EQ_U64(cp, seq[i].cp);
+        /* One byte short: truncated. */
+        if (seq[i].len > 1)
+            CHECK_EQ_U64(ect__utf8_next((const uint8_t *)seq[i].bytes, seq[i].len - 1, &cp), 0);
+    }
+    CHECK(ect__utf8_valid_nonul((const uint8_t *)"caf\xc3\xa9", 5));
+    CHECK(ect__utf8_valid_nonul((const uint8_t *)"", 0));
+    CHECK(!ect__utf8_valid_nonul((const uint8_t *)"a\0b", 3));
+    CHECK(!ect__utf8_valid_nonul((const uint8_t *)"0123456789\0", 11));
+    CHECK(!ect__utf8_valid_nonul((const uint8_t *)"\xed\xa0\x80", 3));
+}
+
+static void
 test_utf8_cut_never_splits_a_character(void)
 {
     const char *s = "a\xc3\xa9\xe2\x82\xac"; /* a, e-acute (2 bytes), euro (3 bytes) */
@@ -113,6 +140,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_utf8_accepts_well_formed_text),
     ECT_CASE(test_utf8_refuses_malformed_sequences_at_their_offset),
     ECT_CASE(test_utf8_judges_sequences_at_every_word_offset),
+    ECT_CASE(test_utf8_next_decodes_code_points_and_nonul_refuses_nul),
     ECT_CASE(test_utf8_cut_never_splits_a_character),
 };
 
