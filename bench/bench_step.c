@@ -581,6 +581,40 @@ free_samples:
     return rc;
 }
 
+/* The fixed cost with nothing between the steps: pairs of a 1000-byte
+ * entry's save and load back to back, so that the step's own state stays in
+ * the CPU's caches.  What the line above pays beyond this is memory misses;
+ * this is what the step's instructions cost. */
+static int
+back_to_back_line(struct step_bench *b)
+{
+    enum { PAIRS = 20000, PAYLOAD = 1000 };
+    struct stamps sv, ld;
+    ect_run_t runs[MAX_RUNS];
+    size_t n_runs = 0;
+    char(*key)[16] = malloc(PAIRS * sizeof(*key)); /* formatted before the clock starts */
+    if (key == NULL) {
+        fprintf(stderr, "bench step: out of memory\n");
+        return 1;
+    }
+    for (unsigned i = 0; i < PAIRS; i++)
+        snprintf(key[i], sizeof(key[i]), "b2b-%u", i);
+    uint64_t t0 = ect__now_ns();
+    for (unsigned i = 0; i < PAIRS; i++) {
+        if (ect_bench_step_save(b, key[i], PAYLOAD, runs, &n_runs, &sv) != 0 ||
+            load_step(b, key[i], PAYLOAD, &ld) != 0) {
+            free(key);
+            return 1;
+        }
+    }
+    double pair_us = (double)(ect__now_ns() - t0) / 1e3 / PAIRS;
+    free(key);
+    printf("  fixed cost of a step, back to back (a %d-byte entry saved and loaded, %d pairs, "
+           "nothing between them): %.2f us a pair\n",
+           PAYLOAD, PAIRS, pair_us);
+    return 0;
+}
+
 /* The engine a worker would make for itself (the config's copy settings),
  * made here so that the bench can read its counters, and the worker. */
 static int
@@ -660,6 +694,8 @@ ect_bench_step(int argc, char **argv)
             goto free_buffers;
         if (p > 0)
             continue;
+        if (back_to_back_line(&b) != 0)
+            goto free_buffers;
         /* The fixed cost again with the step's own state out of the CPU
          * caches, as after a large entry's copy: what makes the small parts
          * of the 8 and 32 MiB breakdowns grow. */
