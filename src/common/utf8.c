@@ -74,7 +74,8 @@ ect__utf8_valid(const char *s, size_t len, size_t *bad_off_p)
 bool
 ect__utf8_valid_nonul(const uint8_t *s, size_t n)
 {
-    return memchr(s, 0, n) == NULL && ect__utf8_valid((const char *)s, n, NULL);
+    /* An empty string may come as NULL (msgpack's empty str). */
+    return n == 0 || (memchr(s, 0, n) == NULL && ect__utf8_valid((const char *)s, n, NULL));
 }
 
 size_t

@@ -116,6 +116,7 @@ test_utf8_next_decodes_code_points_and_nonul_refuses_nul(void)
     }
     CHECK(ect__utf8_valid_nonul((const uint8_t *)"caf\xc3\xa9", 5));
     CHECK(ect__utf8_valid_nonul((const uint8_t *)"", 0));
+    CHECK(ect__utf8_valid_nonul(NULL, 0));
     CHECK(!ect__utf8_valid_nonul((const uint8_t *)"a\0b", 3));
     CHECK(!ect__utf8_valid_nonul((const uint8_t *)"0123456789\0", 11));
     CHECK(!ect__utf8_valid_nonul((const uint8_t *)"\xed\xa0\x80", 3));
