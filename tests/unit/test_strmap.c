@@ -130,9 +130,9 @@ test_steady_churn_allocates_nothing(void)
 #endif
 }
 
-/* The same keys hash alike within a process and differently in another
- * (a fresh process draws its own key; the chance that 8 hashes all agree
- * across two keys is 2^-512). */
+/* The same keys hash alike within a process and differently in another:
+ * a fresh process draws its own 128-bit key, and all 8 hashes agree only
+ * if the two keys do (or by a chance far below that). */
 static void
 test_hash_is_keyed_per_process(void)
 {
