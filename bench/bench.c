@@ -366,10 +366,12 @@ ect_bench_copy_engine_line(const char *indent, const struct ect__copy_cpu_stats 
             printf("; a copier copied its %s pieces at %.1f GB/s", d == 0 ? "save" : "load",
                    (double)(z->timed_piece_bytes[d] - a->timed_piece_bytes[d]) / (double)ns);
     }
-    printf("; non-temporal stores for %llu of %llu saves, %llu of %llu loads\n",
+    printf("; non-temporal stores for %llu of %llu saves, %llu of %llu loads; the engine's "
+           "lock found held %llu times\n",
            (unsigned long long)saves_nt, (unsigned long long)saves,
            (unsigned long long)(nt - saves_nt),
-           (unsigned long long)(z->batches - a->batches - saves));
+           (unsigned long long)(z->batches - a->batches - saves),
+           (unsigned long long)(z->lock_waits - a->lock_waits));
 }
 
 /* ---- cache state ---------------------------------------------------------------------- */

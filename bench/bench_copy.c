@@ -311,6 +311,11 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
     for (unsigned i = 0; i < 3; i++) /* warm the pools */
         if (engine_copy(b, dir, c) != 0)
             goto free_times;
+    struct ect__copy_cpu_stats polled_a = {0}, polled_z = {0};
+    if (polling && ect__copy_cpu_stats(b->engine, &polled_a) != ECT_OK) {
+        fail("read the polling engine's counters");
+        goto free_times;
+    }
     for (unsigned i = 0; i < reps; i++) {
         if (mode == MODE_RESTED && rest_copy_threads(b) != 0)
             goto free_times;
@@ -331,6 +336,10 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
             goto free_times;
     }
     if (polling) {
+        if (ect__copy_cpu_stats(b->engine, &polled_z) != ECT_OK) {
+            fail("read the polling engine's counters");
+            goto free_times;
+        }
         ect_copy_engine_destroy(b->engine); /* its threads stop polling */
         b->engine = NULL;
         for (unsigned i = 0; i < reps; i++)
@@ -352,6 +361,7 @@ measure(struct copy_bench *b, struct config *c, ect_copy_dir_t dir, unsigned rep
                  dir == ECT_COPY_SAVE ? "save" : "load", c->payload >> 20);
         ect_bench_figure(&(ect_bench_fig_t){
             .name = what, .value = gbps, .unit = "GB/s", .ceiling = ceiling, .ceiling_is = way});
+        ect_bench_copy_engine_line("      ", &polled_a, &polled_z);
     } else if (mode == MODE_RESTED) {
         double asleep = ect_bench_ceiling_asleep_gbps(b->ceiling, (double)total, &way);
         snprintf(what, sizeof(what), "  ref: %s %zu MiB, threads asleep %g ms, vs no polling",

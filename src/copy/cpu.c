@@ -131,7 +131,7 @@ recycle_locked(struct cpu_engine *e, struct cpu_batch *b)
 static ect_status_t
 take_batch(struct cpu_engine *e, size_t n_ops, struct cpu_batch **batch_p)
 {
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     struct cpu_batch *b = e->free_list;
     if (b != NULL) {
         e->free_list = b->next;
@@ -148,7 +148,7 @@ take_batch(struct cpu_engine *e, size_t n_ops, struct cpu_batch **batch_p)
     if (n_ops > b->cap_ops) {
         ect_copy_op_t *ops = ect__realloc(b->ops, n_ops * sizeof(*ops));
         if (ops == NULL) {
-            pthread_mutex_lock(&e->lock);
+            engine_lock(e);
             recycle_locked(e, b);
             pthread_mutex_unlock(&e->lock);
             return ect__error(ECT_ERR_NO_MEMORY, "copy cpu: cannot allocate %zu copy ops", n_ops);
@@ -319,7 +319,7 @@ finish_claim_and_announce_locked(struct cpu_engine *e, const struct claim *c)
     if (landing_due(&l)) {
         pthread_mutex_unlock(&e->lock);
         landing_announce(e, &l);
-        pthread_mutex_lock(&e->lock);
+        engine_lock(e);
     }
 }
 
@@ -358,7 +358,7 @@ poll_for_work_locked(struct cpu_engine *e, uint64_t budget_ns)
     e->spinners++;
     pthread_mutex_unlock(&e->lock);
     bool found = poll_until(e, &e->queued, 0, true, budget_ns);
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     e->spinners--;
     if (found)
         e->stats.polls_found_work++;
@@ -374,7 +374,7 @@ ect__cpu_copy_thread_main(void *arg)
     struct claim c;
     bool may_spin = false, polled = false;
 
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     for (;;) {
         if (e->queue_head != NULL && !(e->held && !e->stopping)) {
             struct cpu_batch *b = e->queue_head;
@@ -396,7 +396,7 @@ ect__cpu_copy_thread_main(void *arg)
             e->copiers++;
             pthread_mutex_unlock(&e->lock);
             run_claim(&c);
-            pthread_mutex_lock(&e->lock);
+            engine_lock(e);
             e->copiers--;
             may_spin = true;
             finish_claim_and_announce_locked(e, &c);
@@ -601,7 +601,7 @@ submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void 
     b->chunk = total > 0 ? total : 1; /* one claim, unless it is queued below */
     b->prev = b->next = NULL;
 
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     if (e->stopping) {
         s = ect__error(ECT_ERR_SHUTDOWN, "copy submit: the cpu engine is shut down");
         goto recycle_batch;
@@ -656,7 +656,7 @@ submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void 
     if (here) {
         struct claim c = {.batch = b, .op = 0, .off = 0, .len = total};
         run_claim(&c);
-        pthread_mutex_lock(&e->lock);
+        engine_lock(e);
         if (learn != NULL)
             ect__learn_record(learn, WAY_HERE, total, ect__now_ns() - t_submit);
         struct landing l;
@@ -716,7 +716,7 @@ ect__cpu_query(ect_copy_engine_t *engine, uint64_t ticket)
     struct cpu_engine *e = cpu_of(engine);
     size_t slot;
 
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     struct cpu_batch *b = ect__tickets_find(&e->tickets, ticket, &slot);
     if (b == NULL) {
         pthread_mutex_unlock(&e->lock);
@@ -745,7 +745,7 @@ finish_own_batch(struct cpu_engine *e, uint64_t ticket, bool may_sleep, const ch
     size_t slot;
     bool polled = false; /* polled in vain since the last sleep: sleep now */
 
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     for (;;) {
         /* Look the ticket up afresh each round: while we slept another
          * thread may have retired it and its record may serve a new batch. */
@@ -767,7 +767,7 @@ finish_own_batch(struct cpu_engine *e, uint64_t ticket, bool may_sleep, const ch
             e->stats.pieces_by_waiters++;
             pthread_mutex_unlock(&e->lock);
             run_claim(&c);
-            pthread_mutex_lock(&e->lock);
+            engine_lock(e);
             finish_claim_and_announce_locked(e, &c);
             continue;
         }
@@ -782,7 +782,7 @@ finish_own_batch(struct cpu_engine *e, uint64_t ticket, bool may_sleep, const ch
                                                  : budget;
             pthread_mutex_unlock(&e->lock);
             polled = !poll_until(e, &e->landed_seq, seen, false, budget);
-            pthread_mutex_lock(&e->lock);
+            engine_lock(e);
             e->stats.waiter_polls++;
             continue;
         }

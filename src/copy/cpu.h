@@ -184,6 +184,9 @@ struct ect__copy_cpu_stats {
     uint64_t threads, threads_asleep;
     uint64_t prewakes; /* copy threads signalled by ect__copy_cpu_prewake */
     uint64_t prewoken; /* polls begun for a prewake (a thread may poll more than once for one) */
+    /* Acquisitions of the engine's lock that found it held by another
+     * thread (a condition wait's re-acquisition is not counted). */
+    uint64_t lock_waits;
 };
 
 /*

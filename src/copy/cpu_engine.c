@@ -28,7 +28,7 @@ cpu_register_host(ect_copy_engine_t *engine, void *base, size_t len)
         return ect__error(ECT_ERR_INVALID_ARG,
                           "copy register: range of %zu bytes at %p wraps the address space", len,
                           base);
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     for (size_t i = 0; i < e->n_regs; i++) {
         const struct host_reg *r = &e->regs[i];
         if (b < r->base + r->len && r->base < b + len) {
@@ -61,7 +61,7 @@ static ect_status_t
 cpu_unregister_host(ect_copy_engine_t *engine, void *base)
 {
     struct cpu_engine *e = cpu_of(engine);
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     for (size_t i = 0; i < e->n_regs; i++) {
         if (e->regs[i].base == (char *)base) {
             e->regs[i] = e->regs[--e->n_regs];
@@ -78,7 +78,7 @@ cpu_unregister_host(ect_copy_engine_t *engine, void *base)
 static void
 stop_threads(struct cpu_engine *e, unsigned n_started)
 {
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     e->stopping = true;
     pthread_cond_broadcast(&e->work_cv);
     pthread_mutex_unlock(&e->lock);
@@ -104,7 +104,7 @@ ect__copy_cpu_hold(ect_copy_engine_t *engine, bool hold)
     if (engine == NULL || engine->ops != &ect__cpu_ops)
         return ect__error(ECT_ERR_INVALID_ARG, "copy hold: not a cpu engine");
     struct cpu_engine *e = cpu_of(engine);
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     __atomic_store_n(&e->held, hold, __ATOMIC_RELAXED); /* pollers read it without the lock */
     if (!hold)
         pthread_cond_broadcast(&e->work_cv);
@@ -123,7 +123,7 @@ ect__copy_cpu_prewake(ect_copy_engine_t *engine, uint64_t budget_ns)
     if (budget_ns > ECT_COPY_CPU_PREWAKE_MAX_NS)
         budget_ns = ECT_COPY_CPU_PREWAKE_MAX_NS;
     unsigned wake = 0;
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     if (e->spin_ns > 0 && !e->stopping && !e->held) {
         uint64_t until = ect__now_ns() + budget_ns;
         if (until > e->warm_until_ns)
@@ -146,7 +146,7 @@ ect__copy_cpu_stats(ect_copy_engine_t *engine, struct ect__copy_cpu_stats *stats
     if (engine == NULL || engine->ops != &ect__cpu_ops || stats_p == NULL)
         return ect__error(ECT_ERR_INVALID_ARG, "copy stats: not a cpu engine, or NULL stats_p");
     struct cpu_engine *e = cpu_of(engine);
-    pthread_mutex_lock(&e->lock);
+    engine_lock(e);
     *stats_p = e->stats;
     stats_p->threads = e->n_threads;
     stats_p->threads_asleep = e->sleepers;

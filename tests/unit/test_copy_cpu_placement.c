@@ -7,11 +7,15 @@
  * ways tried, every batch counted once, every byte landed), never which
  * way won.  Data movement through plans and tickets is test_copy_cpu.c.
  */
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ectier/ectier.h>
 
 #include "copy/cpu.h"
+#include "copy/cpu_internal.h"
 #include "copy/learn.h"
 #include "copy/ntcopy.h"
 #include "harness.h"
@@ -577,6 +581,71 @@ test_prewake_has_sleeping_copy_threads_poll_for_the_coming_batch(void)
     free(src);
 }
 
+/* A thread that reads the counters while the test holds the engine's lock. */
+struct stats_reader {
+    ect_copy_engine_t *engine;
+    long tid; /* atomic: set before it asks */
+    struct ect__copy_cpu_stats st;
+    ect_status_t status;
+};
+
+static void *
+read_stats_main(void *arg)
+{
+    struct stats_reader *r = arg;
+    __atomic_store_n(&r->tid, (long)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    r->status = ect__copy_cpu_stats(r->engine, &r->st);
+    return NULL;
+}
+
+/* Whether thread tid of this process is asleep in the kernel (state S). */
+static bool
+thread_sleeps(long tid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/self/task/%ld/stat", tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')'); /* the name may hold spaces */
+    return paren != NULL && paren[1] == ' ' && paren[2] == 'S';
+}
+
+static void
+test_lock_waits_count_acquisitions_that_found_the_lock_held(void)
+{
+    ect_copy_engine_t *e = two_thread_engine();
+    struct ect__copy_cpu_stats a, b;
+    /* Both copy threads asleep on their condition: nobody else wants the lock. */
+    do {
+        CHECK_OK(ect__copy_cpu_stats(e, &a));
+    } while (a.threads_asleep != a.threads);
+    CHECK_OK(ect__copy_cpu_stats(e, &b));
+    CHECK_EQ_U64(b.lock_waits, a.lock_waits); /* a free lock is not a wait */
+
+    /* Hold the lock until the reader sleeps on it (it may spin a while
+     * first). */
+    struct stats_reader r = {.engine = e};
+    pthread_t t;
+    CHECK(pthread_mutex_lock(&cpu_of(e)->lock) == 0);
+    CHECK(pthread_create(&t, NULL, read_stats_main, &r) == 0);
+    long tid;
+    while ((tid = __atomic_load_n(&r.tid, __ATOMIC_ACQUIRE)) == 0)
+        sched_yield();
+    for (int i = 0; i < 10000 && !thread_sleeps(tid); i++)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    bool slept = thread_sleeps(tid);
+    CHECK(pthread_mutex_unlock(&cpu_of(e)->lock) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_MSG(slept, "the reader never blocked on the held lock");
+    CHECK_OK(r.status);
+    CHECK_EQ_U64(r.st.lock_waits, b.lock_waits + 1);
+    ect_copy_engine_destroy(e);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_small_batch_lands_inside_submit_unless_held),
     ECT_CASE(test_waiter_shares_a_large_batch_in_pieces),
@@ -589,6 +658,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_a_batch_right_behind_another_is_handed_off_as_part_of_a_burst),
     ECT_CASE(test_copy_spin_setting_decides_whether_copy_threads_poll),
     ECT_CASE(test_prewake_has_sleeping_copy_threads_poll_for_the_coming_batch),
+    ECT_CASE(test_lock_waits_count_acquisitions_that_found_the_lock_held),
 };
 
 int
