@@ -76,10 +76,12 @@
  *
  * Locking: one mutex guards the queue, the table, the free records, the
  * dispatch cursors and remaining counts, the thread counts and the
- * registrations.  It is never held across a copy.  A piece's bytes are
- * written (and fenced, for non-temporal stores) before the copier takes the
- * mutex to subtract the piece, and readers learn that a batch has landed
- * only under the same mutex, so whoever sees "landed" also sees the bytes.
+ * registrations; it is taken through engine_lock (cpu_internal.h), which
+ * counts the acquisitions that found it held.  It is never held across a
+ * copy.  A piece's bytes are written (and fenced, for non-temporal stores)
+ * before the copier takes the mutex to subtract the piece, and readers
+ * learn that a batch has landed only under the same mutex, so whoever sees
+ * "landed" also sees the bytes.
  * A batch's op array is written before the batch is published and read-only
  * until the batch is retired, which cannot happen while a piece is in
  * flight; copiers therefore read it without the mutex.  The pollers read
