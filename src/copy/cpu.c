@@ -640,7 +640,7 @@ submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void 
          * the copy threads have no CPUs of their own (fine_cut): on the
          * 2-CPU VM cold same-host 1 MiB reads cut finer came out 0.06-0.09
          * lower.  Not when a copy thread polls for it: there the finer
-         * cut moved the 1 MiB rows both ways on an H100 host (README). */
+         * cut moved the 1 MiB rows both ways on an H100 host (docs/performance.md). */
         bool woken = e->fine_cut && e->spinners == 0 && e->copiers == 0 && e->queue_head == NULL;
         b->chunk = ect__copy_cpu_piece_bytes(total, e->max_active + 1, e->split_bytes, woken);
         size_t pieces = total / b->chunk + (total % b->chunk != 0);

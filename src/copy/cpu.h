@@ -139,7 +139,7 @@ bool ect__copy_cpu_cpus_to_spare(unsigned threads);
  * threads slept 1 ms at 0.83 / 0.88 of the no-polling ceiling instead of
  * 0.74 / 0.80; saves, which copy faster, moved no more than rows whose code
  * did not change; 8 MiB in 24 pieces instead of 9 came out 0.02-0.03
- * lower, so batches from 4 MiB up keep the coarse cut (README: Performance).
+ * lower, so batches from 4 MiB up keep the coarse cut (docs/performance.md).
  */
 size_t ect__copy_cpu_piece_bytes(size_t total, unsigned copiers, size_t split_bytes, bool woken);
 

@@ -40,7 +40,7 @@
  * header the payload lies 16 bytes off the alignment its blocks have at
  * both ends, and on the AMD EPYC VM CI runs on such copies run at about
  * half speed (1 MiB reads reached 0.34 of a bare transfer, 0.80 with a
- * 64-byte header: README, "Aligned answers").  A block is a token's bytes
+ * 64-byte header: docs/performance.md, "Aligned answers").  A block is a token's bytes
  * (hidden size x dtype), a multiple of 64 for every model we know, so
  * with a 64-byte header every payload starts, and the next response
  * follows it, where its blocks' alignment says (a block size that is no
