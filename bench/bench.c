@@ -331,6 +331,16 @@ plot_bench(const char *bench)
 
 /* ---- the copy engine's line ------------------------------------------------------------ */
 
+/* "<before>X us<after> (mean of n)", X the mean of n samples that took ns
+ * in all, with `decimals` decimals; nothing when n is 0. */
+static void
+print_mean_us(const char *before, const char *after, int decimals, uint64_t ns, uint64_t n)
+{
+    if (n > 0)
+        printf("%s%.*f us%s (mean of %llu)", before, decimals, (double)ns / 1e3 / (double)n, after,
+               (unsigned long long)n);
+}
+
 void
 ect_bench_copy_engine_line(const char *indent, const struct ect__copy_cpu_stats *a,
                            const struct ect__copy_cpu_stats *z)
@@ -350,14 +360,21 @@ ect_bench_copy_engine_line(const char *indent, const struct ect__copy_cpu_stats 
     if (wakeups > 0)
         printf(" (the submitter spent %.1f us in each)",
                (double)(z->wake_signal_ns - a->wake_signal_ns) / 1e3 / (double)wakeups);
-    if (woken > 0)
-        printf("; a woken copy thread took its first piece %.1f us after submit (mean of %llu)",
-               (double)(z->handoff_woken_ns - a->handoff_woken_ns) / 1e3 / (double)woken,
-               (unsigned long long)woken);
-    if (polling > 0)
-        printf("; a polling one %.1f us after (mean of %llu)",
-               (double)(z->handoff_polling_ns - a->handoff_polling_ns) / 1e3 / (double)polling,
-               (unsigned long long)polling);
+    print_mean_us("; a woken copy thread took its first piece ", " after submit", 1,
+                  z->handoff_woken_ns - a->handoff_woken_ns, woken);
+    print_mean_us("; a polling one ", " after", 1, z->handoff_polling_ns - a->handoff_polling_ns,
+                  polling);
+    /* Where a handed-off batch's time goes beside its pieces (cpu.h). */
+    print_mean_us("; a handed-off batch landed ", " after submit", 1,
+                  z->handed_landed_ns - a->handed_landed_ns, z->handed_landed - a->handed_landed);
+    print_mean_us(", its waiter took a first piece ", " after submit", 1,
+                  z->waiter_first_piece_ns - a->waiter_first_piece_ns,
+                  z->waiter_first_pieces - a->waiter_first_pieces);
+    print_mean_us(" and saw it landed ", " after the last byte", 1,
+                  z->waiter_after_landing_ns - a->waiter_after_landing_ns,
+                  z->waiters_after_landing - a->waiters_after_landing);
+    print_mean_us("; a copier went from one piece to the next in ", "", 2,
+                  z->piece_gap_ns - a->piece_gap_ns, z->piece_gaps - a->piece_gaps);
     uint64_t saves = z->saves - a->saves, saves_nt = z->saves_nt - a->saves_nt;
     uint64_t nt = z->batches_nt - a->batches_nt;
     for (int d = 0; d < 2; d++) {

@@ -298,6 +298,11 @@ finish_claim_locked(struct cpu_engine *e, const struct claim *c, struct landing 
     *l = (struct landing){0};
     if (b->remaining > 0)
         return;
+    if (b->handed_off) {
+        b->t_landed_ns = ect__now_ns();
+        e->stats.handed_landed++;
+        e->stats.handed_landed_ns += b->t_landed_ns - b->t_submit_ns;
+    }
     if (b->learn != NULL) {
         ect__learn_record(b->learn, WAY_HANDOFF, b->bytes, ect__now_ns() - b->t_submit_ns);
         b->learn = NULL;
@@ -323,6 +328,17 @@ finish_claim_and_announce_locked(struct cpu_engine *e, const struct claim *c)
         landing_announce(e, &l);
         engine_lock(e);
     }
+}
+
+/* A copier went from one piece straight to the next in gap_ns (when
+ * in_row; else the piece began a run of its pieces). */
+static void
+count_piece_gap_locked(struct cpu_engine *e, bool in_row, uint64_t gap_ns)
+{
+    if (!in_row)
+        return;
+    e->stats.piece_gaps++;
+    e->stats.piece_gap_ns += gap_ns;
 }
 
 /* Poll, without the mutex, until *counter differs from seen (or, with
@@ -375,6 +391,7 @@ ect__cpu_copy_thread_main(void *arg)
     struct cpu_engine *e = arg;
     struct claim c;
     bool may_spin = false, polled = false;
+    uint64_t t_piece_end = 0; /* when this thread's last piece ended, if it went on at once */
 
     engine_lock(e);
     for (;;) {
@@ -397,13 +414,18 @@ ect__cpu_copy_thread_main(void *arg)
             e->stats.pieces_by_threads++;
             e->copiers++;
             pthread_mutex_unlock(&e->lock);
+            bool in_row = t_piece_end != 0;
+            uint64_t gap = in_row ? ect__now_ns() - t_piece_end : 0;
             run_claim(&c);
+            t_piece_end = ect__now_ns();
             engine_lock(e);
+            count_piece_gap_locked(e, in_row, gap);
             e->copiers--;
             may_spin = true;
             finish_claim_and_announce_locked(e, &c);
             continue;
         }
+        t_piece_end = 0; /* out of work: the next piece starts no run */
         /* Stop only once the queue is drained: destroy promises that
          * every submitted batch lands. */
         if (e->stopping && e->queue_head == NULL)
@@ -597,6 +619,9 @@ submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void 
     b->bytes = total;
     b->learn = NULL;
     b->t_submit_ns = t_submit;
+    b->t_landed_ns = 0;
+    b->handed_off = false;
+    b->waiter_started = false;
     /* An empty batch has landed already: its callback runs below. */
     b->landed = total > 0 ? landed : NULL;
     b->landed_arg = arg;
@@ -645,6 +670,7 @@ submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void 
         b->chunk = ect__copy_cpu_piece_bytes(total, e->max_active + 1, e->split_bytes, woken);
         size_t pieces = total / b->chunk + (total % b->chunk != 0);
         b->learn = learn;
+        b->handed_off = true;
         b->t_queued_ns = ect__now_ns();
         enqueue_locked(e, b);
         wake = wanted_wakeups_locked(e, pieces);
@@ -745,7 +771,9 @@ finish_own_batch(struct cpu_engine *e, uint64_t ticket, bool may_sleep, const ch
 {
     struct claim c;
     size_t slot;
-    bool polled = false; /* polled in vain since the last sleep: sleep now */
+    bool polled = false;      /* polled in vain since the last sleep: sleep now */
+    uint64_t t_piece_end = 0; /* when our last piece ended, if we went on at once */
+    uint64_t t_enter = ect__now_ns();
 
     engine_lock(e);
     for (;;) {
@@ -757,6 +785,13 @@ finish_own_batch(struct cpu_engine *e, uint64_t ticket, bool may_sleep, const ch
             return not_found(what, ticket);
         }
         if (b->remaining == 0) {
+            /* The first look at it since it landed, counted when it
+             * landed while we waited (cpu.h). */
+            if (b->t_landed_ns != 0 && b->t_landed_ns >= t_enter) {
+                e->stats.waiters_after_landing++;
+                e->stats.waiter_after_landing_ns += ect__now_ns() - b->t_landed_ns;
+            }
+            b->t_landed_ns = 0;
             if (may_sleep) {
                 ect__tickets_remove_at(&e->tickets, slot);
                 recycle_locked(e, b);
@@ -767,12 +802,22 @@ finish_own_batch(struct cpu_engine *e, uint64_t ticket, bool may_sleep, const ch
         if (has_unclaimed(b)) {
             claim_locked(e, b, &c);
             e->stats.pieces_by_waiters++;
+            if (b->handed_off && !b->waiter_started) {
+                b->waiter_started = true;
+                e->stats.waiter_first_pieces++;
+                e->stats.waiter_first_piece_ns += ect__now_ns() - b->t_submit_ns;
+            }
             pthread_mutex_unlock(&e->lock);
+            bool in_row = t_piece_end != 0;
+            uint64_t gap = in_row ? ect__now_ns() - t_piece_end : 0;
             run_claim(&c);
+            t_piece_end = ect__now_ns();
             engine_lock(e);
+            count_piece_gap_locked(e, in_row, gap);
             finish_claim_and_announce_locked(e, &c);
             continue;
         }
+        t_piece_end = 0;
         if (!polled && e->spin_ns > 0) {
             uint64_t seen = e->landed_seq;
             /* Long enough for the bytes still in flight at a slow 4 GB/s:

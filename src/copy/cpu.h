@@ -187,6 +187,19 @@ struct ect__copy_cpu_stats {
     /* Acquisitions of the engine's lock that found it held by another
      * thread (a condition wait's re-acquisition is not counted). */
     uint64_t lock_waits;
+    /* The timeline of a batch handed to the copy threads (queued, not
+     * copied inside submit), for telling where its time goes beside the
+     * copies: from submit to its last byte copied; from submit to its
+     * waiter's first piece, for a batch whose waiter took one; from its
+     * last byte copied to the first look at it landed, for a look by a
+     * caller already in ect_copy_engine_wait or ect__copy_cpu_help when
+     * it landed (a later caller's lag is its own, not the engine's).
+     * And the time a copier spent between two pieces it copied in a row
+     * (the lock, the count of the piece copied, the claim of the next). */
+    uint64_t handed_landed, handed_landed_ns;
+    uint64_t waiter_first_pieces, waiter_first_piece_ns;
+    uint64_t waiters_after_landing, waiter_after_landing_ns;
+    uint64_t piece_gaps, piece_gap_ns;
 };
 
 /*

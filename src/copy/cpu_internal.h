@@ -74,6 +74,9 @@ struct cpu_batch {
     uint64_t copy_ns;                  /* copy time of its pieces so far (with kernel_learn) */
     uint64_t t_submit_ns;              /* when submit started (for a learned hand-off) */
     uint64_t t_queued_ns;              /* when queued; 0 once a copy thread took a piece */
+    uint64_t t_landed_ns;              /* when a queued batch's last byte was copied; else 0 */
+    bool handed_off;                   /* queued for the copy threads (not copied in submit) */
+    bool waiter_started;               /* its waiter has taken a piece */
     void (*landed)(void *);            /* ect__copy_cpu_submit_notify's callback, or NULL */
     void *landed_arg;
     struct cpu_batch *prev, *next; /* work queue links; next also links the free list */

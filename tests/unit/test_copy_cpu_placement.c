@@ -646,6 +646,79 @@ test_lock_waits_count_acquisitions_that_found_the_lock_held(void)
     ect_copy_engine_destroy(e);
 }
 
+static void
+test_a_handed_off_batch_s_timeline_is_counted(void)
+{
+    /* With the copy threads held, a 1 MiB batch is queued and its waiter
+     * copies every piece, one straight after another: one batch landed,
+     * one first piece, a gap before every piece but the first, and one
+     * look at the landed batch.  It lands after its first piece started. */
+    enum { LEN = 1 << 20 };
+    unsigned char *src = ts_xmalloc(LEN), *dst = ts_xmalloc(LEN);
+    ts_fill_nonzero(src, LEN, 71);
+    ect_copy_engine_t *e = two_thread_engine();
+    CHECK_OK(ect__copy_cpu_hold(e, true));
+    ect_copy_op_t op = {.dst = dst, .src = src, .len = LEN};
+    ect_copy_batch_t batch = {.dir = ECT_COPY_SAVE, .ops = &op, .n_ops = 1};
+    uint64_t t;
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
+    struct ect__copy_cpu_stats st;
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK(st.pieces_by_waiters >= 4);
+    CHECK_EQ_U64(st.handed_landed, 1);
+    CHECK_EQ_U64(st.waiter_first_pieces, 1);
+    CHECK_EQ_U64(st.waiters_after_landing, 1);
+    CHECK_EQ_U64(st.piece_gaps, st.pieces_by_waiters - 1);
+    CHECK_MSG(st.handed_landed_ns > st.waiter_first_piece_ns,
+              "landed %llu ns after submit, first piece at %llu ns",
+              (unsigned long long)st.handed_landed_ns,
+              (unsigned long long)st.waiter_first_piece_ns);
+
+    /* A helper that copies the batch and sees it landed counts the look
+     * once; the wait that retires the ticket afterwards does not again. */
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+    CHECK_OK(ect__copy_cpu_help(e, t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
+    CHECK(memcmp(dst, src, LEN) == 0);
+    struct ect__copy_cpu_stats z;
+    CHECK_OK(ect__copy_cpu_stats(e, &z));
+    CHECK_EQ_U64(z.handed_landed, 2);
+    CHECK_EQ_U64(z.waiter_first_pieces, 2);
+    CHECK_EQ_U64(z.waiters_after_landing, 2);
+
+    /* Released, the copy threads copy a batch nobody waits for (the first
+     * learned placement is a hand-off); a wait that begins once it has
+     * landed is no look the engine made wait. */
+    CHECK_OK(ect__copy_cpu_hold(e, false));
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+    for (int i = 0; i < 100000; i++) { /* 10 s at most */
+        CHECK_OK(ect__copy_cpu_stats(e, &z));
+        if (z.handed_landed == 3)
+            break;
+        nanosleep(&(struct timespec){0, 100 * 1000}, NULL);
+    }
+    CHECK_EQ_U64(z.handed_landed, 3);
+    CHECK_OK(ect_copy_engine_wait(e, t));
+    CHECK(memcmp(dst, src, LEN) == 0);
+    CHECK_OK(ect__copy_cpu_stats(e, &z));
+    CHECK_EQ_U64(z.waiter_first_pieces, 2);
+    CHECK_EQ_U64(z.waiters_after_landing, 2);
+
+    /* A batch copied inside submit was never handed off. */
+    op.len = 4096;
+    CHECK_OK(ect_copy_engine_submit(e, &batch, &t));
+    CHECK_OK(ect_copy_engine_wait(e, t));
+    CHECK_OK(ect__copy_cpu_stats(e, &st));
+    CHECK_EQ_U64(st.batches_inline, z.batches_inline + 1);
+    CHECK_EQ_U64(st.handed_landed, 3);
+    CHECK_EQ_U64(st.waiter_first_pieces, 2);
+    CHECK_EQ_U64(st.waiters_after_landing, 2);
+    ect_copy_engine_destroy(e);
+    free(dst);
+    free(src);
+}
+
 static const struct ect_test_case cases[] = {
     ECT_CASE(test_small_batch_lands_inside_submit_unless_held),
     ECT_CASE(test_waiter_shares_a_large_batch_in_pieces),
@@ -659,6 +732,7 @@ static const struct ect_test_case cases[] = {
     ECT_CASE(test_copy_spin_setting_decides_whether_copy_threads_poll),
     ECT_CASE(test_prewake_has_sleeping_copy_threads_poll_for_the_coming_batch),
     ECT_CASE(test_lock_waits_count_acquisitions_that_found_the_lock_held),
+    ECT_CASE(test_a_handed_off_batch_s_timeline_is_counted),
 };
 
 int
