@@ -298,14 +298,14 @@ finish_claim_locked(struct cpu_engine *e, const struct claim *c, struct landing 
     *l = (struct landing){0};
     if (b->remaining > 0)
         return;
-    if (b->handed_off) {
+    if (b->handed_off) { /* only a handed-off batch has a way to learn (submit) */
         b->t_landed_ns = ect__now_ns();
         e->stats.handed_landed++;
         e->stats.handed_landed_ns += b->t_landed_ns - b->t_submit_ns;
-    }
-    if (b->learn != NULL) {
-        ect__learn_record(b->learn, WAY_HANDOFF, b->bytes, ect__now_ns() - b->t_submit_ns);
-        b->learn = NULL;
+        if (b->learn != NULL) {
+            ect__learn_record(b->learn, WAY_HANDOFF, b->bytes, b->t_landed_ns - b->t_submit_ns);
+            b->learn = NULL;
+        }
     }
     if (b->kernel_learn != NULL) {
         ect__learn_record(b->kernel_learn, (int)b->kernel, b->bytes, b->copy_ns);
