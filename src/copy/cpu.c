@@ -223,15 +223,17 @@ claim_locked(struct cpu_engine *e, struct cpu_batch *b, struct claim *c)
 }
 
 /* The copy itself, without the lock (see the file comment for why reading
- * the op array is safe). */
+ * the op array is safe).  With `stamp` (or a batch whose kernel is
+ * learned) the claim gets when the piece began and ended. */
 static void
-run_claim(struct claim *c)
+run_claim(struct claim *c, bool stamp)
 {
     const ect_copy_op_t *ops = c->batch->ops;
     size_t left = c->len, i = c->op, off = c->off;
     enum kernel kernel = c->batch->kernel;
     bool timed = c->batch->kernel_learn != NULL;
-    uint64_t t0 = timed ? ect__now_ns() : 0;
+    stamp = stamp || timed;
+    uint64_t t0 = stamp ? ect__now_ns() : 0;
     /* First every page of the piece, both sides (a region may be either,
      * or both for a same-host read), so the copy does not meet them cold
      * one at a time (copy/ntcopy.h). */
@@ -255,7 +257,9 @@ run_claim(struct claim *c)
     }
     if (kernel == KERNEL_NT)
         ect__copy_nt_fence(); /* before the mutex publishes the piece */
-    c->ns = timed ? ect__now_ns() - t0 : 0;
+    c->t_start = t0;
+    c->t_end = stamp ? ect__now_ns() : 0;
+    c->ns = timed ? c->t_end - t0 : 0;
 }
 
 /* What a copier does once it has dropped the lock after the last piece of
@@ -330,15 +334,15 @@ finish_claim_and_announce_locked(struct cpu_engine *e, const struct claim *c)
     }
 }
 
-/* A copier went from one piece straight to the next in gap_ns (when
- * in_row; else the piece began a run of its pieces). */
+/* A copier whose previous piece ended at prev_end (0: the piece c, stamped
+ * by run_claim, began a run of its pieces) went straight on to c. */
 static void
-count_piece_gap_locked(struct cpu_engine *e, bool in_row, uint64_t gap_ns)
+count_piece_gap_locked(struct cpu_engine *e, uint64_t prev_end, const struct claim *c)
 {
-    if (!in_row)
+    if (prev_end == 0)
         return;
     e->stats.piece_gaps++;
-    e->stats.piece_gap_ns += gap_ns;
+    e->stats.piece_gap_ns += c->t_start - prev_end;
 }
 
 /* Poll, without the mutex, until *counter differs from seen (or, with
@@ -414,12 +418,10 @@ ect__cpu_copy_thread_main(void *arg)
             e->stats.pieces_by_threads++;
             e->copiers++;
             pthread_mutex_unlock(&e->lock);
-            bool in_row = t_piece_end != 0;
-            uint64_t gap = in_row ? ect__now_ns() - t_piece_end : 0;
-            run_claim(&c);
-            t_piece_end = ect__now_ns();
+            run_claim(&c, true);
             engine_lock(e);
-            count_piece_gap_locked(e, in_row, gap);
+            count_piece_gap_locked(e, t_piece_end, &c);
+            t_piece_end = c.t_end;
             e->copiers--;
             may_spin = true;
             finish_claim_and_announce_locked(e, &c);
@@ -683,7 +685,7 @@ submit(struct cpu_engine *e, const ect_copy_batch_t *batch, void (*landed)(void 
     pthread_mutex_unlock(&e->lock);
     if (here) {
         struct claim c = {.batch = b, .op = 0, .off = 0, .len = total};
-        run_claim(&c);
+        run_claim(&c, false);
         engine_lock(e);
         if (learn != NULL)
             ect__learn_record(learn, WAY_HERE, total, ect__now_ns() - t_submit);
@@ -808,12 +810,10 @@ finish_own_batch(struct cpu_engine *e, uint64_t ticket, bool may_sleep, const ch
                 e->stats.waiter_first_piece_ns += ect__now_ns() - b->t_submit_ns;
             }
             pthread_mutex_unlock(&e->lock);
-            bool in_row = t_piece_end != 0;
-            uint64_t gap = in_row ? ect__now_ns() - t_piece_end : 0;
-            run_claim(&c);
-            t_piece_end = ect__now_ns();
+            run_claim(&c, true);
             engine_lock(e);
-            count_piece_gap_locked(e, in_row, gap);
+            count_piece_gap_locked(e, t_piece_end, &c);
+            t_piece_end = c.t_end;
             finish_claim_and_announce_locked(e, &c);
             continue;
         }

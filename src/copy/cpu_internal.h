@@ -89,6 +89,7 @@ struct claim {
     size_t off;
     size_t len;
     uint64_t ns; /* how long run_claim took (timed when the batch's kernel is learned) */
+    uint64_t t_start, t_end; /* when run_claim began and ended, where it stamped them; else 0 */
 };
 
 struct host_reg {
